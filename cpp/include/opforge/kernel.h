@@ -1,0 +1,58 @@
+// Kernels: the math of an op for one device and dtype.
+//
+//   template <typename T> Status AddKernel(OpKernelContext* ctx) { ... }
+//   REGISTER_KERNEL("Add", kCPU, DType::kFloat32, AddKernel<float>);
+//
+// The dtype a kernel registers for is the "kernel dtype" of the call: the
+// dtype of the first input whose type is an attr (T of "x: T", SrcT of
+// Cast); else the fixed dtype of the first input (bool for LogicalAnd); else
+// the value of the op's first type attr; else DType::kInvalid.
+#pragma once
+
+#include <vector>
+
+#include "opforge/op_context.h"
+#include "opforge/shape_inference.h"
+
+namespace opforge {
+
+enum Device : int { kCPU = 0 };
+inline constexpr int kNumDevices = 1;
+const char* DeviceName(int device);  // "cpu"
+
+class OpKernelContext : public OpContext {
+ public:
+  OpKernelContext(const OpDef& op, const Tensor* inputs, int num_inputs, const AttrValue* attrs,
+                  const std::vector<TensorShape>& output_shapes, std::vector<Tensor>* outputs)
+      : OpContext(op, inputs, num_inputs, attrs), output_shapes_(output_shapes), outputs_(outputs) {}
+
+  int num_outputs() const { return static_cast<int>(output_shapes_.size()); }
+  // The shape the shape function inferred for output i.
+  const TensorShape& output_shape(int i) const { return output_shapes_[i]; }
+  // Allocates output i with its inferred shape and the dtype the op declares.
+  Status allocate_output(int i, Tensor** out);
+  // Uses an existing tensor as output i, e.g. an input's buffer (Identity, Reshape).
+  void set_output(int i, Tensor t) { (*outputs_)[i] = std::move(t); }
+
+ private:
+  const std::vector<TensorShape>& output_shapes_;
+  std::vector<Tensor>* outputs_;
+};
+
+using KernelFn = Status (*)(OpKernelContext* ctx);
+
+// O(1) lookup: one slot per (device, dtype).
+struct KernelTable {
+  KernelFn fn[kNumDevices][kNumDTypes] = {};
+};
+
+struct KernelRegistrar {
+  KernelRegistrar(const char* op, int device, DType dtype, KernelFn fn, const char* file, int line);
+};
+
+}  // namespace opforge
+
+#define REGISTER_KERNEL(op, device, dtype, ...)                                    \
+  [[maybe_unused]] static const ::opforge::KernelRegistrar OF_CONCAT(             \
+      of_kernel_registrar_, __COUNTER__)(op, ::opforge::device, dtype, __VA_ARGS__, \
+                                          __FILE__, __LINE__)

@@ -1,0 +1,113 @@
+// Op declarations: the REGISTER_OP DSL and the OpDef it produces.
+//
+//   REGISTER_OP("Add")
+//       .Input("x: T")
+//       .Input("y: T")
+//       .Output("z: T")
+//       .Attr("T: {float32, float64, int32, int64}")
+//       .SetShapeFn(shape_fns::BroadcastBinary)
+//       .Doc(R"doc(
+//   Returns x + y element-wise, with numpy broadcasting.
+//
+//   x: The first operand.
+//   y: The second operand.
+//   z: The sum.
+//   )doc");
+//
+// Arg specs:   "name: T" (type attr), "name: float32" (fixed type),
+//              "name: N * T" (a list of N tensors sharing type attr T).
+// Attr specs:  "name: type", "name: {float32, int32}", "name: int = -1",
+//              "name: int >= 0", "name: list(int) = None", "name: float = 1e-6",
+//              "name: bool = false", "name: string = 'x'", "name: shape".
+// The group of an op is its file's name less "_ops.cc" (math_ops.cc -> math).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "opforge/attr.h"
+#include "opforge/dtype.h"
+#include "opforge/status.h"
+
+namespace opforge {
+
+class InferenceContext;
+using ShapeFn = Status (*)(InferenceContext* ctx);
+
+struct ArgDef {
+  std::string name;
+  std::string doc;
+  std::string type_attr;             // "T", or empty when the type is fixed
+  DType fixed_type = DType::kInvalid;
+  std::string number_attr;           // "N" for list args, else empty
+  int type_attr_index = -1;          // index into OpDef::attrs
+  int number_attr_index = -1;
+  bool is_list() const { return !number_attr.empty(); }
+};
+
+struct AttrDef {
+  std::string name;
+  std::string doc;
+  AttrType type = AttrType::kInt;
+  bool has_default = false;
+  AttrValue default_value;           // kNone when declared "= None"
+  std::vector<DType> allowed_types;  // for type / list(type); empty: any
+  bool has_minimum = false;
+  int64_t minimum = 0;
+  bool inferred = false;             // set from the inputs (T of "x: T", N of "N * T")
+};
+
+struct OpDef {
+  std::string name;
+  std::string group;
+  std::string summary;
+  std::string description;
+  std::string file;
+  int line = 0;
+  std::vector<ArgDef> inputs;
+  std::vector<ArgDef> outputs;
+  std::vector<AttrDef> attrs;
+  std::vector<std::string> arg_order;  // inputs and attrs in declaration order
+  ShapeFn shape_fn = nullptr;
+
+  int FindAttr(const std::string& name) const;  // -1 if absent
+  int FindInput(const std::string& name) const;
+  // How the kernel dtype of a call is found (see kernel.h): the index of the
+  // type attr that decides it, or -1 with kernel_fixed_type set instead.
+  int kernel_type_attr = -1;
+  DType kernel_fixed_type = DType::kInvalid;
+};
+
+class OpDefBuilder {
+ public:
+  OpDefBuilder(const char* name, const char* file, int line);
+  OpDefBuilder& Input(std::string spec);
+  OpDefBuilder& Output(std::string spec);
+  OpDefBuilder& Attr(std::string spec);
+  OpDefBuilder& SetShapeFn(ShapeFn fn);
+  OpDefBuilder& Doc(std::string text);
+
+  // Parses and validates every spec. Errors name the op and file:line.
+  Status Finalize(OpDef* out) const;
+
+ private:
+  struct Spec { enum Kind { kInput, kOutput, kAttr } kind; std::string text; };
+  std::string name_, file_, doc_;
+  int line_;
+  std::vector<Spec> specs_;
+  ShapeFn shape_fn_ = nullptr;
+};
+
+// Registers at static-initialisation time. A declaration that fails
+// validation is recorded (see OpRegistry::registration_errors), never aborts.
+struct OpRegistrar {
+  OpRegistrar(const OpDefBuilder& builder);  // NOLINT: implicit by design
+};
+
+}  // namespace opforge
+
+#define OF_CONCAT_INNER(a, b) a##b
+#define OF_CONCAT(a, b) OF_CONCAT_INNER(a, b)
+#define REGISTER_OP(name)                                                  \
+  [[maybe_unused]] static const ::opforge::OpRegistrar OF_CONCAT(          \
+      of_op_registrar_, __COUNTER__) = ::opforge::OpDefBuilder(name, __FILE__, __LINE__)

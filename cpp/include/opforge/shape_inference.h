@@ -1,0 +1,37 @@
+// Shape functions: compute output shapes from input shapes and attrs, and
+// reject bad shapes before any memory is allocated.
+#pragma once
+
+#include <vector>
+
+#include "opforge/op_context.h"
+
+namespace opforge {
+
+class InferenceContext : public OpContext {
+ public:
+  InferenceContext(const OpDef& op, const Tensor* inputs, int num_inputs, const AttrValue* attrs,
+                   std::vector<TensorShape>* output_shapes)
+      : OpContext(op, inputs, num_inputs, attrs), output_shapes_(output_shapes) {}
+
+  const TensorShape& input_shape(int i) const { return input(i).shape(); }
+  void set_output_shape(int i, const TensorShape& s) { (*output_shapes_)[i] = s; }
+
+ private:
+  std::vector<TensorShape>* output_shapes_;
+};
+
+// numpy broadcasting of two shapes. On failure the message names both args.
+Status BroadcastShapes(const TensorShape& a, const char* a_name, const TensorShape& b,
+                       const char* b_name, TensorShape* out);
+
+// Maps a possibly negative axis into [0, rank). `what` names the attr in errors.
+Status NormalizeAxis(int64_t axis, int rank, const char* what, int* out);
+
+// Ready-made shape functions for common op families.
+namespace shape_fns {
+Status Unchanged(InferenceContext* ctx);       // output 0 has input 0's shape
+Status BroadcastInputs(InferenceContext* ctx);  // output 0 is all inputs broadcast
+}  // namespace shape_fns
+
+}  // namespace opforge
