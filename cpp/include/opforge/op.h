@@ -32,6 +32,7 @@
 namespace opforge {
 
 class InferenceContext;
+struct KernelTable;
 using ShapeFn = Status (*)(InferenceContext* ctx);
 
 struct ArgDef {
@@ -69,6 +70,7 @@ struct OpDef {
   std::vector<AttrDef> attrs;
   std::vector<std::string> arg_order;  // inputs and attrs in declaration order
   ShapeFn shape_fn = nullptr;
+  const KernelTable* kernels = nullptr;  // set at registration; never null after
 
   int FindAttr(const std::string& name) const;  // -1 if absent
   int FindInput(const std::string& name) const;

@@ -30,6 +30,7 @@ class OpContext {
   bool attr_bool(const std::string& name) const { return attr(name).b; }
   DType attr_type(const std::string& name) const { return attr(name).type; }
   const std::vector<int64_t>& attr_ints(const std::string& name) const { return attr(name).list_i; }
+  const AttrValue* attr_values() const { return attrs_; }  // one per op().attrs
 
  private:
   const OpDef& op_;

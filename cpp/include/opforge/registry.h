@@ -40,6 +40,14 @@ class OpRegistry {
 Status Execute(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs,
                std::vector<Tensor>* outputs, int device = kCPU);
 
+// The registry as JSON, keys sorted, ops by name: {"format": 1, "groups":
+// [...], "ops": [...]}. What the dump tool prints and codegen reads.
+std::string RegistryToJson();
+
+// One op's declaration as JSON. Without location and kernels it holds just
+// what generated wrappers depend on: the input of the group fingerprints.
+std::string OpDefToJson(const OpDef& op, bool with_location_and_kernels);
+
 // Declared output dtype of output `i` given completed attrs.
 DType OutputDType(const OpDef& op, int i, const AttrValue* attrs);
 

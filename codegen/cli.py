@@ -1,0 +1,62 @@
+"""Command line: ``python -m codegen [--registry FILE] [--check] [--out DIR] [--build-dir DIR]``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from codegen import emit, registry_source, validate
+from codegen.errors import CodegenError
+from codegen.model import Registry
+
+STALE_MESSAGE = "generated/ is stale: run `python -m codegen`"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m codegen", description=(
+        "Generate SWIG entry points, Python wrappers and stubs from the op registry."))
+    p.add_argument("--registry", type=Path, metavar="FILE",
+                   help="registry JSON to read instead of building and running "
+                        f"{registry_source.DUMP_TARGET}")
+    p.add_argument("--check", action="store_true",
+                   help="compare with --out instead of writing; exit 1 with a diff if stale")
+    p.add_argument("--out", type=Path, default=Path("generated"), metavar="DIR",
+                   help="output folder (default: generated)")
+    p.add_argument("--build-dir", type=Path, default=Path("build/codegen"), metavar="DIR",
+                   help="CMake build folder for the dump tool (default: build/codegen)")
+    return p.parse_args(argv)
+
+
+def load_registry(args: argparse.Namespace) -> Registry:
+    if args.registry is not None:
+        data = registry_source.load_file(args.registry)
+    else:
+        data = registry_source.dump_registry(Path.cwd(), args.build_dir)
+    return validate.check(Registry.parse(data))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        files = emit.render(load_registry(args))
+    except CodegenError as e:
+        for message in e.messages:
+            print(f"codegen: error: {message}", file=sys.stderr)
+        return 1
+    out = args.out
+    if args.check:
+        text = emit.diff(out, files)
+        if text:
+            sys.stdout.write(text)
+            print(STALE_MESSAGE, file=sys.stderr)
+            return 1
+        print(f"codegen: {out.as_posix()}/ is up to date ({len(files)} files)")
+        return 0
+    written, removed = emit.write(out, files)
+    for rel in removed:
+        print(f"codegen: removed {out.as_posix()}/{rel}")
+    for rel in written:
+        print(f"codegen: wrote {out.as_posix()}/{rel}")
+    if not written and not removed:
+        print(f"codegen: {out.as_posix()}/ is up to date ({len(files)} files)")
+    return 0

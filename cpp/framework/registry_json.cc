@@ -1,0 +1,132 @@
+#include "opforge/registry.h"
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+
+namespace opforge {
+namespace {
+
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string OrNull(const std::string& s) { return s.empty() ? "null" : Quote(s); }
+
+// The DSL's rendering of values is already valid JSON except for strings,
+// dtypes and None.
+std::string ValueJson(const AttrValue& v, AttrType t) {
+  if (v.kind != AttrValue::kValue) return "null";
+  switch (t) {
+    case AttrType::kString: return Quote(v.s);
+    case AttrType::kType: return Quote(DTypeName(v.type));
+    case AttrType::kListType: {
+      std::string out = "[";
+      for (size_t i = 0; i < v.list_type.size(); ++i) out += (i ? ", " : "") + Quote(DTypeName(v.list_type[i]));
+      return out + "]";
+    }
+    default: return v.DebugString(t);
+  }
+}
+
+std::string ArgJson(const ArgDef& a) {
+  std::ostringstream os;
+  os << "{\"doc\": " << Quote(a.doc) << ", \"fixed_type\": "
+     << (a.fixed_type == DType::kInvalid ? "null" : Quote(DTypeName(a.fixed_type)))
+     << ", \"name\": " << Quote(a.name) << ", \"number_attr\": " << OrNull(a.number_attr)
+     << ", \"type_attr\": " << OrNull(a.type_attr) << "}";
+  return os.str();
+}
+
+std::string AttrJson(const AttrDef& a) {
+  std::ostringstream os;
+  os << "{\"allowed\": ";
+  if (a.allowed_types.empty()) {
+    os << "null";
+  } else {
+    os << "[";
+    for (size_t i = 0; i < a.allowed_types.size(); ++i) os << (i ? ", " : "") << Quote(DTypeName(a.allowed_types[i]));
+    os << "]";
+  }
+  os << ", \"default\": " << (a.has_default ? ValueJson(a.default_value, a.type) : "null")
+     << ", \"doc\": " << Quote(a.doc) << ", \"has_default\": " << (a.has_default ? "true" : "false")
+     << ", \"inferred\": " << (a.inferred ? "true" : "false")
+     << ", \"minimum\": " << (a.has_minimum ? std::to_string(a.minimum) : "null")
+     << ", \"name\": " << Quote(a.name) << ", \"type\": " << Quote(AttrTypeName(a.type)) << "}";
+  return os.str();
+}
+
+template <typename T, typename F>
+std::string JsonList(const std::vector<T>& items, F render) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + render(items[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string OpDefToJson(const OpDef& op, bool full) {
+  std::ostringstream os;
+  os << "{\"arg_order\": " << JsonList(op.arg_order, Quote)
+     << ", \"attrs\": " << JsonList(op.attrs, AttrJson) << ", \"description\": " << Quote(op.description)
+     << ", \"group\": " << Quote(op.group) << ", \"inputs\": " << JsonList(op.inputs, ArgJson);
+  if (full) {
+    os << ", \"kernels\": {";
+    const KernelTable* table = OpRegistry::Global()->Kernels(op.name);
+    bool first_device = true;
+    for (int d = 0; d < kNumDevices; ++d) {
+      std::vector<std::string> dtypes;
+      for (int t = 0; t < kNumDTypes; ++t) {
+        if (table->fn[d][t]) dtypes.push_back(DTypeName(static_cast<DType>(t)));
+      }
+      if (dtypes.empty()) continue;
+      os << (first_device ? "" : ", ") << Quote(DeviceName(d)) << ": " << JsonList(dtypes, Quote);
+      first_device = false;
+    }
+    os << "}";
+  }
+  os << ", \"name\": " << Quote(op.name) << ", \"outputs\": " << JsonList(op.outputs, ArgJson);
+  if (full) os << ", \"source\": {\"file\": " << Quote(op.file) << ", \"line\": " << op.line << "}";
+  os << ", \"summary\": " << Quote(op.summary) << "}";
+  return os.str();
+}
+
+std::string RegistryToJson() {
+  OpRegistry* reg = OpRegistry::Global();
+  std::vector<const OpDef*> ops = reg->ListOps();
+  std::set<std::string> groups;
+  for (const OpDef* op : ops) groups.insert(op->group);
+  std::ostringstream os;
+  os << "{\"format\": 1, \"groups\": [";
+  bool first = true;
+  for (const std::string& g : groups) {
+    os << (first ? "" : ", ") << "{\"fingerprint\": " << Quote(reg->Fingerprint(g)) << ", \"name\": " << Quote(g) << "}";
+    first = false;
+  }
+  os << "], \"ops\": [";
+  for (size_t i = 0; i < ops.size(); ++i) os << (i ? ",\n" : "\n") << OpDefToJson(*ops[i], true);
+  os << "]}\n";
+  return os.str();
+}
+
+}  // namespace opforge

@@ -1,0 +1,81 @@
+#include "opforge/shape_inference.h"
+
+#include <algorithm>
+
+namespace opforge {
+
+std::pair<int, int> OpContext::input_range(const std::string& name) const {
+  int begin = 0;
+  for (const ArgDef& arg : op_.inputs) {
+    int n = arg.is_list() ? static_cast<int>(attrs_[arg.number_attr_index].i) : 1;
+    if (arg.name == name) return {begin, begin + n};
+    begin += n;
+  }
+  return {0, 0};
+}
+
+const AttrValue& OpContext::attr(const std::string& name) const {
+  static const AttrValue kMissing;
+  int i = op_.FindAttr(name);
+  return i < 0 ? kMissing : attrs_[i];
+}
+
+Status BroadcastShapes(const TensorShape& a, const char* a_name, const TensorShape& b, const char* b_name,
+                       TensorShape* out) {
+  const int rank = std::max(a.rank(), b.rank());
+  TensorShape result;
+  for (int i = 0; i < rank; ++i) {
+    // Align from the trailing dimension, numpy style.
+    const int ia = i - (rank - a.rank());
+    const int ib = i - (rank - b.rank());
+    const int64_t da = ia >= 0 ? a.dim(ia) : 1;
+    const int64_t db = ib >= 0 ? b.dim(ib) : 1;
+    if (da != db && da != 1 && db != 1) {
+      return errors::InvalidArgument("argument '", a_name, "' with shape ", a.DebugString(), " and argument '",
+                                     b_name, "' with shape ", b.DebugString(), " cannot be broadcast together");
+    }
+    result.AddDim(da == 1 ? db : da);
+  }
+  *out = result;
+  return Status::OK();
+}
+
+Status NormalizeAxis(int64_t axis, int rank, const char* what, int* out) {
+  if (axis < -rank || axis >= rank) {
+    return errors::InvalidArgument(what, " is ", axis, " but must be in [", -rank, ", ", rank,
+                                   ") for a tensor of rank ", rank);
+  }
+  *out = static_cast<int>(axis < 0 ? axis + rank : axis);
+  return Status::OK();
+}
+
+namespace shape_fns {
+
+Status Unchanged(InferenceContext* ctx) {
+  ctx->set_output_shape(0, ctx->input_shape(0));
+  return Status::OK();
+}
+
+Status BroadcastInputs(InferenceContext* ctx) {
+  if (ctx->num_inputs() == 0) return errors::Internal("BroadcastInputs needs at least one input");
+  // The arg a flattened slot belongs to, for error messages.
+  auto slot_name = [ctx](int slot) -> const char* {
+    for (const ArgDef& arg : ctx->op().inputs) {
+      auto r = ctx->input_range(arg.name);
+      if (slot >= r.first && slot < r.second) return arg.name.c_str();
+    }
+    return "?";
+  };
+  TensorShape shape = ctx->input_shape(0);
+  for (int i = 1; i < ctx->num_inputs(); ++i) {
+    TensorShape next;
+    Status s = BroadcastShapes(shape, slot_name(i - 1), ctx->input_shape(i), slot_name(i), &next);
+    if (!s.ok()) return s;
+    shape = next;
+  }
+  ctx->set_output_shape(0, shape);
+  return Status::OK();
+}
+
+}  // namespace shape_fns
+}  // namespace opforge

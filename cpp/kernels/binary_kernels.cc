@@ -1,0 +1,114 @@
+// Kernels of the math group's arithmetic binary ops: Add, Sub, Mul, Div,
+// Maximum, Minimum, Pow. Integer results wrap on overflow like numpy.
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "elementwise.h"
+#include "opforge/kernel.h"
+
+namespace opforge {
+namespace {
+
+using elementwise::BinaryOp;
+
+template <typename T>
+struct AddF {
+  T operator()(T a, T b) const { return elementwise::WrapAdd(a, b); }
+};
+template <typename T>
+struct SubF {
+  T operator()(T a, T b) const { return elementwise::WrapSub(a, b); }
+};
+template <typename T>
+struct MulF {
+  T operator()(T a, T b) const { return elementwise::WrapMul(a, b); }
+};
+template <typename T>
+struct DivF {
+  T operator()(T a, T b) const { return a / b; }
+};
+// A NaN in either operand wins, like np.maximum / np.minimum (for integers
+// the NaN tests fold away).
+template <typename T>
+struct MaximumF {
+  T operator()(T a, T b) const { return (a >= b || a != a) ? a : b; }  // NOLINT(misc-redundant-expression)
+};
+template <typename T>
+struct MinimumF {
+  T operator()(T a, T b) const { return (a <= b || a != a) ? a : b; }  // NOLINT(misc-redundant-expression)
+};
+
+template <template <typename> class F, typename T>
+Status BinaryKernel(OpKernelContext* ctx) {
+  const int64_t cost = std::is_same_v<F<T>, DivF<T>> ? elementwise::kDivCost : elementwise::kCheapCost;
+  return BinaryOp<T>(ctx, F<T>(), cost);
+}
+
+// ---- Pow
+
+template <typename T>
+struct FloatPowF {
+  T operator()(T a, T b) const { return std::pow(a, b); }
+};
+
+// Exponentiation by squaring in the unsigned type: wraps like numpy. The
+// exponent is known to be >= 0.
+template <typename T>
+struct IntPowF {
+  T operator()(T base, T exp) const {
+    using U = std::make_unsigned_t<T>;
+    U result = 1, b = static_cast<U>(base);
+    for (U e = static_cast<U>(exp); e != 0; e >>= 1) {
+      if (e & 1) result *= b;
+      b *= b;
+    }
+    return static_cast<T>(result);
+  }
+};
+
+template <typename T>
+Status PowKernel(OpKernelContext* ctx) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return BinaryOp<T>(ctx, FloatPowF<T>(), elementwise::kTranscendentalCost);
+  } else {
+    // Data-dependent, so the kernel (not the shape function) rejects it,
+    // before anything is allocated.
+    const Tensor& y = ctx->input(1);
+    const T* e = y.data<T>();
+    const int64_t n = y.NumElements();
+    bool negative = false;
+    for (int64_t i = 0; i < n; ++i) negative |= e[i] < 0;
+    if (negative) {
+      return errors::InvalidArgument(
+          "argument 'y' has negative values: integers to negative integer powers are not "
+          "allowed (cast 'x' to a floating type first)");
+    }
+    return BinaryOp<T>(ctx, IntPowF<T>(), 8);
+  }
+}
+
+}  // namespace
+
+#define OF_REGISTER_BINARY(op, F)                                                   \
+  REGISTER_KERNEL(op, kCPU, DType::kFloat32, BinaryKernel<F, float>);               \
+  REGISTER_KERNEL(op, kCPU, DType::kFloat64, BinaryKernel<F, double>);              \
+  REGISTER_KERNEL(op, kCPU, DType::kInt32, BinaryKernel<F, int32_t>);               \
+  REGISTER_KERNEL(op, kCPU, DType::kInt64, BinaryKernel<F, int64_t>)
+
+OF_REGISTER_BINARY("Add", AddF);
+OF_REGISTER_BINARY("Sub", SubF);
+OF_REGISTER_BINARY("Mul", MulF);
+OF_REGISTER_BINARY("Maximum", MaximumF);
+OF_REGISTER_BINARY("Minimum", MinimumF);
+#undef OF_REGISTER_BINARY
+
+REGISTER_KERNEL("Div", kCPU, DType::kFloat32, BinaryKernel<DivF, float>);
+REGISTER_KERNEL("Div", kCPU, DType::kFloat64, BinaryKernel<DivF, double>);
+
+REGISTER_KERNEL("Pow", kCPU, DType::kFloat32, PowKernel<float>);
+REGISTER_KERNEL("Pow", kCPU, DType::kFloat64, PowKernel<double>);
+REGISTER_KERNEL("Pow", kCPU, DType::kInt32, PowKernel<int32_t>);
+REGISTER_KERNEL("Pow", kCPU, DType::kInt64, PowKernel<int64_t>);
+
+}  // namespace opforge

@@ -1,0 +1,170 @@
+#include "py_binding.h"
+
+#include <map>
+#include <mutex>
+
+#include "numpy_api.h"
+#include "py_errors.h"
+#include "py_tensor.h"
+
+namespace opforge {
+namespace py {
+namespace {
+
+// Below this many input bytes a kernel is over before releasing the GIL pays.
+constexpr size_t kReleaseGilBytes = 1 << 16;
+
+std::string SlotLabel(const ArgDef& arg, Py_ssize_t k) {
+  return arg.is_list() ? arg.name + "[" + std::to_string(k) + "]" : arg.name;
+}
+
+}  // namespace
+
+OpBinding::OpBinding(const char* op_name, std::initializer_list<const char*> attr_names)
+    : name_(op_name), op_(OpRegistry::Global()->Find(op_name)) {
+  if (!op_) return;
+  for (const char* a : attr_names) attr_slots_.push_back(op_->FindAttr(a));
+}
+
+PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given) const {
+  if (!op_) return SetError(errors::NotFound(name_, ": op is not registered in this build of opforge"));
+  const OpDef& op = *op_;
+  const char* name = op.name.c_str();
+  std::vector<AttrValue> attrs(op.attrs.size());
+  for (size_t i = 0; i < attr_slots_.size(); ++i) attrs[attr_slots_[i]] = std::move(given[i]);
+
+  // Flatten: a list arg contributes one slot per element.
+  std::vector<InputSlot> slots;
+  slots.reserve(op.inputs.size());
+  std::vector<int> slot_arg;    // which input arg each slot belongs to
+  std::vector<Py_ssize_t> slot_k;  // and its index within a list arg
+  for (size_t a = 0; a < op.inputs.size(); ++a) {
+    const ArgDef& arg = op.inputs[a];
+    PyObject* obj = inputs[a];
+    if (!arg.is_list()) {
+      slots.emplace_back();
+      slot_arg.push_back(static_cast<int>(a));
+      slot_k.push_back(0);
+      if (!ConvertInput(obj, name, arg.name, &slots.back())) return nullptr;
+      continue;
+    }
+    if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
+      return SetInvalidArgument(name, "argument '" + arg.name + "' must be a list or tuple of tensors, not " +
+                                          Py_TYPE(obj)->tp_name);
+    }
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    attrs[arg.number_attr_index] = AttrValue::Int(n);
+    for (Py_ssize_t k = 0; k < n; ++k) {
+      slots.emplace_back();
+      slot_arg.push_back(static_cast<int>(a));
+      slot_k.push_back(k);
+      if (!ConvertInput(PySequence_Fast_GET_ITEM(obj, k), name, SlotLabel(arg, k), &slots.back())) return nullptr;
+    }
+  }
+
+  // Python scalars and lists take the dtype of a partner sharing their type
+  // attr, else the arg's fixed dtype, else their natural dtype.
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (!slots[i].pending) continue;
+    const ArgDef& arg = op.inputs[slot_arg[i]];
+    DType target = arg.fixed_type;
+    std::string partner = "the op";
+    if (target == DType::kInvalid) {
+      for (size_t j = 0; j < slots.size(); ++j) {
+        const ArgDef& other = op.inputs[slot_arg[j]];
+        if (!slots[j].pending && other.type_attr_index == arg.type_attr_index) {
+          target = slots[j].tensor.dtype();
+          partner = "argument '" + other.name + "'";
+          break;
+        }
+      }
+      if (target == DType::kInvalid && attrs[arg.type_attr_index].is_set()) {
+        target = attrs[arg.type_attr_index].type;
+        partner = "attr '" + op.attrs[arg.type_attr_index].name + "'";
+      }
+    }
+    if (!ConvertPending(name, SlotLabel(arg, slot_k[i]), target, partner, &slots[i])) return nullptr;
+  }
+
+  std::vector<Tensor> tensors;
+  tensors.reserve(slots.size());
+  size_t bytes = 0;
+  for (InputSlot& s : slots) {
+    bytes += s.tensor.TotalBytes();
+    tensors.push_back(std::move(s.tensor));
+  }
+  std::vector<Tensor> outputs;
+  Status status;
+  if (bytes >= kReleaseGilBytes) {
+    Py_BEGIN_ALLOW_THREADS
+    status = Execute(op, tensors.data(), static_cast<int>(tensors.size()), attrs.data(), &outputs);
+    Py_END_ALLOW_THREADS
+  } else {
+    status = Execute(op, tensors.data(), static_cast<int>(tensors.size()), attrs.data(), &outputs);
+  }
+  if (!status.ok()) return SetError(status);
+  if (outputs.size() == 1) return WrapTensor(std::move(outputs[0]));
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(outputs.size()));
+  if (!tuple) return nullptr;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    PyObject* t = WrapTensor(std::move(outputs[i]));
+    if (!t) {
+      Py_DECREF(tuple);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), t);
+  }
+  return tuple;
+}
+
+PyObject* Init(PyObject* tensor_base, PyObject* dtypes, PyObject* error_classes) {
+  if (!InitErrorClasses(error_classes)) return nullptr;
+  return InitTensorType(tensor_base, dtypes);
+}
+
+PyObject* CheckFingerprint(const char* group, const char* expected) {
+  const std::string actual = OpRegistry::Global()->Fingerprint(group);
+  if (actual == expected) Py_RETURN_NONE;
+  PyErr_Format(PyExc_ImportError,
+               "opforge: the generated wrappers of op group '%s' (registry fingerprint %s) do not match the "
+               "compiled op registry (fingerprint %s): the C++ op declarations changed after the wrappers were "
+               "generated. Run `python -m codegen` and rebuild (`pip install .`).",
+               group, expected, actual.c_str());
+  return nullptr;
+}
+
+PyObject* ToTensor(PyObject* value, PyObject* dtype) {
+  const char* op = "tensor";
+  InputSlot slot;
+  if (!ConvertInput(value, op, "value", &slot)) return nullptr;
+  DType want = DType::kInvalid;
+  if (dtype != Py_None && !ToDType(dtype, &want)) {
+    return SetInvalidArgument(op, std::string("argument 'dtype' is not an opforge dtype: ") + Py_TYPE(dtype)->tp_name);
+  }
+  if (slot.pending) {
+    if (!ConvertPending(op, "value", want, "argument 'dtype'", &slot)) return nullptr;
+  } else if (want != DType::kInvalid && slot.tensor.dtype() != want) {
+    return SetInvalidArgument(op, std::string("argument 'value' has dtype ") + DTypeName(slot.tensor.dtype()) +
+                                      " but dtype is " + DTypeName(want) + "; use cast");
+  }
+  return WrapTensor(std::move(slot.tensor));
+}
+
+PyObject* RegistryJson() {
+  const std::string json = RegistryToJson();
+  return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
+}
+
+PyObject* RegistrationErrors() {
+  const auto errs = OpRegistry::Global()->registration_errors();
+  PyObject* list = PyList_New(0);
+  for (const auto& e : errs) {
+    PyObject* s = PyUnicode_FromString(e.c_str());
+    PyList_Append(list, s);
+    Py_DECREF(s);
+  }
+  return list;
+}
+
+}  // namespace py
+}  // namespace opforge

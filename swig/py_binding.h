@@ -1,0 +1,43 @@
+// What the generated SWIG entry points call: one OpBinding per op, resolved
+// once (op def, attr slots), then Call() per invocation.
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "opforge/registry.h"
+#include "py_convert.h"
+
+namespace opforge {
+namespace py {
+
+class OpBinding {
+ public:
+  // `attr_names`: the attrs the entry point passes, in its parameter order.
+  OpBinding(const char* op_name, std::initializer_list<const char*> attr_names);
+
+  // inputs: one PyObject per input arg (a list arg: one Python sequence).
+  // attrs: one per attr name given at construction (moved from).
+  // Returns a new opforge.Tensor (a tuple for several outputs), or nullptr
+  // with an opforge.errors exception set.
+  PyObject* Call(PyObject* const* inputs, AttrValue* attrs) const;
+
+ private:
+  std::string name_;
+  const OpDef* op_;            // nullptr if the op is not registered
+  std::vector<int> attr_slots_;  // index into op_->attrs per given attr
+};
+
+// Module-level functions exposed to Python (see pywrap_internal.i).
+PyObject* Init(PyObject* tensor_base, PyObject* dtypes, PyObject* error_classes);
+PyObject* CheckFingerprint(const char* group, const char* expected);
+PyObject* ToTensor(PyObject* value, PyObject* dtype);
+PyObject* RegistryJson();
+PyObject* RegistrationErrors();
+
+}  // namespace py
+}  // namespace opforge

@@ -1,0 +1,231 @@
+#include "py_convert.h"
+
+#include <cstring>
+#include <limits>
+
+#include "numpy_api.h"
+#include "py_errors.h"
+#include "py_tensor.h"
+
+namespace opforge {
+namespace py {
+namespace {
+
+// Keeps a numpy array alive for exactly as long as a tensor uses its memory.
+class NumpyBuffer final : public TensorBuffer {
+ public:
+  explicit NumpyBuffer(PyArrayObject* arr)
+      : TensorBuffer(PyArray_DATA(arr), static_cast<size_t>(PyArray_NBYTES(arr))),
+        array_(arr),
+        writable_(PyArray_ISWRITEABLE(arr)) {
+    Py_INCREF(arr);
+  }
+  bool writable() const override { return writable_; }
+
+ private:
+  // The last reference may drop on any thread, with or without the GIL.
+  ~NumpyBuffer() override {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    Py_DECREF(array_);
+    PyGILState_Release(gil);
+  }
+  PyArrayObject* array_;
+  bool writable_;
+};
+
+bool DTypeFromDescr(PyArray_Descr* d, DType* out) {
+  const int size = static_cast<int>(PyDataType_ELSIZE(d));
+  switch (d->kind) {
+    case 'f': *out = size == 4 ? DType::kFloat32 : size == 8 ? DType::kFloat64 : DType::kInvalid; break;
+    case 'i': *out = size == 4 ? DType::kInt32 : size == 8 ? DType::kInt64 : DType::kInvalid; break;
+    case 'b': *out = DType::kBool; break;
+    default: *out = DType::kInvalid;
+  }
+  return *out != DType::kInvalid;
+}
+
+int NumpyTypeNum(DType t) {
+  switch (t) {
+    case DType::kFloat32: return NPY_FLOAT32;
+    case DType::kFloat64: return NPY_FLOAT64;
+    case DType::kInt32: return NPY_INT32;
+    case DType::kInt64: return NPY_INT64;
+    default: return NPY_BOOL;
+  }
+}
+
+// 0 bool, 1 integer, 2 floating: a value of one kind may become any dtype of
+// the same or a higher kind (True -> 1.0 is fine, 1.5 -> int is not).
+int KindRank(DType t) { return t == DType::kBool ? 0 : IsInteger(t) ? 1 : 2; }
+const char* KindName(int rank) { return rank == 0 ? "bool" : rank == 1 ? "int" : "float"; }
+
+std::string TypeName(PyObject* o) { return Py_TYPE(o)->tp_name; }
+
+const char* kSupported = "float32, float64, int32, int64 or bool";
+
+template <typename T>
+void Store(Tensor* t, T v) { *t->data<T>() = v; }
+
+}  // namespace
+
+bool TensorFromArray(PyObject* obj, const char* op, const std::string& arg, Tensor* out) {
+  PyArrayObject* arr = reinterpret_cast<PyArrayObject*>(obj);
+  DType dtype;
+  if (!DTypeFromDescr(PyArray_DESCR(arr), &dtype)) {
+    PyObject* repr = PyObject_Str(reinterpret_cast<PyObject*>(PyArray_DESCR(arr)));
+    std::string name = repr ? PyUnicode_AsUTF8(repr) : "?";
+    Py_XDECREF(repr);
+    PyErr_Clear();
+    SetInvalidArgument(op, "argument '" + arg + "' has numpy dtype " + name + ", which opforge does not support (" +
+                               kSupported + "); convert it with astype() first");
+    return false;
+  }
+  const int rank = PyArray_NDIM(arr);
+  TensorShape shape;
+  Status s = TensorShape::Make(reinterpret_cast<const int64_t*>(PyArray_SHAPE(arr)), rank, &shape);
+  if (!s.ok()) {
+    SetInvalidArgument(op, "argument '" + arg + "': " + s.message());
+    return false;
+  }
+  PyArrayObject* source = arr;
+  if (!(PyArray_IS_C_CONTIGUOUS(arr) && PyArray_ISALIGNED(arr) && PyArray_ISNOTSWAPPED(arr))) {
+    // Strided, misaligned or byte-swapped: one copy into a native C array.
+    PyArray_Descr* descr = PyArray_DescrFromType(NumpyTypeNum(dtype));
+    source = reinterpret_cast<PyArrayObject*>(
+        PyArray_FromArray(arr, descr, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST));
+    if (!source) return false;
+  } else {
+    Py_INCREF(source);
+  }
+  TensorBuffer* buf = new NumpyBuffer(source);
+  Py_DECREF(source);  // the buffer holds its own reference
+  *out = Tensor(dtype, shape, buf);
+  buf->Unref();
+  return true;
+}
+
+bool ConvertInput(PyObject* obj, const char* op, const std::string& arg, InputSlot* slot) {
+  slot->obj = obj;
+  slot->pending = false;
+  if (IsTensor(obj)) {
+    slot->tensor = TensorOf(obj);
+    return true;
+  }
+  if (PyArray_Check(obj)) return TensorFromArray(obj, op, arg, &slot->tensor);
+  if (PyArray_IsScalar(obj, Generic)) {  // numpy scalars are typed: np.float32(1)
+    PyObject* arr = PyArray_FromScalar(obj, nullptr);
+    if (!arr) return false;
+    bool ok = TensorFromArray(arr, op, arg, &slot->tensor);
+    Py_DECREF(arr);
+    return ok;
+  }
+  if (PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj) || PyList_Check(obj) || PyTuple_Check(obj)) {
+    slot->pending = true;
+    return true;
+  }
+  SetInvalidArgument(op, "argument '" + arg + "' must be an opforge.Tensor, a numpy array, a Python scalar or a " +
+                             "nested list of numbers, not " + TypeName(obj));
+  return false;
+}
+
+bool ConvertPending(const char* op, const std::string& arg, DType dtype, const std::string& partner,
+                    InputSlot* slot) {
+  PyObject* obj = slot->obj;
+  const bool natural = dtype == DType::kInvalid;
+  auto kind_error = [&](int value_kind) {
+    SetInvalidArgument(op, "argument '" + arg + "' is a Python " + KindName(value_kind) + " value but " + partner +
+                               " has dtype " + DTypeName(dtype) +
+                               "; there is no implicit promotion: pass a matching value or use cast");
+    return false;
+  };
+  if (PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj)) {
+    const int kind = PyBool_Check(obj) ? 0 : PyLong_Check(obj) ? 1 : 2;
+    if (natural) dtype = kind == 0 ? DType::kBool : kind == 1 ? DType::kInt64 : DType::kFloat64;
+    if (kind > KindRank(dtype)) return kind_error(kind);
+    Status s = Tensor::Allocate(dtype, TensorShape(), &slot->tensor);
+    if (!s.ok()) return SetError(s) != nullptr;
+    if (kind == 2 || IsFloating(dtype)) {
+      double v = PyFloat_AsDouble(obj);
+      if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        SetInvalidArgument(op, "argument '" + arg + "' is a Python int too large for " + DTypeName(dtype));
+        return false;
+      }
+      if (dtype == DType::kFloat32) Store<float>(&slot->tensor, static_cast<float>(v));
+      else Store<double>(&slot->tensor, v);
+      return true;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (dtype == DType::kBool) { Store<bool>(&slot->tensor, v != 0); return true; }
+    const bool fits = overflow == 0 && (dtype == DType::kInt64 || (v >= std::numeric_limits<int32_t>::min() &&
+                                                                 v <= std::numeric_limits<int32_t>::max()));
+    if (!fits) {
+      PyErr_Clear();
+      PyObject* repr = PyObject_Repr(obj);
+      std::string text = repr ? PyUnicode_AsUTF8(repr) : "?";
+      Py_XDECREF(repr);
+      SetInvalidArgument(op, "argument '" + arg + "' is " + text + ", out of range for " + DTypeName(dtype));
+      return false;
+    }
+    if (dtype == DType::kInt32) Store<int32_t>(&slot->tensor, static_cast<int32_t>(v));
+    else Store<int64_t>(&slot->tensor, static_cast<int64_t>(v));
+    return true;
+  }
+
+  // A nested sequence: let numpy find its natural dtype, then check the kind.
+  PyArrayObject* arr = reinterpret_cast<PyArrayObject*>(PyArray_FromAny(obj, nullptr, 0, 0, NPY_ARRAY_CARRAY, nullptr));
+  if (!arr) {
+    PyErr_Clear();
+    SetInvalidArgument(op, "argument '" + arg + "' is a " + TypeName(obj) +
+                               " that is not a rectangular nested sequence of numbers");
+    return false;
+  }
+  DType found;
+  const char k = PyArray_DESCR(arr)->kind;
+  const bool numeric = k == 'b' || k == 'i' || k == 'u' || k == 'f';
+  if (!numeric || (k == 'u' && PyDataType_ELSIZE(PyArray_DESCR(arr)) >= 8)) {
+    Py_DECREF(arr);
+    SetInvalidArgument(op, "argument '" + arg + "' is a " + TypeName(obj) + " whose elements are not all bools, " +
+                               "ints or floats in int64 range");
+    return false;
+  }
+  // An empty list has numpy's float64 dtype but no values to object to.
+  const bool empty = PyArray_SIZE(arr) == 0;
+  found = k == 'b' ? DType::kBool : k == 'f' ? DType::kFloat64 : DType::kInt64;
+  if (natural) dtype = found;
+  if (!empty && KindRank(found) > KindRank(dtype)) {
+    Py_DECREF(arr);
+    return kind_error(KindRank(found));
+  }
+  PyObject* cast = PyArray_FromArray(arr, PyArray_DescrFromType(NumpyTypeNum(dtype)),
+                                     NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST);
+  if (cast && dtype == DType::kInt32 && !empty && KindRank(found) == 1) {
+    // Narrowing ints: refuse values that would wrap.
+    PyObject* back = PyArray_FromArray(reinterpret_cast<PyArrayObject*>(cast), PyArray_DescrFromType(NPY_INT64),
+                                       NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST);
+    PyObject* wide = PyArray_FromArray(arr, PyArray_DescrFromType(NPY_INT64), NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST);
+    bool same = back && wide && PyArray_NBYTES(reinterpret_cast<PyArrayObject*>(back)) ==
+                                    PyArray_NBYTES(reinterpret_cast<PyArrayObject*>(wide)) &&
+                memcmp(PyArray_DATA(reinterpret_cast<PyArrayObject*>(back)),
+                       PyArray_DATA(reinterpret_cast<PyArrayObject*>(wide)),
+                       PyArray_NBYTES(reinterpret_cast<PyArrayObject*>(wide))) == 0;
+    Py_XDECREF(back);
+    Py_XDECREF(wide);
+    if (!same) {
+      Py_DECREF(cast);
+      Py_DECREF(arr);
+      PyErr_Clear();
+      SetInvalidArgument(op, "argument '" + arg + "' has values out of range for int32");
+      return false;
+    }
+  }
+  Py_DECREF(arr);
+  if (!cast) return false;
+  bool ok = TensorFromArray(cast, op, arg, &slot->tensor);
+  Py_DECREF(cast);
+  return ok;
+}
+
+}  // namespace py
+}  // namespace opforge

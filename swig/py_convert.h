@@ -1,0 +1,63 @@
+// Python -> opforge conversions: op inputs (Tensors, numpy arrays borrowed
+// without copy, Python scalars, nested lists) and typed attrs.
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string>
+
+#include "opforge/attr.h"
+#include "opforge/tensor.h"
+
+namespace opforge {
+namespace py {
+
+// One input slot. Tensors and arrays convert at once; Python scalars and
+// sequences wait for the dtype of a partner input sharing their type attr.
+struct InputSlot {
+  PyObject* obj = nullptr;  // borrowed
+  Tensor tensor;
+  bool pending = false;
+};
+
+// Converts obj unless it must wait for a partner. On failure sets
+// InvalidArgumentError naming `op` and `arg` and returns false.
+bool ConvertInput(PyObject* obj, const char* op, const std::string& arg, InputSlot* slot);
+
+// Converts a pending slot to `dtype`, or to its natural dtype (bool, int64,
+// float64) when dtype is kInvalid. `partner` describes where dtype came from.
+bool ConvertPending(const char* op, const std::string& arg, DType dtype, const std::string& partner,
+                    InputSlot* slot);
+
+// A C-contiguous, aligned, native-endian array of a supported dtype is
+// borrowed (no copy; the array is kept alive); anything else is copied.
+bool TensorFromArray(PyObject* array, const char* op, const std::string& arg, Tensor* out);
+
+// The attr parameter types of the generated SWIG entry points; the typemaps
+// in opforge_typemaps.i fill them with ConvertAttr. None means "not given".
+struct IntAttr { AttrValue value; };
+struct FloatAttr { AttrValue value; };
+struct BoolAttr { AttrValue value; };
+struct StringAttr { AttrValue value; };
+struct TypeAttr { AttrValue value; };
+struct ShapeAttr { AttrValue value; };
+struct IntListAttr { AttrValue value; };
+struct FloatListAttr { AttrValue value; };
+struct TypeListAttr { AttrValue value; };
+
+bool ConvertAttr(PyObject* o, const char* op, const char* name, IntAttr* out);
+bool ConvertAttr(PyObject* o, const char* op, const char* name, FloatAttr* out);
+bool ConvertAttr(PyObject* o, const char* op, const char* name, BoolAttr* out);
+bool ConvertAttr(PyObject* o, const char* op, const char* name, StringAttr* out);
+bool ConvertAttr(PyObject* o, const char* op, const char* name, TypeAttr* out);
+bool ConvertAttr(PyObject* o, const char* op, const char* name, ShapeAttr* out);
+bool ConvertAttr(PyObject* o, const char* op, const char* name, IntListAttr* out);
+bool ConvertAttr(PyObject* o, const char* op, const char* name, FloatListAttr* out);
+bool ConvertAttr(PyObject* o, const char* op, const char* name, TypeListAttr* out);
+
+// opforge.DType objects, numpy dtypes / scalar types and names like "float32".
+bool ToDType(PyObject* o, DType* out);
+
+}  // namespace py
+}  // namespace opforge

@@ -1,0 +1,204 @@
+#include "py_tensor.h"
+
+#include <structmember.h>
+
+#include <new>
+
+#include "numpy_api.h"
+
+namespace opforge {
+namespace py {
+namespace {
+
+struct PyTensor {
+  PyObject_HEAD
+  Tensor tensor;
+  PyObject* weakrefs;
+};
+
+PyTypeObject* tensor_type = nullptr;
+PyObject* dtype_objects[kNumDTypes] = {};
+
+int NumpyTypeNum(DType t) {
+  switch (t) {
+    case DType::kFloat32: return NPY_FLOAT32;
+    case DType::kFloat64: return NPY_FLOAT64;
+    case DType::kInt32: return NPY_INT32;
+    case DType::kInt64: return NPY_INT64;
+    case DType::kBool: return NPY_BOOL;
+    default: return -1;
+  }
+}
+
+const char* BufferFormat(DType t) {
+  switch (t) {
+    case DType::kFloat32: return "f";
+    case DType::kFloat64: return "d";
+    case DType::kInt32: return "i";
+    case DType::kInt64: return "q";
+    case DType::kBool: return "?";
+    default: return "B";
+  }
+}
+
+void Dealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
+  PyTensor* t = reinterpret_cast<PyTensor*>(self);
+  // A Python base class makes the type inherit GC support.
+  if (PyType_IS_GC(type)) PyObject_GC_UnTrack(self);
+  if (t->weakrefs) PyObject_ClearWeakRefs(self);
+  t->tensor.~Tensor();
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+PyObject* GetShape(PyObject* self, void*) {
+  const TensorShape& s = TensorOf(self).shape();
+  PyObject* tuple = PyTuple_New(s.rank());
+  if (!tuple) return nullptr;
+  for (int i = 0; i < s.rank(); ++i) PyTuple_SET_ITEM(tuple, i, PyLong_FromLongLong(s.dim(i)));
+  return tuple;
+}
+
+PyObject* GetDType(PyObject* self, void*) {
+  PyObject* d = DTypeObject(TensorOf(self).dtype());
+  Py_INCREF(d);
+  return d;
+}
+
+PyObject* GetNDim(PyObject* self, void*) { return PyLong_FromLong(TensorOf(self).rank()); }
+PyObject* GetSize(PyObject* self, void*) { return PyLong_FromLongLong(TensorOf(self).NumElements()); }
+
+PyObject* Numpy(PyObject* self, PyObject*) { return TensorToNumpy(TensorOf(self), self); }
+
+int GetBuffer(PyObject* self, Py_buffer* view, int flags) {
+  const Tensor& t = TensorOf(self);
+  const bool writable = t.buffer() && t.buffer()->writable();
+  if ((flags & PyBUF_WRITABLE) && !writable) {
+    PyErr_SetString(PyExc_BufferError, "opforge.Tensor: this tensor's memory is read-only");
+    return -1;
+  }
+  // shape and strides live in one block owned by the view.
+  const int rank = t.rank();
+  Py_ssize_t* dims = static_cast<Py_ssize_t*>(PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (rank ? rank : 1)));
+  if (!dims) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  Py_ssize_t* strides = dims + rank;
+  Py_ssize_t step = static_cast<Py_ssize_t>(DTypeSize(t.dtype()));
+  for (int i = rank - 1; i >= 0; --i) {
+    dims[i] = static_cast<Py_ssize_t>(t.dim(i));
+    strides[i] = step;
+    step *= dims[i];
+  }
+  view->buf = t.raw_data();
+  view->obj = self;
+  Py_INCREF(self);
+  view->len = static_cast<Py_ssize_t>(t.TotalBytes());
+  view->itemsize = static_cast<Py_ssize_t>(DTypeSize(t.dtype()));
+  view->readonly = !writable;
+  view->ndim = rank;
+  view->format = (flags & PyBUF_FORMAT) ? const_cast<char*>(BufferFormat(t.dtype())) : nullptr;
+  view->shape = (flags & PyBUF_ND) ? dims : nullptr;
+  view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? strides : nullptr;
+  view->suboffsets = nullptr;
+  view->internal = dims;
+  return 0;
+}
+
+void ReleaseBuffer(PyObject*, Py_buffer* view) { PyMem_Free(view->internal); }
+
+PyGetSetDef kGetSet[] = {
+    {"shape", GetShape, nullptr, "The shape, a tuple of ints.", nullptr},
+    {"dtype", GetDType, nullptr, "The element type, an opforge.DType.", nullptr},
+    {"ndim", GetNDim, nullptr, "The number of dimensions.", nullptr},
+    {"size", GetSize, nullptr, "The number of elements.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyMethodDef kMethods[] = {
+    {"numpy", Numpy, METH_NOARGS,
+     "numpy() -> ndarray\n\nA numpy view of this tensor's memory (no copy); it keeps the tensor alive."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyMemberDef kMembers[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(PyTensor, weakrefs), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+}  // namespace
+
+PyObject* InitTensorType(PyObject* base, PyObject* dtypes) {
+  if (!PyTuple_Check(dtypes) || PyTuple_GET_SIZE(dtypes) != kNumDTypes) {
+    PyErr_SetString(PyExc_TypeError, "dtype objects must be a tuple indexed by dtype enum");
+    return nullptr;
+  }
+  for (int i = 0; i < kNumDTypes; ++i) {
+    PyObject* d = PyTuple_GET_ITEM(dtypes, i);
+    Py_INCREF(d);
+    Py_XSETREF(dtype_objects[i], d);
+  }
+  PyType_Slot slots[] = {
+      {Py_tp_dealloc, reinterpret_cast<void*>(Dealloc)},
+      {Py_tp_getset, kGetSet},
+      {Py_tp_methods, kMethods},
+      {Py_tp_members, kMembers},
+      {Py_bf_getbuffer, reinterpret_cast<void*>(GetBuffer)},
+      {Py_bf_releasebuffer, reinterpret_cast<void*>(ReleaseBuffer)},
+      {Py_tp_doc, const_cast<char*>("An n-dimensional array computed by opforge ops.")},
+      {0, nullptr},
+  };
+  PyType_Spec spec = {"opforge.Tensor", sizeof(PyTensor), 0, Py_TPFLAGS_DEFAULT, slots};
+  PyObject* bases = PyTuple_Pack(1, base);
+  if (!bases) return nullptr;
+  PyObject* type = PyType_FromSpecWithBases(&spec, bases);
+  Py_DECREF(bases);
+  if (!type) return nullptr;
+  Py_XDECREF(reinterpret_cast<PyObject*>(tensor_type));
+  tensor_type = reinterpret_cast<PyTypeObject*>(type);
+  Py_INCREF(type);  // one reference kept here, one returned
+  return type;
+}
+
+bool IsTensor(PyObject* obj) { return tensor_type && Py_TYPE(obj) == tensor_type; }
+
+const Tensor& TensorOf(PyObject* obj) { return reinterpret_cast<PyTensor*>(obj)->tensor; }
+
+PyObject* WrapTensor(Tensor t) {
+  if (!tensor_type) {
+    PyErr_SetString(PyExc_RuntimeError, "opforge is not initialised: import opforge first");
+    return nullptr;
+  }
+  PyObject* obj = tensor_type->tp_alloc(tensor_type, 0);
+  if (!obj) return nullptr;
+  PyTensor* pt = reinterpret_cast<PyTensor*>(obj);
+  new (&pt->tensor) Tensor(std::move(t));
+  pt->weakrefs = nullptr;
+  return obj;
+}
+
+PyObject* DTypeObject(DType t) {
+  PyObject* d = dtype_objects[static_cast<int>(t)];
+  return d ? d : Py_None;
+}
+
+PyObject* TensorToNumpy(const Tensor& t, PyObject* owner) {
+  npy_intp dims[kMaxRank];
+  for (int i = 0; i < t.rank(); ++i) dims[i] = static_cast<npy_intp>(t.dim(i));
+  int flags = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED;
+  if (t.buffer() && t.buffer()->writable()) flags |= NPY_ARRAY_WRITEABLE;
+  PyObject* arr = PyArray_New(&PyArray_Type, t.rank(), dims, NumpyTypeNum(t.dtype()), nullptr, t.raw_data(), 0,
+                              flags, nullptr);
+  if (!arr) return nullptr;
+  Py_INCREF(owner);
+  if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(arr), owner) < 0) {
+    Py_DECREF(arr);
+    return nullptr;
+  }
+  return arr;
+}
+
+}  // namespace py
+}  // namespace opforge

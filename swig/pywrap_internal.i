@@ -1,0 +1,30 @@
+// The opforge extension module: the runtime's Python entry points plus one
+// generated entry point per op (generated/swig/gen_<group>_ops.i).
+%module pywrap_internal
+
+%{
+#include "py_binding.h"
+#include "py_module.h"
+%}
+
+%include "opforge_typemaps.i"
+
+%init %{
+  if (!opforge::py::InitModule()) return -1;  // SWIG >= 4.5: multi-phase init
+%}
+
+%feature("docstring") opforge::py::Init "_init(tensor_base, dtypes, error_classes) -> Tensor type";
+%rename(_init) opforge::py::Init;
+%rename(check_fingerprint) opforge::py::CheckFingerprint;
+%rename(to_tensor) opforge::py::ToTensor;
+%rename(registry_json) opforge::py::RegistryJson;
+%rename(registration_errors) opforge::py::RegistrationErrors;
+namespace opforge { namespace py {
+PyObject* Init(PyObject* tensor_base, PyObject* dtypes, PyObject* error_classes);
+PyObject* CheckFingerprint(const char* group, const char* expected);
+PyObject* ToTensor(PyObject* value, PyObject* dtype);
+PyObject* RegistryJson();
+PyObject* RegistrationErrors();
+}}
+
+%include "gen_ops.i"
