@@ -92,8 +92,9 @@ def test_matmul_transposes(dtype, ta, tb, m, k, n):
 @pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])
 def test_matmul_transposes_batched(ta, tb):
     a = make((3, 1, 6, 4), np.float64)
-    b = make((2, 6, 4), np.float64)
-    check(gen.mat_mul(a, b, ta, tb), expected(a, b, ta, tb), 6)
+    k = 6 if ta else 4
+    b = make((2, 5, k) if tb else (2, k, 5), np.float64)
+    check(gen.mat_mul(a, b, ta, tb), expected(a, b, ta, tb), k)
 
 
 def test_matmul_transpose_ignored_for_1d():

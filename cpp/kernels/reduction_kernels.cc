@@ -127,10 +127,16 @@ typename Op::Acc ReduceRow(const In* OF_RESTRICT x, int64 n) {
   if (n >= kLanes) {
     Acc lanes[kLanes];
     for (int l = 0; l < kLanes; ++l) lanes[l] = Op::Identity();
-    for (; i + kLanes <= n; i += kLanes) {
-      // Kept as a loop (not unrolled into scalars) so the NaN-aware Max/Min vectorize too.
-      OF_NO_UNROLL
-      for (int l = 0; l < kLanes; ++l) lanes[l] = Op::Apply(lanes[l], static_cast<Acc>(x[i + l]));
+    if constexpr (std::is_floating_point_v<Acc>) {
+      for (; i + kLanes <= n; i += kLanes) {
+        // Kept a loop (not unrolled into scalars) so the NaN-aware Max/Min vectorize too.
+        OF_NO_UNROLL
+        for (int l = 0; l < kLanes; ++l) lanes[l] = Op::Apply(lanes[l], static_cast<Acc>(x[i + l]));
+      }
+    } else {
+      for (; i + kLanes <= n; i += kLanes) {
+        for (int l = 0; l < kLanes; ++l) lanes[l] = Op::Apply(lanes[l], static_cast<Acc>(x[i + l]));
+      }
     }
     for (int w = kLanes / 2; w >= 1; w /= 2) {
       for (int l = 0; l < w; ++l) lanes[l] = Op::Apply(lanes[l], lanes[l + w]);

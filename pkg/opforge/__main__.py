@@ -1,0 +1,112 @@
+"""`python -m opforge demo | ops | describe OP`: a tour, the op list, one op in full."""
+
+import argparse
+import json
+import sys
+
+
+def _registry():
+    from opforge import _pywrap_internal
+    return json.loads(_pywrap_internal.registry_json())
+
+
+def _signature(op):
+    attrs = {a["name"]: a for a in op["attrs"]}
+    params = []
+    for name in op["arg_order"]:
+        attr = attrs.get(name)
+        if attr is None:
+            params.append(name)
+        elif not attr["inferred"]:
+            params.append(f"{name}={attr['default']!r}" if attr["has_default"] else name)
+    outs = ", ".join(o["name"] for o in op["outputs"])
+    return f"{op['name']}({', '.join(params)}) -> {outs}"
+
+
+def cmd_ops(_args):
+    for op in _registry()["ops"]:
+        kernels = "; ".join(f"{dev}: {', '.join(ts)}" for dev, ts in sorted(op["kernels"].items()))
+        print(f"{_signature(op):60s} [{op['group']}]  {kernels}")
+    return 0
+
+
+def cmd_describe(args):
+    ops = {op["name"]: op for op in _registry()["ops"]}
+    op = ops.get(args.op)
+    if op is None:
+        print(f"no op named {args.op!r}; `python -m opforge ops` lists them", file=sys.stderr)
+        return 1
+    print(_signature(op))
+    print(f"  group: {op['group']}    declared at {op['source']['file']}:{op['source']['line']}")
+    print(f"\n{op['summary']}")
+    if op["description"]:
+        print(f"\n{op['description']}")
+    for title, args_ in (("inputs", op["inputs"]), ("outputs", op["outputs"])):
+        print(f"\n{title}:")
+        for a in args_:
+            t = a["fixed_type"] or a["type_attr"]
+            t = f"{a['number_attr']} * {t}" if a["number_attr"] else t
+            print(f"  {a['name']}: {t}    {a['doc']}")
+    if op["attrs"]:
+        print("\nattrs:")
+    for a in op["attrs"]:
+        extra = []
+        if a["allowed"]:
+            extra.append("one of {" + ", ".join(a["allowed"]) + "}")
+        if a["minimum"] is not None:
+            extra.append(f">= {a['minimum']}")
+        if a["has_default"]:
+            extra.append(f"default {a['default']!r}" if a["default"] is not None else "default None")
+        if a["inferred"]:
+            extra.append("inferred from the inputs")
+        print(f"  {a['name']}: {a['type']}  ({'; '.join(extra)})    {a['doc']}".rstrip())
+    print("\nkernels:")
+    for dev, types in sorted(op["kernels"].items()):
+        print(f"  {dev}: {', '.join(types)}")
+    return 0
+
+
+def cmd_demo(_args):
+    import numpy as np
+
+    import opforge as of
+
+    print(f"opforge {of.__version__}: {len(_registry()['ops'])} ops from C++, called on numpy data\n")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = of.add(x, 1.5)
+    print("x =\n", x)
+    print("of.add(x, 1.5) ->", repr(y))
+    print("of.matmul(y, y, transpose_b=True) ->\n", of.matmul(y, y, transpose_b=True).numpy())
+    print("of.softmax(x) ->\n", of.softmax(x).numpy().round(4))
+    print("of.sum(x, axis=1) ->", of.sum(x, axis=1).numpy())
+
+    ident = of.identity(x)
+    print("\nzero copy: np.shares_memory(of.identity(x).numpy(), x) ->",
+          np.shares_memory(ident.numpy(), x))
+
+    print("\ndocstring generated from the C++ declaration (of.ops.gen_math_ops.add):")
+    print("   ", of.ops.gen_math_ops.add.__doc__.strip().splitlines()[0])
+
+    try:
+        of.add(x, np.arange(3, dtype=np.int32))
+    except of.errors.InvalidArgumentError as e:
+        print(f"\nbad input raises {type(e).__name__}:\n    {e}")
+
+    print("\nmore: `python -m opforge ops`, `python -m opforge describe MatMul`")
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m opforge", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", help="a short tour of opforge at work").set_defaults(fn=cmd_demo)
+    sub.add_parser("ops", help="list every registered op").set_defaults(fn=cmd_ops)
+    describe = sub.add_parser("describe", help="print one op in full")
+    describe.add_argument("op", help="the op's registered name, e.g. MatMul")
+    describe.set_defaults(fn=cmd_describe)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
