@@ -166,5 +166,30 @@ PyObject* RegistrationErrors() {
   return list;
 }
 
+PyObject* ValidateDeclaration(const char* name, PyObject* specs) {
+  OpDefBuilder builder(name, "<validate>", 0);
+  PyObject* seq = PySequence_Fast(specs, "specs must be a sequence of (kind, text) pairs");
+  if (!seq) return nullptr;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    const char* kind = nullptr;
+    const char* text = nullptr;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "ss", &kind, &text)) {
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    const std::string k = kind;
+    if (k == "input") builder.Input(text);
+    else if (k == "output") builder.Output(text);
+    else if (k == "attr") builder.Attr(text);
+    else if (k == "doc") builder.Doc(text);
+  }
+  Py_DECREF(seq);
+  builder.SetShapeFn(shape_fns::Unchanged);
+  OpDef def;
+  Status s = builder.Finalize(&def);
+  if (!s.ok()) return SetError(s);
+  Py_RETURN_NONE;
+}
+
 }  // namespace py
 }  // namespace opforge

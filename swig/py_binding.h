@@ -38,6 +38,9 @@ PyObject* CheckFingerprint(const char* group, const char* expected);
 PyObject* ToTensor(PyObject* value, PyObject* dtype);
 PyObject* RegistryJson();
 PyObject* RegistrationErrors();
+// Parses and validates a declaration without registering it (for tests and
+// tools): specs is a sequence of ("input"|"output"|"attr"|"doc", text).
+PyObject* ValidateDeclaration(const char* name, PyObject* specs);
 
 }  // namespace py
 }  // namespace opforge

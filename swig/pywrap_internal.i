@@ -19,12 +19,14 @@
 %rename(to_tensor) opforge::py::ToTensor;
 %rename(registry_json) opforge::py::RegistryJson;
 %rename(registration_errors) opforge::py::RegistrationErrors;
+%rename(_validate_declaration) opforge::py::ValidateDeclaration;
 namespace opforge { namespace py {
 PyObject* Init(PyObject* tensor_base, PyObject* dtypes, PyObject* error_classes);
 PyObject* CheckFingerprint(const char* group, const char* expected);
 PyObject* ToTensor(PyObject* value, PyObject* dtype);
 PyObject* RegistryJson();
 PyObject* RegistrationErrors();
+PyObject* ValidateDeclaration(const char* name, PyObject* specs);
 }}
 
 %include "gen_ops.i"

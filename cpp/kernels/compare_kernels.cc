@@ -2,6 +2,8 @@
 // Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual (-> bool),
 // LogicalAnd, LogicalOr, LogicalNot, and Select (np.where).
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "elementwise.h"
 #include "opforge/kernel.h"
@@ -52,6 +54,28 @@ Status LogicalNotKernel(OpKernelContext* ctx) {
   return elementwise::UnaryOp<bool>(ctx, [](bool a) { return !a; });
 }
 
+// The condition is read as bytes and turned into a bit mask: GCC does not
+// vectorize `c ? x : y` over a bool array when T is wider than a byte, and
+// a random condition then costs a branch misprediction per element.
+template <typename T>
+struct SelectF {
+  T operator()(uint8_t c, T x, T y) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return c != 0 ? x : y;
+    } else {
+      using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+      U xb, yb;
+      std::memcpy(&xb, &x, sizeof(T));
+      std::memcpy(&yb, &y, sizeof(T));
+      const U mask = U(0) - static_cast<U>(c != 0);
+      const U r = (xb & mask) | (yb & ~mask);
+      T out;
+      std::memcpy(&out, &r, sizeof(T));
+      return out;
+    }
+  }
+};
+
 template <typename T>
 Status SelectKernel(OpKernelContext* ctx) {
   const Tensor& c = ctx->input(0);
@@ -59,9 +83,9 @@ Status SelectKernel(OpKernelContext* ctx) {
   const Tensor& y = ctx->input(2);
   Tensor* out = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
-  elementwise::TernaryLoop(c.data<bool>(), c.shape(), x.data<T>(), x.shape(), y.data<T>(),
-                           y.shape(), out->data<T>(), out->shape(),
-                           [](bool cv, T xv, T yv) { return cv ? xv : yv; });
+  static_assert(sizeof(bool) == 1, "bool tensors hold one byte per element");
+  elementwise::TernaryLoop(c.data<uint8_t>(), c.shape(), x.data<T>(), x.shape(), y.data<T>(),
+                           y.shape(), out->data<T>(), out->shape(), SelectF<T>());
   return Status::OK();
 }
 

@@ -236,6 +236,29 @@ void BinaryLoop(const TA* a, const TensorShape& as, const TB* b, const TensorSha
   });
 }
 
+// Inner loop of TernaryLoop with compile-time strides (0: broadcast, 1:
+// contiguous), so a broadcast operand is one hoisted load and the loop vectorizes.
+template <int SA, int SB, int SC, typename TA, typename TB, typename TC, typename TO, typename F>
+inline void Map3(const TA* OF_RESTRICT a, const TB* OF_RESTRICT b, const TC* OF_RESTRICT c,
+                 TO* OF_RESTRICT out, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f(a[SA * i], b[SB * i], c[SC * i]);
+}
+
+template <typename TA, typename TB, typename TC, typename TO, typename F>
+inline void Map3Strided(const TA* a, int64_t sa, const TB* b, int64_t sb, const TC* c, int64_t sc,
+                        TO* out, int64_t n, F f) {
+  switch ((sa != 0) << 2 | (sb != 0) << 1 | (sc != 0)) {
+    case 0: std::fill(out, out + n, f(*a, *b, *c)); break;
+    case 1: Map3<0, 0, 1>(a, b, c, out, n, f); break;
+    case 2: Map3<0, 1, 0>(a, b, c, out, n, f); break;
+    case 3: Map3<0, 1, 1>(a, b, c, out, n, f); break;
+    case 4: Map3<1, 0, 0>(a, b, c, out, n, f); break;
+    case 5: Map3<1, 0, 1>(a, b, c, out, n, f); break;
+    case 6: Map3<1, 1, 0>(a, b, c, out, n, f); break;
+    default: Map3<1, 1, 1>(a, b, c, out, n, f); break;
+  }
+}
+
 // out[i] = f(a[.], b[.], c[.]) with three-way numpy broadcasting to `os`.
 template <typename TA, typename TB, typename TC, typename TO, typename F>
 void TernaryLoop(const TA* a, const TensorShape& as, const TB* b, const TensorShape& bs,
@@ -243,13 +266,12 @@ void TernaryLoop(const TA* a, const TensorShape& as, const TB* b, const TensorSh
                  int64_t cost = kCheapCost) {
   const int64_t n = os.num_elements();
   if (n == 0) return;
-  if (as.num_elements() == n && bs.num_elements() == n && cs.num_elements() == n) {
+  const int64_t an = as.num_elements(), bn = bs.num_elements(), cn = cs.num_elements();
+  if ((an == n || an == 1) && (bn == n || bn == 1) && (cn == n || cn == 1)) {
+    // Each operand is either the full layout or a single value.
+    const int64_t sa = an == n && n > 1, sb = bn == n && n > 1, sc = cn == n && n > 1;
     ParallelFor(n, cost, [&](int64_t s, int64_t e) {
-      const TA* OF_RESTRICT pa = a + s;
-      const TB* OF_RESTRICT pb = b + s;
-      const TC* OF_RESTRICT pc = c + s;
-      TO* OF_RESTRICT po = out + s;
-      for (int64_t i = 0; i < e - s; ++i) po[i] = f(pa[i], pb[i], pc[i]);
+      Map3Strided(a + s * sa, sa, b + s * sb, sb, c + s * sc, sc, out + s, e - s, f);
     });
     return;
   }
@@ -260,15 +282,7 @@ void TernaryLoop(const TA* a, const TensorShape& as, const TB* b, const TensorSh
                 sc = plan.strides[2][last];
   ParallelFor(n, cost, [&](int64_t s, int64_t e) {
     ForEachRun<3>(plan, s, e, [&](const int64_t* off, int64_t len) {
-      const TA* OF_RESTRICT pa = a + off[0];
-      const TB* OF_RESTRICT pb = b + off[1];
-      const TC* OF_RESTRICT pc = c + off[2];
-      TO* OF_RESTRICT po = out + off[3];
-      if (sa == 1 && sb == 1 && sc == 1) {
-        for (int64_t i = 0; i < len; ++i) po[i] = f(pa[i], pb[i], pc[i]);
-      } else {
-        for (int64_t i = 0; i < len; ++i) po[i] = f(pa[i * sa], pb[i * sb], pc[i * sc]);
-      }
+      Map3Strided(a + off[0], sa, b + off[1], sb, c + off[2], sc, out + off[3], len, f);
     });
   });
 }

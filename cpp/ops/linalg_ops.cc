@@ -40,8 +40,8 @@ Status MatMulShape(InferenceContext* ctx) {
     n = b.dim(b.rank() - (tb ? 2 : 1));
   }
   if (ka != kb) {
-    return errors::InvalidArgument("inner dims differ: ", Describe("a", a, ta), " has ", ka,
-                                   " columns but ", Describe("b", b, tb), " has ", kb, " rows");
+    return errors::InvalidArgument("inner dims differ: ", Describe("a", a, ta), " gives k = ", ka,
+                                   " but ", Describe("b", b, tb), " gives k = ", kb);
   }
   const int ba = a.rank() > 2 ? a.rank() - 2 : 0;
   const int bb = b.rank() > 2 ? b.rank() - 2 : 0;
