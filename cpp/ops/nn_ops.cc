@@ -56,7 +56,9 @@ Equivalent to the numpy expression
 e = numpy.exp(logits - logits.max(axis, keepdims=True)); e / e.sum(axis, keepdims=True).
 The maximum is subtracted first, so large logits do not overflow. A NaN in a
 slice makes that whole slice NaN, as does a slice whose maximum is infinite.
-Empty tensors are allowed; 0-d tensors are an error.
+A -inf logit gets probability exactly 0; in float32, terms under exp(-87)
+relative to the slice maximum also become 0 rather than subnormal. Empty
+tensors are allowed; 0-d tensors are an error.
 
 logits: The unnormalised log-probabilities, of rank >= 1.
 axis: The axis to normalise over; negative values count from the end. Defaults to the last axis.

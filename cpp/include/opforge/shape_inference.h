@@ -25,7 +25,8 @@ class InferenceContext : public OpContext {
 Status BroadcastShapes(const TensorShape& a, const char* a_name, const TensorShape& b,
                        const char* b_name, TensorShape* out);
 
-// Maps a possibly negative axis into [0, rank). `what` names the attr in errors.
+// Maps a possibly negative axis into [0, rank). `what` is the subject of the
+// error message as written, e.g. "attr 'axis'".
 Status NormalizeAxis(int64_t axis, int rank, const char* what, int* out);
 
 // Ready-made shape functions for common op families.
