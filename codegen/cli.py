@@ -5,9 +5,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from codegen import emit, registry_source, validate
-from codegen.errors import CodegenError
-from codegen.model import Registry
+from . import emit, registry_source, validate
+from .errors import CodegenError
+from .model import Registry
 
 STALE_MESSAGE = "generated/ is stale: run `python -m codegen`"
 
@@ -24,12 +24,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="output folder (default: generated)")
     p.add_argument("--build-dir", type=Path, default=Path("build/codegen"), metavar="DIR",
                    help="CMake build folder for the dump tool (default: build/codegen)")
+    p.add_argument("--dump-tool", type=Path, metavar="EXE",
+                   help="run this already built dump tool instead of building one "
+                        "(what the CMake build does)")
+    p.add_argument("--warn-if-stale", type=Path, metavar="DIR",
+                   help="after writing, warn (without failing) if DIR differs from the output")
+    p.add_argument("--quiet", action="store_true", help="do not list the files written")
     return p.parse_args(argv)
 
 
 def load_registry(args: argparse.Namespace) -> Registry:
     if args.registry is not None:
         data = registry_source.load_file(args.registry)
+    elif args.dump_tool is not None:
+        data = registry_source.run_dump_tool(args.dump_tool)
     else:
         data = registry_source.dump_registry(Path.cwd(), args.build_dir)
     return validate.check(Registry.parse(data))
@@ -53,10 +61,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"codegen: {out.as_posix()}/ is up to date ({len(files)} files)")
         return 0
     written, removed = emit.write(out, files)
-    for rel in removed:
-        print(f"codegen: removed {out.as_posix()}/{rel}")
-    for rel in written:
-        print(f"codegen: wrote {out.as_posix()}/{rel}")
-    if not written and not removed:
-        print(f"codegen: {out.as_posix()}/ is up to date ({len(files)} files)")
+    if not args.quiet:
+        for rel in removed:
+            print(f"codegen: removed {out.as_posix()}/{rel}")
+        for rel in written:
+            print(f"codegen: wrote {out.as_posix()}/{rel}")
+        if not written and not removed:
+            print(f"codegen: {out.as_posix()}/ is up to date ({len(files)} files)")
+    if args.warn_if_stale is not None and emit.diff(args.warn_if_stale, files):
+        print(f"codegen: warning: {args.warn_if_stale.as_posix()}/ does not match the op declarations "
+              f"(this build uses fresh wrappers; run `python -m codegen` to update "
+              f"{args.warn_if_stale.as_posix()}/ before committing)", file=sys.stderr)
     return 0

@@ -8,11 +8,11 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from codegen import naming
-from codegen.pytypes import ATTR_NOUNS
+from . import naming
+from .pytypes import ATTR_NOUNS
 
 if TYPE_CHECKING:
-    from codegen.model import ArgDef, OpDef, Param
+    from .model import ArgDef, OpDef, Param
 
 WIDTH = 72  # text width; the docstring sits 4 spaces deep
 

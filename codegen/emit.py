@@ -12,8 +12,8 @@ from pathlib import Path
 
 import jinja2
 
-from codegen.model import Registry
-from codegen.pytypes import py_str
+from .model import Registry
+from .pytypes import py_str
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 TEMPLATE_PATH = "codegen/templates"

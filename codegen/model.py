@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from codegen import docstrings, naming, pytypes
-from codegen.errors import CodegenError
+from . import docstrings, naming, pytypes
+from .errors import CodegenError
 
 FORMAT = 1
 DTYPES = ("float32", "float64", "int32", "int64", "bool")
@@ -56,6 +56,10 @@ def _freeze(value: Any) -> Any:
 
 def _thaw(value: Any) -> Any:
     return [_thaw(v) for v in value] if isinstance(value, tuple) else value
+
+
+def _tuple_display(names: list[str]) -> str:
+    return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
 
 
 # --- schema --------------------------------------------------------------------
@@ -336,8 +340,17 @@ class OpDef:
     @property
     def py_call_tuple(self) -> str:
         """The parameters as a tuple display: ``(x, y)``, ``(x,)`` or ``()``."""
-        names = [p.py_name for p in self.params]
-        return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
+        return _tuple_display([p.py_name for p in self.params])
+
+    @property
+    def py_input_tuple(self) -> str:
+        """The input parameters as a tuple display (the generic execute path's inputs)."""
+        return _tuple_display([p.py_name for p in self.input_params])
+
+    @property
+    def py_attr_tuple(self) -> str:
+        """The attr parameters as a tuple display, in cpp_attr_names order."""
+        return _tuple_display([p.py_name for p in self.attr_params])
 
     @property
     def return_hint(self) -> str:

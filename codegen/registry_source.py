@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from codegen.errors import CodegenError
+from .errors import CodegenError
 
 DUMP_TARGET = "opforge_dump_registry"
 
@@ -65,8 +65,16 @@ def dump_registry(source_dir: Path, build_dir: Path) -> Any:
     exe = build_dir / (DUMP_TARGET + (".exe" if os.name == "nt" else ""))
     if not exe.exists():
         raise CodegenError(f"{exe}: not found after building {DUMP_TARGET}")
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, encoding="utf-8",
-                          check=False)
+    return run_dump_tool(exe)
+
+
+def run_dump_tool(exe: Path) -> Any:
+    """Runs an already built dump tool (the CMake build passes its own)."""
+    try:
+        proc = subprocess.run([str(exe)], capture_output=True, text=True, encoding="utf-8",
+                              check=False)
+    except OSError as e:
+        raise CodegenError(f"{exe}: cannot run the dump tool: {e.strerror}") from e
     if proc.returncode != 0:
         details = proc.stderr.strip().splitlines() or [f"(no message; exit code {proc.returncode})"]
         raise CodegenError([f"{DUMP_TARGET} reported registration errors:"] + details)

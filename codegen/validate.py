@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from codegen import naming
-from codegen.errors import CodegenError
-from codegen.model import ATTR_TYPES, DTYPES, AttrDef, OpDef, Registry
+from . import naming
+from .errors import CodegenError
+from .model import ATTR_TYPES, DTYPES, AttrDef, OpDef, Registry
 
 FINGERPRINT_RE = re.compile(r"^[0-9a-f]{16}$")
 

@@ -41,7 +41,11 @@ bool ToFloat(PyObject* o, const char* op, const char* name, double* out) {
     return Fail(op, name, "a float", o);
   }
   double v = PyFloat_AsDouble(o);
-  if (v == -1.0 && PyErr_Occurred()) return false;
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();  // e.g. OverflowError for 10**400: still the attr's fault
+    SetInvalidArgument(op, "attr '" + std::string(name) + "' is out of float64 range");
+    return false;
+  }
   *out = v;
   return true;
 }

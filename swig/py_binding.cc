@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "numpy_api.h"
+#include "opforge/inlined_vector.h"
 #include "py_errors.h"
 #include "py_tensor.h"
 
@@ -26,26 +27,45 @@ OpBinding::OpBinding(const char* op_name, std::initializer_list<const char*> att
   for (const char* a : attr_names) attr_slots_.push_back(op_->FindAttr(a));
 }
 
+OpBinding::OpBinding(const std::string& op_name, const std::vector<std::string>& attr_names)
+    : name_(op_name), op_(OpRegistry::Global()->Find(op_name)) {
+  if (!op_) return;
+  for (const std::string& a : attr_names) attr_slots_.push_back(op_->FindAttr(a));
+}
+
 PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given) const {
   if (!op_) return SetError(errors::NotFound(name_, ": op is not registered in this build of opforge"));
   const OpDef& op = *op_;
   const char* name = op.name.c_str();
-  std::vector<AttrValue> attrs(op.attrs.size());
+  InlinedVector<AttrValue, 4> attrs(op.attrs.size());
   for (size_t i = 0; i < attr_slots_.size(); ++i) attrs[attr_slots_[i]] = std::move(given[i]);
 
-  // Flatten: a list arg contributes one slot per element.
-  std::vector<InputSlot> slots;
-  slots.reserve(op.inputs.size());
-  std::vector<int> slot_arg;    // which input arg each slot belongs to
-  std::vector<Py_ssize_t> slot_k;  // and its index within a list arg
+  // Flatten: a list arg contributes one slot per element. Tensors are
+  // converted straight into the array Execute reads.
+  size_t num_slots = 0;
+  for (size_t a = 0; a < op.inputs.size(); ++a) {
+    num_slots += op.inputs[a].is_list() && (PyList_Check(inputs[a]) || PyTuple_Check(inputs[a]))
+                     ? static_cast<size_t>(PySequence_Fast_GET_SIZE(inputs[a]))
+                     : 1;
+  }
+  InlinedVector<Tensor, 4> tensors(num_slots);
+  struct Slot {
+    InputSlot in;
+    int arg;       // index into op.inputs
+    Py_ssize_t k;  // index within a list arg
+  };
+  InlinedVector<Slot, 4> slots;
+  bool any_pending = false;
   for (size_t a = 0; a < op.inputs.size(); ++a) {
     const ArgDef& arg = op.inputs[a];
     PyObject* obj = inputs[a];
     if (!arg.is_list()) {
-      slots.emplace_back();
-      slot_arg.push_back(static_cast<int>(a));
-      slot_k.push_back(0);
-      if (!ConvertInput(obj, name, arg.name, &slots.back())) return nullptr;
+      Slot& s = slots.emplace_back();
+      s.arg = static_cast<int>(a);
+      s.k = 0;
+      s.in.tensor = &tensors[slots.size() - 1];
+      if (!ConvertInput(obj, name, arg.name, &s.in)) return nullptr;
+      any_pending |= s.in.pending;
       continue;
     }
     if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
@@ -55,25 +75,27 @@ PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given) const {
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
     attrs[arg.number_attr_index] = AttrValue::Int(n);
     for (Py_ssize_t k = 0; k < n; ++k) {
-      slots.emplace_back();
-      slot_arg.push_back(static_cast<int>(a));
-      slot_k.push_back(k);
-      if (!ConvertInput(PySequence_Fast_GET_ITEM(obj, k), name, SlotLabel(arg, k), &slots.back())) return nullptr;
+      Slot& s = slots.emplace_back();
+      s.arg = static_cast<int>(a);
+      s.k = k;
+      s.in.tensor = &tensors[slots.size() - 1];
+      if (!ConvertInput(PySequence_Fast_GET_ITEM(obj, k), name, SlotLabel(arg, k), &s.in)) return nullptr;
+      any_pending |= s.in.pending;
     }
   }
 
   // Python scalars and lists take the dtype of a partner sharing their type
   // attr, else the arg's fixed dtype, else their natural dtype.
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (!slots[i].pending) continue;
-    const ArgDef& arg = op.inputs[slot_arg[i]];
+  for (size_t i = 0; any_pending && i < slots.size(); ++i) {
+    if (!slots[i].in.pending) continue;
+    const ArgDef& arg = op.inputs[slots[i].arg];
     DType target = arg.fixed_type;
     std::string partner = "the op";
     if (target == DType::kInvalid) {
       for (size_t j = 0; j < slots.size(); ++j) {
-        const ArgDef& other = op.inputs[slot_arg[j]];
-        if (!slots[j].pending && other.type_attr_index == arg.type_attr_index) {
-          target = slots[j].tensor.dtype();
+        const ArgDef& other = op.inputs[slots[j].arg];
+        if (!slots[j].in.pending && other.type_attr_index == arg.type_attr_index) {
+          target = tensors[j].dtype();
           partner = "argument '" + other.name + "'";
           break;
         }
@@ -83,24 +105,19 @@ PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given) const {
         partner = "attr '" + op.attrs[arg.type_attr_index].name + "'";
       }
     }
-    if (!ConvertPending(name, SlotLabel(arg, slot_k[i]), target, partner, &slots[i])) return nullptr;
+    if (!ConvertPending(name, SlotLabel(arg, slots[i].k), target, partner, &slots[i].in)) return nullptr;
   }
 
-  std::vector<Tensor> tensors;
-  tensors.reserve(slots.size());
   size_t bytes = 0;
-  for (InputSlot& s : slots) {
-    bytes += s.tensor.TotalBytes();
-    tensors.push_back(std::move(s.tensor));
-  }
-  std::vector<Tensor> outputs;
+  for (const Tensor& t : tensors) bytes += t.TotalBytes();
+  InlinedVector<Tensor, 2> outputs(op.outputs.size());
   Status status;
   if (bytes >= kReleaseGilBytes) {
     Py_BEGIN_ALLOW_THREADS
-    status = Execute(op, tensors.data(), static_cast<int>(tensors.size()), attrs.data(), &outputs);
+    status = Execute(op, tensors.data(), static_cast<int>(tensors.size()), attrs.data(), outputs.data());
     Py_END_ALLOW_THREADS
   } else {
-    status = Execute(op, tensors.data(), static_cast<int>(tensors.size()), attrs.data(), &outputs);
+    status = Execute(op, tensors.data(), static_cast<int>(tensors.size()), attrs.data(), outputs.data());
   }
   if (!status.ok()) return SetError(status);
   if (outputs.size() == 1) return WrapTensor(std::move(outputs[0]));
@@ -117,9 +134,9 @@ PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given) const {
   return tuple;
 }
 
-PyObject* Init(PyObject* tensor_base, PyObject* dtypes, PyObject* error_classes) {
+PyObject* Init(PyObject* tensor_methods, PyObject* dtypes, PyObject* error_classes) {
   if (!InitErrorClasses(error_classes)) return nullptr;
-  return InitTensorType(tensor_base, dtypes);
+  return InitTensorType(tensor_methods, dtypes);
 }
 
 PyObject* CheckFingerprint(const char* group, const char* expected) {
@@ -135,7 +152,9 @@ PyObject* CheckFingerprint(const char* group, const char* expected) {
 
 PyObject* ToTensor(PyObject* value, PyObject* dtype) {
   const char* op = "tensor";
+  Tensor tensor;
   InputSlot slot;
+  slot.tensor = &tensor;
   if (!ConvertInput(value, op, "value", &slot)) return nullptr;
   DType want = DType::kInvalid;
   if (dtype != Py_None && !ToDType(dtype, &want)) {
@@ -143,11 +162,11 @@ PyObject* ToTensor(PyObject* value, PyObject* dtype) {
   }
   if (slot.pending) {
     if (!ConvertPending(op, "value", want, "argument 'dtype'", &slot)) return nullptr;
-  } else if (want != DType::kInvalid && slot.tensor.dtype() != want) {
-    return SetInvalidArgument(op, std::string("argument 'value' has dtype ") + DTypeName(slot.tensor.dtype()) +
+  } else if (want != DType::kInvalid && tensor.dtype() != want) {
+    return SetInvalidArgument(op, std::string("argument 'value' has dtype ") + DTypeName(tensor.dtype()) +
                                       " but dtype is " + DTypeName(want) + "; use cast");
   }
-  return WrapTensor(std::move(slot.tensor));
+  return WrapTensor(std::move(tensor));
 }
 
 PyObject* RegistryJson() {

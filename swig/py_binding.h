@@ -19,6 +19,8 @@ class OpBinding {
  public:
   // `attr_names`: the attrs the entry point passes, in its parameter order.
   OpBinding(const char* op_name, std::initializer_list<const char*> attr_names);
+  // The same, with names known only at run time (the generic execute path).
+  OpBinding(const std::string& op_name, const std::vector<std::string>& attr_names);
 
   // inputs: one PyObject per input arg (a list arg: one Python sequence).
   // attrs: one per attr name given at construction (moved from).
@@ -33,7 +35,7 @@ class OpBinding {
 };
 
 // Module-level functions exposed to Python (see pywrap_internal.i).
-PyObject* Init(PyObject* tensor_base, PyObject* dtypes, PyObject* error_classes);
+PyObject* Init(PyObject* tensor_methods, PyObject* dtypes, PyObject* error_classes);
 PyObject* CheckFingerprint(const char* group, const char* expected);
 PyObject* ToTensor(PyObject* value, PyObject* dtype);
 PyObject* RegistryJson();

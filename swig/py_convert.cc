@@ -1,5 +1,6 @@
 #include "py_convert.h"
 
+#include <atomic>
 #include <cstring>
 #include <limits>
 
@@ -22,9 +23,18 @@ class NumpyBuffer final : public TensorBuffer {
   }
   bool writable() const override { return writable_; }
 
+  // Borrowing happens on every op call: recycle the small objects through a
+  // spin-locked free list instead of malloc/free.
+  static void* operator new(size_t size);
+  static void operator delete(void* p);
+
  private:
   // The last reference may drop on any thread, with or without the GIL.
   ~NumpyBuffer() override {
+    if (PyGILState_Check()) {  // the common case, and much cheaper than Ensure
+      Py_DECREF(array_);
+      return;
+    }
     PyGILState_STATE gil = PyGILState_Ensure();
     Py_DECREF(array_);
     PyGILState_Release(gil);
@@ -32,6 +42,35 @@ class NumpyBuffer final : public TensorBuffer {
   PyArrayObject* array_;
   bool writable_;
 };
+
+constexpr int kBufferFreeListMax = 256;
+void* buffer_free_list[kBufferFreeListMax];
+int buffer_free_count = 0;
+std::atomic_flag buffer_free_lock = ATOMIC_FLAG_INIT;
+
+struct SpinLock {
+  SpinLock() { while (buffer_free_lock.test_and_set(std::memory_order_acquire)) {} }
+  ~SpinLock() { buffer_free_lock.clear(std::memory_order_release); }
+};
+
+void* NumpyBuffer::operator new(size_t size) {
+  {
+    SpinLock lock;
+    if (buffer_free_count > 0) return buffer_free_list[--buffer_free_count];
+  }
+  return ::operator new(size);
+}
+
+void NumpyBuffer::operator delete(void* p) {
+  {
+    SpinLock lock;
+    if (buffer_free_count < kBufferFreeListMax) {
+      buffer_free_list[buffer_free_count++] = p;
+      return;
+    }
+  }
+  ::operator delete(p);
+}
 
 bool DTypeFromDescr(PyArray_Descr* d, DType* out) {
   const int size = static_cast<int>(PyDataType_ELSIZE(d));
@@ -66,6 +105,25 @@ const char* kSupported = "float32, float64, int32, int64 or bool";
 template <typename T>
 void Store(Tensor* t, T v) { *t->data<T>() = v; }
 
+// A failed copy of a (say, zero-stride broadcast) array: numpy's MemoryError
+// becomes ResourceExhaustedError naming the op and the argument.
+bool CopyFailed(const char* op, const std::string& arg) {
+  if (!PyErr_ExceptionMatches(PyExc_MemoryError)) return false;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyObject* text = value ? PyObject_Str(value) : nullptr;
+  const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
+  const std::string why = utf8 ? utf8 : "out of memory";
+  Py_XDECREF(text);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  PyErr_Clear();
+  SetError(Status(Code::kResourceExhausted, std::string(op) + ": argument '" + arg +
+                                                "' is not contiguous and copying it failed: " + why));
+  return false;
+}
+
 }  // namespace
 
 bool TensorFromArray(PyObject* obj, const char* op, const std::string& arg, Tensor* out) {
@@ -81,19 +139,20 @@ bool TensorFromArray(PyObject* obj, const char* op, const std::string& arg, Tens
     return false;
   }
   const int rank = PyArray_NDIM(arr);
-  TensorShape shape;
-  Status s = TensorShape::Make(reinterpret_cast<const int64_t*>(PyArray_SHAPE(arr)), rank, &shape);
-  if (!s.ok()) {
-    SetInvalidArgument(op, "argument '" + arg + "': " + s.message());
+  if (rank > kMaxRank) {
+    SetInvalidArgument(op, "argument '" + arg + "' has rank " + std::to_string(rank) + "; opforge supports up to " +
+                               std::to_string(kMaxRank));
     return false;
   }
+  // numpy already guarantees non-negative dims whose product fits.
+  const TensorShape shape(reinterpret_cast<const int64_t*>(PyArray_SHAPE(arr)), rank);
   PyArrayObject* source = arr;
   if (!(PyArray_IS_C_CONTIGUOUS(arr) && PyArray_ISALIGNED(arr) && PyArray_ISNOTSWAPPED(arr))) {
     // Strided, misaligned or byte-swapped: one copy into a native C array.
     PyArray_Descr* descr = PyArray_DescrFromType(NumpyTypeNum(dtype));
     source = reinterpret_cast<PyArrayObject*>(
         PyArray_FromArray(arr, descr, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST));
-    if (!source) return false;
+    if (!source) return CopyFailed(op, arg);
   } else {
     Py_INCREF(source);
   }
@@ -108,14 +167,14 @@ bool ConvertInput(PyObject* obj, const char* op, const std::string& arg, InputSl
   slot->obj = obj;
   slot->pending = false;
   if (IsTensor(obj)) {
-    slot->tensor = TensorOf(obj);
+    *slot->tensor = TensorOf(obj);
     return true;
   }
-  if (PyArray_Check(obj)) return TensorFromArray(obj, op, arg, &slot->tensor);
+  if (PyArray_Check(obj)) return TensorFromArray(obj, op, arg, slot->tensor);
   if (PyArray_IsScalar(obj, Generic)) {  // numpy scalars are typed: np.float32(1)
     PyObject* arr = PyArray_FromScalar(obj, nullptr);
     if (!arr) return false;
-    bool ok = TensorFromArray(arr, op, arg, &slot->tensor);
+    bool ok = TensorFromArray(arr, op, arg, slot->tensor);
     Py_DECREF(arr);
     return ok;
   }
@@ -142,7 +201,7 @@ bool ConvertPending(const char* op, const std::string& arg, DType dtype, const s
     const int kind = PyBool_Check(obj) ? 0 : PyLong_Check(obj) ? 1 : 2;
     if (natural) dtype = kind == 0 ? DType::kBool : kind == 1 ? DType::kInt64 : DType::kFloat64;
     if (kind > KindRank(dtype)) return kind_error(kind);
-    Status s = Tensor::Allocate(dtype, TensorShape(), &slot->tensor);
+    Status s = Tensor::Allocate(dtype, TensorShape(), slot->tensor);
     if (!s.ok()) return SetError(s) != nullptr;
     if (kind == 2 || IsFloating(dtype)) {
       double v = PyFloat_AsDouble(obj);
@@ -151,13 +210,13 @@ bool ConvertPending(const char* op, const std::string& arg, DType dtype, const s
         SetInvalidArgument(op, "argument '" + arg + "' is a Python int too large for " + DTypeName(dtype));
         return false;
       }
-      if (dtype == DType::kFloat32) Store<float>(&slot->tensor, static_cast<float>(v));
-      else Store<double>(&slot->tensor, v);
+      if (dtype == DType::kFloat32) Store<float>(slot->tensor, static_cast<float>(v));
+      else Store<double>(slot->tensor, v);
       return true;
     }
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (dtype == DType::kBool) { Store<bool>(&slot->tensor, v != 0); return true; }
+    if (dtype == DType::kBool) { Store<bool>(slot->tensor, v != 0); return true; }
     const bool fits = overflow == 0 && (dtype == DType::kInt64 || (v >= std::numeric_limits<int32_t>::min() &&
                                                                  v <= std::numeric_limits<int32_t>::max()));
     if (!fits) {
@@ -168,8 +227,8 @@ bool ConvertPending(const char* op, const std::string& arg, DType dtype, const s
       SetInvalidArgument(op, "argument '" + arg + "' is " + text + ", out of range for " + DTypeName(dtype));
       return false;
     }
-    if (dtype == DType::kInt32) Store<int32_t>(&slot->tensor, static_cast<int32_t>(v));
-    else Store<int64_t>(&slot->tensor, static_cast<int64_t>(v));
+    if (dtype == DType::kInt32) Store<int32_t>(slot->tensor, static_cast<int32_t>(v));
+    else Store<int64_t>(slot->tensor, static_cast<int64_t>(v));
     return true;
   }
 
@@ -222,7 +281,7 @@ bool ConvertPending(const char* op, const std::string& arg, DType dtype, const s
   }
   Py_DECREF(arr);
   if (!cast) return false;
-  bool ok = TensorFromArray(cast, op, arg, &slot->tensor);
+  bool ok = TensorFromArray(cast, op, arg, slot->tensor);
   Py_DECREF(cast);
   return ok;
 }

@@ -16,8 +16,8 @@ namespace py {
 // One input slot. Tensors and arrays convert at once; Python scalars and
 // sequences wait for the dtype of a partner input sharing their type attr.
 struct InputSlot {
-  PyObject* obj = nullptr;  // borrowed
-  Tensor tensor;
+  PyObject* obj = nullptr;    // borrowed
+  Tensor* tensor = nullptr;   // where the converted tensor goes
   bool pending = false;
 };
 

@@ -3,6 +3,7 @@
 #include <structmember.h>
 
 #include <new>
+#include <string>
 
 #include "numpy_api.h"
 
@@ -17,6 +18,13 @@ struct PyTensor {
 };
 
 PyTypeObject* tensor_type = nullptr;
+
+// Recently freed tensor objects, reused by WrapTensor: op results are
+// created and dropped at a high rate, and PyType_GenericAlloc is costly.
+// Only touched with the GIL held.
+constexpr int kFreeListMax = 64;
+PyObject* free_list[kFreeListMax];
+int free_count = 0;
 PyObject* dtype_objects[kNumDTypes] = {};
 
 int NumpyTypeNum(DType t) {
@@ -44,11 +52,13 @@ const char* BufferFormat(DType t) {
 void Dealloc(PyObject* self) {
   PyTypeObject* type = Py_TYPE(self);
   PyTensor* t = reinterpret_cast<PyTensor*>(self);
-  // A Python base class makes the type inherit GC support.
-  if (PyType_IS_GC(type)) PyObject_GC_UnTrack(self);
   if (t->weakrefs) PyObject_ClearWeakRefs(self);
   t->tensor.~Tensor();
-  type->tp_free(self);
+  if (type == tensor_type && free_count < kFreeListMax) {
+    free_list[free_count++] = self;
+  } else {
+    type->tp_free(self);
+  }
   Py_DECREF(type);
 }
 
@@ -130,9 +140,9 @@ PyMemberDef kMembers[] = {
 
 }  // namespace
 
-PyObject* InitTensorType(PyObject* base, PyObject* dtypes) {
-  if (!PyTuple_Check(dtypes) || PyTuple_GET_SIZE(dtypes) != kNumDTypes) {
-    PyErr_SetString(PyExc_TypeError, "dtype objects must be a tuple indexed by dtype enum");
+PyObject* InitTensorType(PyObject* methods, PyObject* dtypes) {
+  if (!PyTuple_Check(dtypes) || PyTuple_GET_SIZE(dtypes) != kNumDTypes || !PyType_Check(methods)) {
+    PyErr_SetString(PyExc_TypeError, "expected a methods class and a tuple of dtypes indexed by dtype enum");
     return nullptr;
   }
   for (int i = 0; i < kNumDTypes; ++i) {
@@ -150,12 +160,35 @@ PyObject* InitTensorType(PyObject* base, PyObject* dtypes) {
       {Py_tp_doc, const_cast<char*>("An n-dimensional array computed by opforge ops.")},
       {0, nullptr},
   };
+  // No Python base class: the type stays out of the cyclic GC (a tensor
+  // references no Python objects that could form a cycle), which keeps
+  // creating results cheap. The Python-level methods are copied in instead.
   PyType_Spec spec = {"opforge.Tensor", sizeof(PyTensor), 0, Py_TPFLAGS_DEFAULT, slots};
-  PyObject* bases = PyTuple_Pack(1, base);
-  if (!bases) return nullptr;
-  PyObject* type = PyType_FromSpecWithBases(&spec, bases);
-  Py_DECREF(bases);
+  PyObject* type = PyType_FromSpec(&spec);
   if (!type) return nullptr;
+  PyObject* dict = PyObject_GetAttrString(methods, "__dict__");
+  PyObject* items = dict ? PyMapping_Items(dict) : nullptr;
+  Py_XDECREF(dict);
+  if (!items) {
+    Py_DECREF(type);
+    return nullptr;
+  }
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); ++i) {
+    PyObject* key = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
+    PyObject* value = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
+    const char* name = PyUnicode_AsUTF8(key);
+    if (!name) continue;
+    const std::string n = name;
+    if (n == "__dict__" || n == "__weakref__" || n == "__slots__" || n == "__module__" || n == "__qualname__") {
+      continue;
+    }
+    if (PyObject_SetAttr(type, key, value) < 0) {
+      Py_DECREF(items);
+      Py_DECREF(type);
+      return nullptr;
+    }
+  }
+  Py_DECREF(items);
   Py_XDECREF(reinterpret_cast<PyObject*>(tensor_type));
   tensor_type = reinterpret_cast<PyTypeObject*>(type);
   Py_INCREF(type);  // one reference kept here, one returned
@@ -171,8 +204,14 @@ PyObject* WrapTensor(Tensor t) {
     PyErr_SetString(PyExc_RuntimeError, "opforge is not initialised: import opforge first");
     return nullptr;
   }
-  PyObject* obj = tensor_type->tp_alloc(tensor_type, 0);
-  if (!obj) return nullptr;
+  PyObject* obj;
+  if (free_count > 0) {
+    obj = free_list[--free_count];
+    PyObject_Init(obj, tensor_type);  // also takes the reference to the heap type
+  } else {
+    obj = tensor_type->tp_alloc(tensor_type, 0);
+    if (!obj) return nullptr;
+  }
   PyTensor* pt = reinterpret_cast<PyTensor*>(obj);
   new (&pt->tensor) Tensor(std::move(t));
   pt->weakrefs = nullptr;

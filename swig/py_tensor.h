@@ -1,6 +1,6 @@
-// opforge.Tensor: a heap type whose C part holds an opforge::Tensor and whose
-// Python base class (opforge/tensor.py) supplies operators and repr, the way
-// TensorFlow's EagerTensor is built.
+// opforge.Tensor: a heap type whose C part holds an opforge::Tensor; the
+// operators and conveniences are Python functions (opforge/tensor.py) copied
+// onto it, much as TensorFlow builds its EagerTensor.
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
@@ -11,8 +11,9 @@
 namespace opforge {
 namespace py {
 
-// Creates the type with `base` as its Python base class; returns it (new ref).
-PyObject* InitTensorType(PyObject* base, PyObject* dtype_objects);
+// Creates the type, copying in the attributes of the class `methods`;
+// returns it (new reference).
+PyObject* InitTensorType(PyObject* methods, PyObject* dtype_objects);
 
 bool IsTensor(PyObject* obj);
 const Tensor& TensorOf(PyObject* obj);  // obj must satisfy IsTensor

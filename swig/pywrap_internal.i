@@ -5,6 +5,7 @@
 %{
 #include "py_binding.h"
 #include "py_module.h"
+#include "py_op_library.h"
 %}
 
 %include "opforge_typemaps.i"
@@ -13,7 +14,7 @@
   if (!opforge::py::InitModule()) return -1;  // SWIG >= 4.5: multi-phase init
 %}
 
-%feature("docstring") opforge::py::Init "_init(tensor_base, dtypes, error_classes) -> Tensor type";
+%feature("docstring") opforge::py::Init "_init(tensor_methods, dtypes, error_classes) -> Tensor type";
 %rename(_init) opforge::py::Init;
 %rename(check_fingerprint) opforge::py::CheckFingerprint;
 %rename(to_tensor) opforge::py::ToTensor;
@@ -21,12 +22,23 @@
 %rename(registration_errors) opforge::py::RegistrationErrors;
 %rename(_validate_declaration) opforge::py::ValidateDeclaration;
 namespace opforge { namespace py {
-PyObject* Init(PyObject* tensor_base, PyObject* dtypes, PyObject* error_classes);
+PyObject* Init(PyObject* tensor_methods, PyObject* dtypes, PyObject* error_classes);
 PyObject* CheckFingerprint(const char* group, const char* expected);
 PyObject* ToTensor(PyObject* value, PyObject* dtype);
 PyObject* RegistryJson();
 PyObject* RegistrationErrors();
 PyObject* ValidateDeclaration(const char* name, PyObject* specs);
+}}
+
+// Custom op libraries (py_op_library.h).
+%feature("docstring") opforge::py::ExecuteOp "execute(op_name, inputs, attrs) -> Tensor";
+%rename(execute) opforge::py::ExecuteOp;
+%rename(_load_library) opforge::py::LoadLibrary;
+%rename(stamp) opforge::py::Stamp;
+namespace opforge { namespace py {
+PyObject* ExecuteOp(const char* op_name, PyObject* inputs, PyObject* attrs);
+PyObject* LoadLibrary(const char* path, PyObject* accept);
+PyObject* Stamp();
 }}
 
 %include "gen_ops.i"

@@ -1,6 +1,17 @@
-// Owned tensor storage: 64-byte-aligned heap memory.
+// Owned tensor storage, 64-byte aligned. Three tiers, because per-call cost
+// dominates small ops and page faults dominate large ones:
+//   small  - header and data in one heap block (one malloc per tensor);
+//   medium - aligned heap memory;
+//   large  - mmap'd, transparent huge pages requested, and recycled through a
+//            bounded cache so a fresh output does not fault in every page again.
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <new>
 
 #include "opforge/tensor.h"
 
@@ -8,48 +19,132 @@ namespace opforge {
 namespace {
 
 constexpr size_t kAlignment = 64;
+constexpr size_t kSmallMax = 4096;              // bytes of data held inline
+constexpr size_t kLargeMin = size_t{1} << 20;   // mmap from here up
+constexpr size_t kHugePage = size_t{2} << 20;
 
-class AlignedBuffer final : public TensorBuffer {
+constexpr size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+size_t CacheLimitBytes() {
+  static const size_t limit = [] {
+    const char* env = std::getenv("OPFORGE_ALLOCATOR_CACHE_MB");
+    long mb = env ? std::atol(env) : 512;
+    return static_cast<size_t>(mb < 0 ? 0 : mb) << 20;
+  }();
+  return limit;
+}
+
+// Freed large blocks by mapped size; reused for requests of the same size.
+class LargeBlockCache {
  public:
-  AlignedBuffer(void* data, size_t size) : TensorBuffer(data, size) {}
+  void* Take(size_t mapped) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(mapped);
+    if (it == free_.end()) return nullptr;
+    void* p = it->second;
+    free_.erase(it);
+    cached_ -= mapped;
+    return p;
+  }
+  // Returns false when the block does not fit and must be unmapped.
+  bool Put(void* p, size_t mapped) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t limit = CacheLimitBytes();
+    if (mapped > limit / 2) return false;
+    // Evict the largest blocks first until the new one fits.
+    while (cached_ + mapped > limit && !free_.empty()) {
+      auto last = std::prev(free_.end());
+      munmap(last->second, last->first);
+      cached_ -= last->first;
+      free_.erase(last);
+    }
+    free_.emplace(mapped, p);
+    cached_ += mapped;
+    return true;
+  }
+
  private:
-  ~AlignedBuffer() override { std::free(data()); }
+  std::mutex mu_;
+  std::multimap<size_t, void*> free_;
+  size_t cached_ = 0;
 };
 
-// Empty tensors still get a valid, aligned, non-null data pointer (numpy
-// would otherwise allocate its own when viewing them).
-class EmptyBuffer final : public TensorBuffer {
+LargeBlockCache& Cache() {
+  static LargeBlockCache* cache = new LargeBlockCache();  // never destroyed
+  return *cache;
+}
+
+class HeapBuffer final : public TensorBuffer {
  public:
-  EmptyBuffer() : TensorBuffer(storage_, 0) {}
+  HeapBuffer(void* data, size_t size) : TensorBuffer(data, size) {}
  private:
-  ~EmptyBuffer() override = default;
-  alignas(kAlignment) char storage_[kAlignment] = {};
+  ~HeapBuffer() override { std::free(data()); }
 };
+
+// Header and data in one malloc'd block (aligned_alloc costs several times
+// more than malloc); the data starts at the first 64-byte boundary after the
+// header.
+class InlineBuffer final : public TensorBuffer {
+ public:
+  static InlineBuffer* Create(size_t size) {
+    void* block = std::malloc(sizeof(InlineBuffer) + kAlignment + (size ? size : 1));
+    if (!block) return nullptr;
+    const uintptr_t after = reinterpret_cast<uintptr_t>(block) + sizeof(InlineBuffer);
+    void* data = reinterpret_cast<void*>(RoundUp(after, kAlignment));
+    return new (block) InlineBuffer(data, size);
+  }
+  // Placement-constructed: release the block ourselves.
+  static void operator delete(void* p) { std::free(p); }
+
+ private:
+  InlineBuffer(void* data, size_t size) : TensorBuffer(data, size) {}
+  ~InlineBuffer() override = default;
+};
+
+class MappedBuffer final : public TensorBuffer {
+ public:
+  MappedBuffer(void* data, size_t size, size_t mapped) : TensorBuffer(data, size), mapped_(mapped) {}
+ private:
+  ~MappedBuffer() override {
+    if (!Cache().Put(data(), mapped_)) munmap(data(), mapped_);
+  }
+  size_t mapped_;
+};
+
+TensorBuffer* AllocateBuffer(size_t bytes) {
+  if (bytes <= kSmallMax) return InlineBuffer::Create(bytes);
+  if (bytes < kLargeMin) {
+    void* p = std::aligned_alloc(kAlignment, RoundUp(bytes, kAlignment));
+    return p ? new HeapBuffer(p, bytes) : nullptr;
+  }
+  const size_t mapped = RoundUp(bytes, kHugePage);
+  void* p = Cache().Take(mapped);
+  if (!p) {
+    p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+#ifdef MADV_HUGEPAGE
+    madvise(p, mapped, MADV_HUGEPAGE);  // advisory: fewer, larger page faults
+#endif
+  }
+  return new MappedBuffer(p, bytes, mapped);
+}
 
 }  // namespace
 
 Status Tensor::Allocate(DType dtype, const TensorShape& shape, Tensor* out) {
   const size_t itemsize = DTypeSize(dtype);
   if (itemsize == 0) return errors::InvalidArgument("cannot allocate a tensor of dtype invalid");
-  const int64_t n = shape.num_elements();
-  if (n == 0) {
-    TensorBuffer* buf = new EmptyBuffer();
-    *out = Tensor(dtype, shape, buf);
-    buf->Unref();
-    return Status::OK();
-  }
-  if (static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / itemsize - kAlignment) {
+  const uint64_t n = static_cast<uint64_t>(shape.num_elements());
+  if (n > (std::numeric_limits<size_t>::max() - kHugePage) / itemsize) {
     return errors::ResourceExhausted("cannot allocate a ", DTypeName(dtype), " tensor of shape ",
                                      shape.DebugString(), ": its size overflows");
   }
   const size_t bytes = static_cast<size_t>(n) * itemsize;
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = nullptr;
-  if (posix_memalign(&p, kAlignment, rounded) != 0 || p == nullptr) {
+  TensorBuffer* buf = AllocateBuffer(bytes);
+  if (!buf) {
     return errors::ResourceExhausted("failed to allocate ", bytes, " bytes for a ", DTypeName(dtype),
                                      " tensor of shape ", shape.DebugString());
   }
-  TensorBuffer* buf = new AlignedBuffer(p, bytes);
   *out = Tensor(dtype, shape, buf);
   buf->Unref();  // `out` holds the only reference
   return Status::OK();

@@ -1,6 +1,7 @@
 // Eager execution of one op: check dtypes and attrs, infer shapes, run the kernel.
 #include <string>
 
+#include "opforge/inlined_vector.h"
 #include "opforge/registry.h"
 
 namespace opforge {
@@ -53,7 +54,8 @@ Status InferTypeAttrs(const OpDef& op, const Tensor* inputs, int num_inputs, Att
       AttrValue& t = attrs[arg.type_attr_index];
       const AttrDef& def = op.attrs[arg.type_attr_index];
       if (!t.is_set()) {
-        t = AttrValue::Type(d);
+        t.kind = AttrValue::kValue;  // set in place: no temporary AttrValue
+        t.type = d;
         if (!def.allowed_types.empty()) {
           bool ok = false;
           for (DType a : def.allowed_types) ok = ok || a == d;
@@ -120,8 +122,8 @@ Status CompleteAttrs(const OpDef& op, AttrValue* attrs) {
   return Status::OK();
 }
 
-Status ExecuteImpl(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs,
-                   std::vector<Tensor>* outputs, int device) {
+Status ExecuteImpl(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs, Tensor* outputs,
+                   int device) {
   OF_RETURN_IF_ERROR(InferTypeAttrs(op, inputs, num_inputs, attrs));
   OF_RETURN_IF_ERROR(CompleteAttrs(op, attrs));
 
@@ -132,20 +134,22 @@ Status ExecuteImpl(const OpDef& op, const Tensor* inputs, int num_inputs, AttrVa
                             "; registered ", DeviceName(device), " kernels: ", KernelDTypes(*op.kernels, device));
   }
 
-  std::vector<TensorShape> shapes(op.outputs.size());
-  InferenceContext ictx(op, inputs, num_inputs, attrs, &shapes);
+  const size_t num_outputs = op.outputs.size();
+  InlinedVector<TensorShape, 2> shapes(num_outputs);
+  InferenceContext ictx(op, inputs, num_inputs, attrs, shapes.data());
   OF_RETURN_IF_ERROR(op.shape_fn(&ictx));
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    TensorShape checked;
-    Status s = TensorShape::Make(shapes[i].dims(), shapes[i].rank(), &checked);
-    if (!s.ok()) return errors::InvalidArgument("output '", op.outputs[i].name, "': ", s.message());
+  for (size_t i = 0; i < num_outputs; ++i) {
+    if (!shapes[i].IsValid()) {
+      TensorShape checked;
+      Status s = TensorShape::Make(shapes[i].dims(), shapes[i].rank(), &checked);
+      return errors::InvalidArgument("output '", op.outputs[i].name, "': ", s.message());
+    }
   }
 
-  outputs->assign(op.outputs.size(), Tensor());
-  OpKernelContext kctx(op, inputs, num_inputs, attrs, shapes, outputs);
+  OpKernelContext kctx(op, inputs, num_inputs, attrs, shapes.data(), outputs);
   OF_RETURN_IF_ERROR(fn(&kctx));
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    Tensor& out = (*outputs)[i];
+  for (size_t i = 0; i < num_outputs; ++i) {
+    Tensor& out = outputs[i];
     if (!out.valid()) {
       // Kernels may skip allocating outputs they never write (empty results).
       if (shapes[i].num_elements() != 0) {
@@ -165,14 +169,14 @@ DType OutputDType(const OpDef& op, int i, const AttrValue* attrs) {
 }
 
 Status OpKernelContext::allocate_output(int i, Tensor** out) {
-  Tensor& slot = (*outputs_)[i];
+  Tensor& slot = outputs_[i];
   OF_RETURN_IF_ERROR(Tensor::Allocate(OutputDType(op(), i, attr_values()), output_shapes_[i], &slot));
   *out = &slot;
   return Status::OK();
 }
 
-Status Execute(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs,
-               std::vector<Tensor>* outputs, int device) {
+Status Execute(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs, Tensor* outputs,
+               int device) {
   Status s = ExecuteImpl(op, inputs, num_inputs, attrs, outputs, device);
   return s.ok() ? s : s.WithPrefix(op.name + ": ");
 }

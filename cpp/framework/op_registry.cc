@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 
 #include "opforge/registry.h"
@@ -10,11 +11,21 @@
 namespace opforge {
 namespace {
 
+// Registrations made while an op library loads: committed all at once or dropped.
+struct Stage {
+  struct Kernel { std::string op; int device; DType dtype; KernelFn fn; };
+  std::map<std::string, std::unique_ptr<OpDef>> ops;
+  std::vector<Kernel> kernels;
+  std::vector<std::string> errors;
+  std::map<std::string, KernelTable> tables;  // built by the check
+};
+
 struct RegistryState {
   mutable std::shared_mutex mu;
   std::map<std::string, std::unique_ptr<OpDef>> ops;             // sorted by name
   std::map<std::string, std::unique_ptr<KernelTable>> kernels;   // by op name
   std::vector<std::string> errors;
+  std::unique_ptr<Stage> stage;  // non-null while a library loads
 };
 
 // Constructed on first use, so static registrars in any translation unit
@@ -60,6 +71,16 @@ Status OpRegistry::Register(const OpDefBuilder& builder) {
   OF_RETURN_IF_ERROR(builder.Finalize(def.get()));
   RegistryState& s = State();
   std::unique_lock<std::shared_mutex> lock(s.mu);
+  if (s.stage) {  // duplicates of registered ops are reported by CommitStaging
+    auto [staged, inserted] = s.stage->ops.emplace(def->name, nullptr);
+    if (!inserted) {
+      return errors::AlreadyExists("op '", def->name, "' at ", def->file, ":", def->line,
+                                   " is declared twice in the library (also at ", staged->second->file, ":",
+                                   staged->second->line, ")");
+    }
+    staged->second = std::move(def);
+    return Status::OK();
+  }
   auto it = s.ops.find(def->name);
   if (it != s.ops.end()) {
     return errors::AlreadyExists("op '", def->name, "' at ", def->file, ":", def->line,
@@ -80,7 +101,7 @@ std::vector<std::string> OpRegistry::registration_errors() const {
 void OpRegistry::AddRegistrationError(std::string message) {
   RegistryState& s = State();
   std::unique_lock<std::shared_mutex> lock(s.mu);
-  s.errors.push_back(std::move(message));
+  (s.stage ? s.stage->errors : s.errors).push_back(std::move(message));
 }
 
 const KernelTable* OpRegistry::Kernels(const std::string& op) const {
@@ -93,6 +114,10 @@ Status OpRegistry::RegisterKernel(const std::string& op, int device, DType dtype
   if (device < 0 || device >= kNumDevices) return errors::InvalidArgument("kernel for op '", op, "': bad device");
   RegistryState& s = State();
   std::unique_lock<std::shared_mutex> lock(s.mu);
+  if (s.stage) {
+    s.stage->kernels.push_back({op, device, dtype, fn});
+    return Status::OK();
+  }
   KernelFn& slot = TableLocked(s, op)->fn[device][static_cast<int>(dtype)];
   if (slot != nullptr) {
     return errors::AlreadyExists("a ", DeviceName(device), " kernel for op '", op, "' and dtype ",
@@ -102,9 +127,26 @@ Status OpRegistry::RegisterKernel(const std::string& op, int device, DType dtype
   return Status::OK();
 }
 
-std::string OpRegistry::Fingerprint(const std::string& group) const {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
-  for (const OpDef* op : ListOps()) {
+Status OpRegistry::BeginStaging() {
+  RegistryState& s = State();
+  std::unique_lock<std::shared_mutex> lock(s.mu);
+  if (s.stage) return errors::Internal("an op library is already being loaded");
+  s.stage = std::make_unique<Stage>();
+  return Status::OK();
+}
+
+void OpRegistry::AbortStaging() {
+  RegistryState& s = State();
+  std::unique_lock<std::shared_mutex> lock(s.mu);
+  s.stage.reset();
+}
+
+namespace {
+
+// FNV-1a 64 over the declarations (as in OpRegistry::Fingerprint).
+std::string FingerprintOf(const std::vector<const OpDef*>& ops, const std::string& group) {
+  uint64_t h = 1469598103934665603ull;
+  for (const OpDef* op : ops) {
     if (op->group != group) continue;
     for (unsigned char c : OpDefToJson(*op, /*with_location_and_kernels=*/false)) {
       h ^= c;
@@ -114,6 +156,114 @@ std::string OpRegistry::Fingerprint(const std::string& group) const {
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+// Checks a stage against the registry without changing the registry, and
+// builds the staged ops' kernel tables (stage->tables; each staged OpDef's
+// `kernels` points into them until the commit).
+Status CheckStageLocked(const RegistryState& s, Stage* stage) {
+  if (!stage->errors.empty()) {
+    std::string all;
+    for (const auto& e : stage->errors) all += (all.empty() ? "" : "; ") + e;
+    const bool dup = all.find("declared twice") != std::string::npos;
+    return Status(dup ? Code::kAlreadyExists : Code::kInvalidArgument, "invalid registrations: " + all);
+  }
+  std::map<std::string, std::string> groups;  // registered group -> an op in it
+  for (const auto& kv : s.ops) groups.emplace(kv.second->group, kv.first);
+  for (const auto& kv : stage->ops) {
+    const OpDef& op = *kv.second;
+    auto it = s.ops.find(op.name);
+    if (it != s.ops.end()) {
+      return errors::AlreadyExists("op '", op.name, "' (declared at ", op.file, ":", op.line,
+                                   ") is already registered (declared at ", it->second->file, ":",
+                                   it->second->line, ")");
+    }
+    auto g = groups.find(op.group);
+    if (g != groups.end()) {
+      return errors::AlreadyExists("op '", op.name, "' (declared at ", op.file, ":", op.line, ") is in group '",
+                                   op.group, "', which is already registered (op '", g->second,
+                                   "'); name its file differently (<group>_ops.cc)");
+    }
+  }
+  stage->tables.clear();
+  for (const Stage::Kernel& k : stage->kernels) {
+    if (stage->ops.count(k.op) == 0 && s.ops.count(k.op) == 0) {
+      return errors::NotFound("a ", DeviceName(k.device), " kernel (dtype ", DTypeName(k.dtype),
+                              ") is registered for op '", k.op, "', which is not registered");
+    }
+    const int t = static_cast<int>(k.dtype);
+    auto existing = s.kernels.find(k.op);
+    KernelFn& slot = stage->tables[k.op].fn[k.device][t];
+    if (slot != nullptr || (existing != s.kernels.end() && existing->second->fn[k.device][t] != nullptr)) {
+      return errors::AlreadyExists("a ", DeviceName(k.device), " kernel for op '", k.op, "' and dtype ",
+                                   DTypeName(k.dtype), " is already registered");
+    }
+    slot = k.fn;
+  }
+  for (const auto& kv : stage->ops) {
+    auto t = stage->tables.find(kv.first);
+    if (t == stage->tables.end()) {
+      return errors::NotFound("op '", kv.first, "' (declared at ", kv.second->file, ":", kv.second->line,
+                              ") has no kernel: register one with REGISTER_KERNEL in the library");
+    }
+    kv.second->kernels = &t->second;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status OpRegistry::CheckStaging(std::string* staged_json) const {
+  RegistryState& s = State();
+  std::unique_lock<std::shared_mutex> lock(s.mu);
+  if (!s.stage) return errors::Internal("CheckStaging without BeginStaging");
+  OF_RETURN_IF_ERROR(CheckStageLocked(s, s.stage.get()));
+  std::vector<const OpDef*> ops;
+  std::set<std::string> groups;
+  for (const auto& kv : s.stage->ops) {
+    ops.push_back(kv.second.get());
+    groups.insert(kv.second->group);
+  }
+  std::string out = "{\"format\": 1, \"groups\": [";
+  bool first = true;
+  for (const std::string& g : groups) {
+    out += std::string(first ? "" : ", ") + "{\"fingerprint\": \"" + FingerprintOf(ops, g) + "\", \"name\": \"" +
+           g + "\"}";
+    first = false;
+  }
+  out += "], \"ops\": [";
+  for (size_t i = 0; i < ops.size(); ++i) out += (i ? ",\n" : "\n") + OpDefToJson(*ops[i], true);
+  *staged_json = out + "]}\n";
+  return Status::OK();
+}
+
+Status OpRegistry::CommitStaging(std::vector<std::string>* added_ops) {
+  RegistryState& s = State();
+  std::unique_lock<std::shared_mutex> lock(s.mu);
+  if (!s.stage) return errors::Internal("CommitStaging without BeginStaging");
+  std::unique_ptr<Stage> stage = std::move(s.stage);
+  OF_RETURN_IF_ERROR(CheckStageLocked(s, stage.get()));  // nothing is added unless all of it can be
+
+  // Kernels first, so an op is never visible without its kernels.
+  for (const auto& kv : stage->tables) {
+    KernelTable* table = TableLocked(s, kv.first);
+    for (int d = 0; d < kNumDevices; ++d) {
+      for (int t = 0; t < kNumDTypes; ++t) {
+        if (kv.second.fn[d][t]) table->fn[d][t] = kv.second.fn[d][t];
+      }
+    }
+  }
+  added_ops->clear();
+  for (auto& kv : stage->ops) {
+    kv.second->kernels = TableLocked(s, kv.first);
+    added_ops->push_back(kv.first);
+    s.ops.emplace(kv.first, std::move(kv.second));
+  }
+  return Status::OK();
+}
+
+std::string OpRegistry::Fingerprint(const std::string& group) const {
+  return FingerprintOf(ListOps(), group);
 }
 
 OpRegistrar::OpRegistrar(const OpDefBuilder& builder) {

@@ -92,7 +92,8 @@ std::string OpDefToJson(const OpDef& op, bool full) {
      << ", \"group\": " << Quote(op.group) << ", \"inputs\": " << JsonList(op.inputs, ArgJson);
   if (full) {
     os << ", \"kernels\": {";
-    const KernelTable* table = OpRegistry::Global()->Kernels(op.name);
+    // A staged op (a library being loaded) has its own table; no global lookup.
+    const KernelTable* table = op.kernels ? op.kernels : OpRegistry::Global()->Kernels(op.name);
     bool first_device = true;
     for (int d = 0; d < kNumDevices; ++d) {
       std::vector<std::string> dtypes;

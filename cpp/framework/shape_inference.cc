@@ -58,20 +58,23 @@ Status Unchanged(InferenceContext* ctx) {
 
 Status BroadcastInputs(InferenceContext* ctx) {
   if (ctx->num_inputs() == 0) return errors::Internal("BroadcastInputs needs at least one input");
-  // The arg a flattened slot belongs to, for error messages.
-  auto slot_name = [ctx](int slot) -> const char* {
-    for (const ArgDef& arg : ctx->op().inputs) {
-      auto r = ctx->input_range(arg.name);
-      if (slot >= r.first && slot < r.second) return arg.name.c_str();
-    }
-    return "?";
-  };
   TensorShape shape = ctx->input_shape(0);
   for (int i = 1; i < ctx->num_inputs(); ++i) {
-    TensorShape next;
-    Status s = BroadcastShapes(shape, slot_name(i - 1), ctx->input_shape(i), slot_name(i), &next);
-    if (!s.ok()) return s;
-    shape = next;
+    const TensorShape& next = ctx->input_shape(i);
+    if (next == shape) continue;
+    TensorShape merged;
+    if (!BroadcastShapes(shape, "", next, "", &merged).ok()) {
+      // Only now work out which args the slots belong to, for the message.
+      auto slot_name = [ctx](int slot) -> const char* {
+        for (const ArgDef& arg : ctx->op().inputs) {
+          auto r = ctx->input_range(arg.name);
+          if (slot >= r.first && slot < r.second) return arg.name.c_str();
+        }
+        return "?";
+      };
+      return BroadcastShapes(shape, slot_name(i - 1), next, slot_name(i), &merged);
+    }
+    shape = merged;
   }
   ctx->set_output_shape(0, shape);
   return Status::OK();

@@ -32,10 +32,17 @@ Status TensorShape::Make(const int64_t* dims, int rank, TensorShape* out) {
   return Status::OK();
 }
 
+bool TensorShape::IsValid() const {
+  TensorShape checked;
+  return Make(dims_, rank_, &checked).ok();
+}
+
 int64_t TensorShape::num_elements() const {
-  int64_t n = 1;
-  for (int i = 0; i < rank_; ++i) n *= dims_[i];
-  return n;
+  // Unsigned: Make() admits shapes like [2^62, 4, 0] whose partial products
+  // overflow before the 0; wrapping is defined and still ends at the product.
+  uint64_t n = 1;
+  for (int i = 0; i < rank_; ++i) n *= static_cast<uint64_t>(dims_[i]);
+  return static_cast<int64_t>(n);
 }
 
 void TensorShape::InsertDim(int i, int64_t d) {

@@ -17,9 +17,6 @@
 namespace opforge {
 namespace {
 
-// Below this many units x cost, splitting costs more than it saves.
-constexpr int64_t kMinParallelCost = 1 << 16;
-
 thread_local bool in_worker = false;
 
 class ThreadPool {
@@ -95,8 +92,8 @@ int NumIntraOpThreads() {
   return n;
 }
 
-void ParallelFor(int64_t total, int64_t cost_per_unit,
-                 const std::function<void(int64_t, int64_t)>& fn) {
+void ParallelForImpl(int64_t total, int64_t cost_per_unit,
+                     const std::function<void(int64_t, int64_t)>& fn) {
   if (total <= 0) return;
   const int threads = NumIntraOpThreads();
   const int64_t cost = std::max<int64_t>(cost_per_unit, 1);

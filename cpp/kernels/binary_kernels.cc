@@ -6,6 +6,7 @@
 
 #include "elementwise.h"
 #include "opforge/kernel.h"
+#include "vector_math.h"
 
 namespace opforge {
 namespace {
@@ -39,10 +40,38 @@ struct MinimumF {
   T operator()(T a, T b) const { return (a <= b || a != a) ? a : b; }  // NOLINT(misc-redundant-expression)
 };
 
+// The float arithmetic that has a dispatched SIMD loop in vector_math.h.
+template <template <typename> class F>
+constexpr int kVectorFn = -1;
+template <> constexpr int kVectorFn<AddF> = static_cast<int>(vmath::BinaryFn::kAdd);
+template <> constexpr int kVectorFn<SubF> = static_cast<int>(vmath::BinaryFn::kSub);
+template <> constexpr int kVectorFn<MulF> = static_cast<int>(vmath::BinaryFn::kMul);
+template <> constexpr int kVectorFn<DivF> = static_cast<int>(vmath::BinaryFn::kDiv);
+
 template <template <typename> class F, typename T>
 Status BinaryKernel(OpKernelContext* ctx) {
   const int64_t cost = std::is_same_v<F<T>, DivF<T>> ? elementwise::kDivCost : elementwise::kCheapCost;
-  return BinaryOp<T>(ctx, F<T>(), cost);
+  if constexpr (std::is_floating_point_v<T> && kVectorFn<F> >= 0) {
+    // Same-size operands: the SIMD loop, streaming stores for huge outputs.
+    const Tensor& x = ctx->input(0);
+    const Tensor& y = ctx->input(1);
+    Tensor* z = nullptr;
+    OF_RETURN_IF_ERROR(ctx->allocate_output(0, &z));
+    const int64_t n = z->NumElements();
+    const T* a = x.data<T>();
+    const T* b = y.data<T>();
+    T* out = z->data<T>();
+    if (x.NumElements() == n && y.NumElements() == n) {
+      const auto fn = static_cast<vmath::BinaryFn>(kVectorFn<F>);
+      const bool stream = n * static_cast<int64_t>(sizeof(T)) >= vmath::StreamThresholdBytes();
+      ParallelFor(n, cost, [&](int64_t s, int64_t e) { vmath::Binary(fn, a + s, b + s, out + s, e - s, stream); });
+    } else {
+      elementwise::BinaryLoop(a, x.shape(), b, y.shape(), out, z->shape(), F<T>(), cost);
+    }
+    return Status::OK();
+  } else {
+    return BinaryOp<T>(ctx, F<T>(), cost);
+  }
 }
 
 // ---- Pow
@@ -76,7 +105,9 @@ Status PowKernel(OpKernelContext* ctx) {
     // before anything is allocated.
     const Tensor& y = ctx->input(1);
     const T* e = y.data<T>();
-    const int64_t n = y.NumElements();
+    // Like numpy, only exponents that are used count: an empty result
+    // (x broadcast to nothing) computes no power at all.
+    const int64_t n = ctx->output_shape(0).num_elements() == 0 ? 0 : y.NumElements();
     bool negative = false;
     for (int64_t i = 0; i < n; ++i) negative |= e[i] < 0;
     if (negative) {

@@ -1,12 +1,16 @@
-// MatMul kernels: a cache-blocked, packed GEMM (BLIS-style loop nest) with a
-// SIMD register-tile microkernel chosen at run time (AVX-512, AVX2+FMA or a
-// portable 16-byte-vector version), plus direct loops for thin products.
+// MatMul kernels: OpenBLAS (blas_loader.h) for float32/float64 products, and
+// for integer types (or without OpenBLAS) a cache-blocked, packed GEMM
+// (BLIS-style loop nest) with a SIMD register-tile microkernel chosen at run
+// time (AVX-512, AVX2+FMA or a portable 16-byte-vector version); direct
+// loops for thin products.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
+#include "blas_loader.h"
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
 
@@ -281,6 +285,59 @@ void GemmDirect(const GemmArgs<T>& g, int64_t i0, int64_t i1, int64_t j0, int64_
   }
 }
 
+// OpenBLAS for float and double, when each operand is row- or column-major
+// (transposes need no copy). Rows of C split over the intra-op pool, one
+// single-threaded BLAS call per chunk. False: not handled here.
+template <typename T>
+bool GemmBlas(const GemmArgs<T>& g, bool parallel) {
+  if constexpr (!std::is_same_v<T, float> && !std::is_same_v<T, double>) {
+    return false;
+  } else {
+    const blas::Library* lib = blas::Get();
+    if (lib == nullptr) return false;
+    bool ta, tb;
+    int64_t lda, ldb;
+    if (g.cs_a == 1 && g.rs_a >= std::max<int64_t>(g.k, 1)) {
+      ta = false, lda = g.rs_a;
+    } else if (g.rs_a == 1 && g.cs_a >= std::max<int64_t>(g.m, 1)) {
+      ta = true, lda = g.cs_a;
+    } else {
+      return false;
+    }
+    if (g.cs_b == 1 && g.rs_b >= std::max<int64_t>(g.n, 1)) {
+      tb = false, ldb = g.rs_b;
+    } else if (g.rs_b == 1 && g.cs_b >= std::max<int64_t>(g.k, 1)) {
+      tb = true, ldb = g.cs_b;
+    } else {
+      return false;
+    }
+    constexpr int64_t kMax = std::numeric_limits<int>::max();
+    if (g.m > kMax || g.n > kMax || g.k > kMax || lda > kMax || ldb > kMax) return false;
+    const int n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+    auto rows = [&](int64_t i0, int64_t i1) {
+      const int m = static_cast<int>(i1 - i0);
+      if constexpr (std::is_same_v<T, float>) {
+        lib->sgemm(ta, tb, m, n, k, g.a + i0 * g.rs_a, static_cast<int>(lda), g.b,
+                   static_cast<int>(ldb), g.c + i0 * g.n, n);
+      } else {
+        lib->dgemm(ta, tb, m, n, k, g.a + i0 * g.rs_a, static_cast<int>(lda), g.b,
+                   static_cast<int>(ldb), g.c + i0 * g.n, n);
+      }
+    };
+    if (parallel) {
+      // A SIMD FMA costs ~1/16 of a ParallelFor "cheap op"; below ~90^3 the
+      // product runs inline rather than wake the pool.
+      ParallelFor(g.m, std::max<int64_t>(g.n * g.k / 8, 1), rows);
+    } else {
+      rows(0, g.m);
+    }
+    return true;
+  }
+}
+
+// Smaller products take the direct loops (less call overhead than BLAS).
+constexpr int64_t kBlasMinFlops = 8 * 8 * 8;
+
 template <typename T>
 void Gemm(const GemmArgs<T>& g, bool parallel) {
   const int64_t flops = g.m * g.n * g.k;
@@ -288,6 +345,7 @@ void Gemm(const GemmArgs<T>& g, bool parallel) {
     std::memset(static_cast<void*>(g.c), 0, g.m * g.n * sizeof(T));
     return;
   }
+  if (g.m > 1 && g.n > 1 && flops >= kBlasMinFlops && GemmBlas(g, parallel)) return;
   if (g.m == 1 || g.n == 1 || flops < 24 * 24 * 24) {
     if (!parallel) {
       GemmDirect(g, 0, g.m, 0, g.n);

@@ -20,6 +20,7 @@
 
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
+#include "vector_math.h"
 
 #ifndef OF_RESTRICT
 #if defined(__GNUC__) || defined(__clang__)
@@ -118,10 +119,17 @@ inline Out Emit(typename Op::Acc a, int64 count) {
   else return a;
 }
 
+// Sum and Mean of float32/float64 in double: the dispatched SIMD loop.
+template <class Op, class In>
+inline constexpr bool kVectorSum =
+    std::is_base_of_v<SumOp<typename Op::Type>, Op> && std::is_same_v<typename Op::Acc, double> &&
+    (std::is_same_v<In, float> || std::is_same_v<In, double>);
+
 // Reduces the contiguous x[0, n) with kLanes independent accumulators.
 template <class Op, class In>
 typename Op::Acc ReduceRow(const In* OF_RESTRICT x, int64 n) {
   using Acc = typename Op::Acc;
+  if constexpr (kVectorSum<Op, In>) return vmath::Sum(x, n);
   Acc r = Op::Identity();
   int64 i = 0;
   if (n >= kLanes) {

@@ -6,6 +6,7 @@
 
 #include "elementwise.h"
 #include "opforge/kernel.h"
+#include "vector_math.h"
 
 namespace opforge {
 namespace {
@@ -40,37 +41,12 @@ struct ReluF {
 };
 
 template <typename T>
-struct ExpF {
-  T operator()(T x) const { return std::exp(x); }
-};
-template <typename T>
-struct LogF {
-  T operator()(T x) const { return std::log(x); }
-};
-template <typename T>
-struct SqrtF {
-  T operator()(T x) const { return std::sqrt(x); }
-};
-template <typename T>
 struct SinF {
   T operator()(T x) const { return std::sin(x); }
 };
 template <typename T>
 struct CosF {
   T operator()(T x) const { return std::cos(x); }
-};
-template <typename T>
-struct TanhF {
-  T operator()(T x) const { return std::tanh(x); }
-};
-// exp of a non-positive number only, so nothing overflows for large |x|.
-template <typename T>
-struct SigmoidF {
-  T operator()(T x) const {
-    const T e = std::exp(-std::fabs(x));
-    const T r = T(1) / (T(1) + e);
-    return x >= T(0) ? r : e * r;  // NaN falls through to e * r = NaN
-  }
 };
 
 template <template <typename> class F, typename T>
@@ -82,7 +58,27 @@ Status TranscendentalKernel(OpKernelContext* ctx) {
   return UnaryOp<T>(ctx, F<T>(), kTranscendentalCost);
 }
 
+// Exp, Log, Sqrt, Tanh and Sigmoid run the dispatched SIMD loops of
+// vector_math.h (polynomials, not libm: see simd_math.h for their accuracy).
+template <vmath::UnaryFn kFn, typename T>
+Status VectorKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  const int64_t n = y->NumElements();
+  const T* in = x.data<T>();
+  T* out = y->data<T>();
+  const bool stream = n * static_cast<int64_t>(sizeof(T)) >= vmath::StreamThresholdBytes();
+  const int64_t cost = kFn == vmath::UnaryFn::kSqrt ? elementwise::kDivCost : kTranscendentalCost;
+  ParallelFor(n, cost, [&](int64_t b, int64_t e) { vmath::Unary(kFn, in + b, out + b, e - b, stream); });
+  return Status::OK();
+}
+
 }  // namespace
+
+#define OF_REGISTER_VECTOR(op, fn)                                                         \
+  REGISTER_KERNEL(op, kCPU, DType::kFloat32, (VectorKernel<vmath::UnaryFn::fn, float>));  \
+  REGISTER_KERNEL(op, kCPU, DType::kFloat64, (VectorKernel<vmath::UnaryFn::fn, double>))
 
 #define OF_REGISTER_NUMERIC(op, F)                                         \
   REGISTER_KERNEL(op, kCPU, DType::kFloat32, CheapKernel<F, float>);       \
@@ -98,15 +94,16 @@ OF_REGISTER_NUMERIC("Abs", AbsF);
 OF_REGISTER_NUMERIC("Square", SquareF);
 OF_REGISTER_NUMERIC("Relu", ReluF);
 
-OF_REGISTER_FLOAT("Exp", ExpF);
-OF_REGISTER_FLOAT("Log", LogF);
-OF_REGISTER_FLOAT("Sqrt", SqrtF);
+OF_REGISTER_VECTOR("Exp", kExp);
+OF_REGISTER_VECTOR("Log", kLog);
+OF_REGISTER_VECTOR("Sqrt", kSqrt);
+OF_REGISTER_VECTOR("Tanh", kTanh);
+OF_REGISTER_VECTOR("Sigmoid", kSigmoid);
 OF_REGISTER_FLOAT("Sin", SinF);
 OF_REGISTER_FLOAT("Cos", CosF);
-OF_REGISTER_FLOAT("Tanh", TanhF);
-OF_REGISTER_FLOAT("Sigmoid", SigmoidF);
 
 #undef OF_REGISTER_NUMERIC
 #undef OF_REGISTER_FLOAT
+#undef OF_REGISTER_VECTOR
 
 }  // namespace opforge

@@ -153,6 +153,11 @@ Status ConcatShape(InferenceContext* ctx) {
                                        "; they must match except on axis ", axis);
       }
     }
+    // Empty pieces can have dims near INT64_MAX; their sum must not overflow.
+    if (s.dim(axis) > INT64_MAX - total) {
+      return errors::InvalidArgument("argument 'values': the dims on axis ", axis,
+                                     " add up to more than INT64_MAX");
+    }
     total += s.dim(axis);
   }
   out.set_dim(axis, total);

@@ -23,18 +23,34 @@ def _signature(op):
     return f"{op['name']}({', '.join(params)}) -> {outs}"
 
 
-def cmd_ops(_args):
+def cmd_ops(args):
+    _load(args)
     for op in _registry()["ops"]:
+        if args.group and op["group"] != args.group:
+            continue
         kernels = "; ".join(f"{dev}: {', '.join(ts)}" for dev, ts in sorted(op["kernels"].items()))
         print(f"{_signature(op):60s} [{op['group']}]  {kernels}")
     return 0
 
 
+def _load(args):
+    """--load LIB: custom op libraries whose ops to include."""
+    if args.load:
+        import opforge
+        for path in args.load:
+            opforge.load_op_library(path)
+
+
 def cmd_describe(args):
+    _load(args)
     ops = {op["name"]: op for op in _registry()["ops"]}
     op = ops.get(args.op)
     if op is None:
-        print(f"no op named {args.op!r}; `python -m opforge ops` lists them", file=sys.stderr)
+        import difflib
+        close = difflib.get_close_matches(args.op, ops, n=3, cutoff=0.6)
+        close += [n for n in ops if n.lower() == args.op.lower().replace("_", "") and n not in close]
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        print(f"no op named {args.op!r}{hint} (`python -m opforge ops` lists them)", file=sys.stderr)
         return 1
     print(_signature(op))
     print(f"  group: {op['group']}    declared at {op['source']['file']}:{op['source']['line']}")
@@ -100,10 +116,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m opforge", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="a short tour of opforge at work").set_defaults(fn=cmd_demo)
-    sub.add_parser("ops", help="list every registered op").set_defaults(fn=cmd_ops)
+    ops = sub.add_parser("ops", help="list every registered op: signature, group, kernels")
+    ops.add_argument("--group", help="only the ops of this group, e.g. math")
+    ops.set_defaults(fn=cmd_ops)
     describe = sub.add_parser("describe", help="print one op in full")
     describe.add_argument("op", help="the op's registered name, e.g. MatMul")
     describe.set_defaults(fn=cmd_describe)
+    for p in (ops, describe):
+        p.add_argument("--load", action="append", metavar="LIB",
+                       help="load this custom op library first (opforge.load_op_library); repeatable")
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -1,8 +1,8 @@
-"""opforge.Tensor: the C type from the extension over this Python base class.
+"""opforge.Tensor: a C type from the extension plus the methods defined here.
 
 The C part (shape, dtype, numpy(), the buffer protocol, creation from op
-results) lives in swig/py_tensor.cc; the operators and conveniences here
-call the generated op wrappers.
+results) lives in swig/py_tensor.cc; the operators and conveniences of
+_TensorMethods are copied onto that type and call the generated wrappers.
 """
 
 import numpy as np
@@ -18,8 +18,7 @@ def _ops():
     return ops
 
 
-class _TensorBase:
-    __slots__ = ()
+class _TensorMethods:
     # Make `ndarray <op> Tensor` call the Tensor's reflected operator.
     __array_priority__ = 100
     __hash__ = None  # == is element-wise, as in numpy
@@ -115,7 +114,7 @@ class _TensorBase:
     def __invert__(self): return _ops().logical_not(self)
 
 
-Tensor = _pw._init(_TensorBase, _dtypes._BY_ENUM, _errors._BY_CODE)
+Tensor = _pw._init(_TensorMethods, _dtypes._BY_ENUM, _errors._BY_CODE)
 Tensor.__module__ = "opforge"
 
 

@@ -22,21 +22,22 @@ const char* DeviceName(int device);  // "cpu"
 
 class OpKernelContext : public OpContext {
  public:
+  // output_shapes and outputs have one slot per op.outputs.
   OpKernelContext(const OpDef& op, const Tensor* inputs, int num_inputs, const AttrValue* attrs,
-                  const std::vector<TensorShape>& output_shapes, std::vector<Tensor>* outputs)
+                  const TensorShape* output_shapes, Tensor* outputs)
       : OpContext(op, inputs, num_inputs, attrs), output_shapes_(output_shapes), outputs_(outputs) {}
 
-  int num_outputs() const { return static_cast<int>(output_shapes_.size()); }
+  int num_outputs() const { return static_cast<int>(op().outputs.size()); }
   // The shape the shape function inferred for output i.
   const TensorShape& output_shape(int i) const { return output_shapes_[i]; }
   // Allocates output i with its inferred shape and the dtype the op declares.
   Status allocate_output(int i, Tensor** out);
   // Uses an existing tensor as output i, e.g. an input's buffer (Identity, Reshape).
-  void set_output(int i, Tensor t) { (*outputs_)[i] = std::move(t); }
+  void set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
 
  private:
-  const std::vector<TensorShape>& output_shapes_;
-  std::vector<Tensor>* outputs_;
+  const TensorShape* output_shapes_;
+  Tensor* outputs_;
 };
 
 using KernelFn = Status (*)(OpKernelContext* ctx);

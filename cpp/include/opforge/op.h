@@ -27,6 +27,7 @@
 
 #include "opforge/attr.h"
 #include "opforge/dtype.h"
+#include "opforge/stamp.h"  // every binary that declares ops is stamped
 #include "opforge/status.h"
 
 namespace opforge {

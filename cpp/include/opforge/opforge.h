@@ -8,5 +8,6 @@
 #include "opforge/parallel.h"
 #include "opforge/registry.h"
 #include "opforge/shape_inference.h"
+#include "opforge/stamp.h"
 #include "opforge/status.h"
 #include "opforge/tensor.h"

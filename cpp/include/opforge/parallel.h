@@ -4,13 +4,29 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 namespace opforge {
 
-// `cost_per_unit` is a rough count of cheap operations per unit of work.
-void ParallelFor(int64_t total, int64_t cost_per_unit,
-                 const std::function<void(int64_t begin, int64_t end)>& fn);
+// Below this many units x cost, splitting costs more than it saves.
+inline constexpr int64_t kMinParallelCost = 1 << 16;
 
 int NumIntraOpThreads();
+
+// The pool path; call ParallelFor.
+void ParallelForImpl(int64_t total, int64_t cost_per_unit,
+                     const std::function<void(int64_t begin, int64_t end)>& fn);
+
+// `cost_per_unit` is a rough count of cheap operations per unit of work.
+// Small work runs inline without building a std::function.
+template <typename F>
+void ParallelFor(int64_t total, int64_t cost_per_unit, F&& fn) {
+  if (total <= 0) return;
+  if (total * (cost_per_unit > 0 ? cost_per_unit : 1) < kMinParallelCost) {
+    fn(int64_t{0}, total);
+    return;
+  }
+  ParallelForImpl(total, cost_per_unit, std::function<void(int64_t, int64_t)>(std::forward<F>(fn)));
+}
 
 }  // namespace opforge

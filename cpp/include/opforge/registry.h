@@ -29,6 +29,19 @@ class OpRegistry {
   const KernelTable* Kernels(const std::string& op) const;
   Status RegisterKernel(const std::string& op, int device, DType dtype, KernelFn fn);
 
+  // Loading an op library (opforge.load_op_library): between BeginStaging()
+  // and CommitStaging()/AbortStaging(), registrations (the library's static
+  // initialisers, run by dlopen) are held aside, invisible to lookups.
+  // CheckStaging() checks them against the registry (no duplicate op,
+  // kernel or group; every staged op has a kernel; no registration error)
+  // and gives the staged ops as registry JSON; CommitStaging() checks again
+  // and adds all of them or none; on success `added_ops` gets the new ops'
+  // names, sorted. One library at a time: BeginStaging fails otherwise.
+  Status BeginStaging();
+  Status CheckStaging(std::string* staged_json) const;
+  Status CommitStaging(std::vector<std::string>* added_ops);
+  void AbortStaging();
+
  private:
   OpRegistry() = default;
 };
@@ -36,9 +49,10 @@ class OpRegistry {
 // Runs `op` eagerly. `inputs` are flattened (a list arg takes N slots);
 // `attrs` has one entry per op.attrs, kUnset where not given: it is completed
 // in place (inferred type and list-length attrs, defaults) and validated.
-// Every error message starts with the op's name.
-Status Execute(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs,
-               std::vector<Tensor>* outputs, int device = kCPU);
+// `outputs` has one slot per op.outputs. Every error message starts with
+// the op's name.
+Status Execute(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs, Tensor* outputs,
+               int device = kCPU);
 
 // The registry as JSON, keys sorted, ops by name: {"format": 1, "groups":
 // [...], "ops": [...]}. What the dump tool prints and codegen reads.

@@ -11,14 +11,14 @@ namespace opforge {
 class InferenceContext : public OpContext {
  public:
   InferenceContext(const OpDef& op, const Tensor* inputs, int num_inputs, const AttrValue* attrs,
-                   std::vector<TensorShape>* output_shapes)
+                   TensorShape* output_shapes)
       : OpContext(op, inputs, num_inputs, attrs), output_shapes_(output_shapes) {}
 
   const TensorShape& input_shape(int i) const { return input(i).shape(); }
-  void set_output_shape(int i, const TensorShape& s) { (*output_shapes_)[i] = s; }
+  void set_output_shape(int i, const TensorShape& s) { output_shapes_[i] = s; }
 
  private:
-  std::vector<TensorShape>* output_shapes_;
+  TensorShape* output_shapes_;  // one per op.outputs
 };
 
 // numpy broadcasting of two shapes. On failure the message names both args.

@@ -18,6 +18,19 @@ class TensorShape {
  public:
   TensorShape() = default;
   TensorShape(std::initializer_list<int64_t> dims);
+  // Copies only the dims in use: shapes are copied on every op call.
+  TensorShape(const TensorShape& o) : rank_(o.rank_) {
+    for (int i = 0; i < rank_; ++i) dims_[i] = o.dims_[i];
+  }
+  TensorShape& operator=(const TensorShape& o) {
+    rank_ = o.rank_;
+    for (int i = 0; i < rank_; ++i) dims_[i] = o.dims_[i];
+    return *this;
+  }
+  // Trusted: the caller guarantees 0 <= rank <= kMaxRank and valid dims.
+  TensorShape(const int64_t* dims, int rank) : rank_(rank) {
+    for (int i = 0; i < rank; ++i) dims_[i] = dims[i];
+  }
 
   // Validates rank, non-negative dims and that the element count fits int64.
   static Status Make(const int64_t* dims, int rank, TensorShape* out);
@@ -30,6 +43,8 @@ class TensorShape {
 
   void set_dim(int i, int64_t d) { dims_[i] = d; }
   void AddDim(int64_t d) { dims_[rank_++] = d; }  // caller keeps rank <= kMaxRank
+  // True if every dim is >= 0 and the element count fits int64.
+  bool IsValid() const;
   void InsertDim(int i, int64_t d);
   void RemoveDim(int i);
 
@@ -39,7 +54,7 @@ class TensorShape {
 
  private:
   int rank_ = 0;
-  int64_t dims_[kMaxRank] = {};
+  int64_t dims_[kMaxRank];  // only [0, rank_) is meaningful
 };
 
 // Refcounted storage. Subclasses decide where the bytes come from: owned

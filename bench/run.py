@@ -1,0 +1,127 @@
+"""Times opforge beside numpy (and torch when importable), interleaved in one process, and
+prints absolute figures, opforge's speedups and issue 4's targets."""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+from bench import cases as cases_mod
+from bench import libs, report, subprocs, targets, timing
+
+# (repeats, min seconds per timed batch, settle seconds before each batch of a threaded
+# case, import-time runs, elements per RSS input)
+MODES = {
+    "full": (11, 0.02, 0.1, 7, 250_000_000),   # 1 GB per input
+    "quick": (3, 0.001, 0.0, 2, 10_000_000),    # 40 MB per input
+}
+
+
+def check(case, lib, got, ref):
+    """None if got matches numpy's ref, else what is wrong."""
+    if got.shape != ref.shape or got.dtype != ref.dtype:
+        return f"{lib} gave {got.dtype}{list(got.shape)}, numpy {ref.dtype}{list(ref.shape)}"
+    if not np.allclose(got, ref, rtol=case.rtol, atol=case.atol):
+        err = np.max(np.abs(got.astype(np.float64) - ref))
+        return f"{lib} differs from numpy: max abs error {err:.3g}"
+    return None
+
+
+def measure(case, repeats, min_batch_s, settle_s=0.0):
+    results, ref, raised = {}, None, set()
+    for lib, stmt in case.stmts.items():  # numpy first: it is the oracle
+        try:
+            got = libs.as_numpy(eval(stmt, case.namespace))
+        except Exception as e:
+            results[lib] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            raised.add(lib)
+            continue
+        if lib == "numpy":
+            ref = got
+        problem = check(case, lib, got, ref) if ref is not None else "numpy, the oracle, failed"
+        results[lib] = {"ok": problem is None, "error": problem}
+    # A wrong answer is still timed (and flagged); one that raised cannot be.
+    runnable = {lib: s for lib, s in case.stmts.items() if lib not in raised}
+    # Large cases run threaded (BLAS, OpenMP, opforge's pool); tiny ones do not.
+    samples = timing.interleaved(runnable, case.namespace, repeats, min_batch_s,
+                                 settle_s if case.unit != "time" else 0.0)
+    for lib, s in samples.items():
+        results[lib].update(timing.summarize(s))
+        if case.unit != "time":
+            results[lib]["rate"] = case.work / results[lib]["median_s"] / 1e9
+    base = results["numpy"].get("median_s")
+    for lib in ("opforge", "torch"):
+        if base and "median_s" in results.get(lib, {}):
+            results[lib]["speedup_vs_numpy"] = base / results[lib]["median_s"]
+    of, torch = results.get("opforge", {}), results.get("torch", {})
+    if "median_s" in of and "median_s" in torch:
+        of["speedup_vs_torch"] = torch["median_s"] / of["median_s"]
+    return {"group": case.group, "title": case.title, "shape": list(case.shape),
+            "unit": case.unit, "work": case.work, "results": results}
+
+
+def _loadavg():
+    # Other processes on the machine skew every figure (threaded ones most): recorded
+    # so a noisy run can be recognised.
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--quick", action="store_true",
+                   help="tiny sizes and few repeats: proves the harness works, times nothing useful")
+    p.add_argument("--json", metavar="PATH", help="write every figure to PATH")
+    p.add_argument("--only", nargs="+", metavar="SUBSTR",
+                   help="run cases whose id contains SUBSTR (ids: dispatch.add_1, matmul.2048, "
+                        "..., import, memory)")
+    p.add_argument("--no-torch", action="store_true",
+                   help="leave torch out even if it is importable (its threads then cannot "
+                        "perturb the others)")
+    p.add_argument("--repeats", type=int, help="override the number of interleaved repeats")
+    args = p.parse_args(argv)
+
+    mode = "quick" if args.quick else "full"
+    repeats, min_batch_s, settle_s, import_runs, rss_n = MODES[mode]
+    repeats = args.repeats or repeats
+    wanted = lambda id: not args.only or any(s in id for s in args.only)
+    torch = None if args.no_torch else libs.load_torch()
+    import opforge
+    data = {"meta": {"mode": mode, "repeats": repeats, "python": sys.version.split()[0],
+                     "platform": platform.platform(), "cpus": os.cpu_count(),
+                     "versions": libs.versions(torch), "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                     "loadavg_at_start": _loadavg()},
+            "cases": {}}
+    sizes = cases_mod.QUICK if args.quick else cases_mod.FULL
+    for case in cases_mod.build(sizes, opforge, torch):
+        if wanted(case.id):
+            print(f"bench: {case.id}", file=sys.stderr, flush=True)
+            data["cases"][case.id] = measure(case, repeats, min_batch_s, settle_s)
+        case.namespace.clear()  # free the large inputs before the next case
+    sub_libs = ["opforge"] + (["torch"] if torch else [])
+    if wanted("import"):
+        print("bench: import", file=sys.stderr, flush=True)
+        data["import"] = {"runs": import_runs, **subprocs.import_times(sub_libs, import_runs)}
+    if wanted("memory"):
+        print("bench: memory", file=sys.stderr, flush=True)
+        data["memory"] = {"bytes_per_input": 4 * rss_n,
+                          "results": subprocs.peak_rss(["numpy"] + sub_libs, rss_n)}
+    data["meta"]["loadavg_at_end"] = _loadavg()
+    data["targets"] = targets.evaluate(data["cases"], data.get("import"), data.get("memory"))
+    bad = [f"{id} [{lib}]: {r['error']}" for id, c in data["cases"].items()
+           for lib, r in c["results"].items() if not r["ok"]]
+    bad += [f"import [{lib}]: {r['error'].splitlines()[-1]}" for lib, r in
+            data.get("import", {}).items() if lib != "runs" and "error" in r]
+    bad += [f"memory [{lib}]: {r.get('error') or 'wrong result'}" for lib, r in
+            data.get("memory", {}).get("results", {}).items() if not r["ok"]]
+    data["ok"] = not bad
+    data["problems"] = bad
+    print(report.render(data))
+    if bad:
+        print("\nWRONG RESULTS OR ERRORS:\n  " + "\n  ".join(bad))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1)
+    return 0 if data["ok"] else 1

@@ -1,0 +1,104 @@
+// The generic execute path: one entry point for ops that have no generated
+// SWIG function (those of custom op libraries). It reuses OpBinding, so
+// conversions, errors and GIL handling are those of the built-in ops; the
+// only extra cost is one map lookup and the attr-type switch per call.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "py_binding.h"
+#include "py_errors.h"
+#include "py_op_library.h"
+
+namespace opforge {
+namespace py {
+namespace {
+
+struct GenericBinding {
+  OpBinding binding;
+  size_t num_inputs;
+  std::vector<const AttrDef*> attrs;  // the non-inferred attrs, in arg_order
+};
+
+// The non-inferred attrs in declaration order: the order of the generated
+// wrappers' attr parameters (codegen's OpDef.attr_params).
+std::vector<std::string> UserAttrNames(const OpDef& op) {
+  std::vector<std::string> names;
+  for (const std::string& n : op.arg_order) {
+    const int i = op.FindAttr(n);
+    if (i >= 0 && !op.attrs[i].inferred) names.push_back(n);
+  }
+  return names;
+}
+
+// Bindings are created and looked up with the GIL held; entries are never
+// removed (ops are never unregistered), so a pointer stays valid while
+// Call() runs without the GIL.
+const GenericBinding* Lookup(const char* op_name) {
+  static auto* cache = new std::map<std::string, std::unique_ptr<GenericBinding>>();
+  auto it = cache->find(op_name);
+  if (it != cache->end()) return it->second.get();
+  const OpDef* op = OpRegistry::Global()->Find(op_name);
+  if (op == nullptr) return nullptr;
+  const std::vector<std::string> names = UserAttrNames(*op);
+  std::vector<const AttrDef*> attrs;
+  for (const std::string& n : names) attrs.push_back(&op->attrs[op->FindAttr(n)]);
+  auto entry = std::unique_ptr<GenericBinding>(
+      new GenericBinding{OpBinding(op->name, names), op->inputs.size(), std::move(attrs)});
+  return cache->emplace(op_name, std::move(entry)).first->second.get();
+}
+
+template <typename A>
+bool Convert(PyObject* o, const char* op, const char* name, AttrValue* out) {
+  A a;
+  if (!ConvertAttr(o, op, name, &a)) return false;
+  *out = std::move(a.value);
+  return true;
+}
+
+bool ConvertAny(PyObject* o, const char* op, const AttrDef& def, AttrValue* out) {
+  const char* name = def.name.c_str();
+  switch (def.type) {
+    case AttrType::kInt: return Convert<IntAttr>(o, op, name, out);
+    case AttrType::kFloat: return Convert<FloatAttr>(o, op, name, out);
+    case AttrType::kBool: return Convert<BoolAttr>(o, op, name, out);
+    case AttrType::kString: return Convert<StringAttr>(o, op, name, out);
+    case AttrType::kType: return Convert<TypeAttr>(o, op, name, out);
+    case AttrType::kShape: return Convert<ShapeAttr>(o, op, name, out);
+    case AttrType::kListInt: return Convert<IntListAttr>(o, op, name, out);
+    case AttrType::kListFloat: return Convert<FloatListAttr>(o, op, name, out);
+    case AttrType::kListType: return Convert<TypeListAttr>(o, op, name, out);
+  }
+  SetInvalidArgument(op, std::string("attr '") + name + "' has an unknown type");
+  return false;
+}
+
+}  // namespace
+
+PyObject* ExecuteOp(const char* op_name, PyObject* inputs, PyObject* attrs) {
+  const GenericBinding* b = Lookup(op_name);
+  if (b == nullptr) {
+    return SetError(errors::NotFound(op_name, ": op is not registered (load its library with "
+                                              "opforge.load_op_library)"));
+  }
+  if (!PyTuple_Check(inputs) || !PyTuple_Check(attrs)) {
+    return SetInvalidArgument(op_name, "execute() takes the inputs and the attrs as two tuples");
+  }
+  if (static_cast<size_t>(PyTuple_GET_SIZE(inputs)) != b->num_inputs ||
+      static_cast<size_t>(PyTuple_GET_SIZE(attrs)) != b->attrs.size()) {
+    return SetInvalidArgument(op_name, "execute() got " + std::to_string(PyTuple_GET_SIZE(inputs)) +
+                                           " inputs and " + std::to_string(PyTuple_GET_SIZE(attrs)) +
+                                           " attrs; the op takes " + std::to_string(b->num_inputs) + " and " +
+                                           std::to_string(b->attrs.size()));
+  }
+  std::vector<AttrValue> values(b->attrs.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!ConvertAny(PyTuple_GET_ITEM(attrs, i), op_name, *b->attrs[i], &values[i])) return nullptr;
+  }
+  PyObject* const* items = reinterpret_cast<PyTupleObject*>(inputs)->ob_item;
+  return b->binding.Call(items, values.data());
+}
+
+}  // namespace py
+}  // namespace opforge

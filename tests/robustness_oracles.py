@@ -1,0 +1,301 @@
+"""numpy oracles for every built-in op, used by test_bad_input.py.
+
+Each entry draws a call (positional inputs, attr kwargs) for one dtype and
+computes what numpy returns for it. The draws deliberately include invalid
+shapes, axes and attrs: when the oracle raises (ValueError, IndexError,
+MemoryError) the op must raise the matching opforge.errors class instead.
+Where opforge documents a stricter rule than numpy (no promotion, Fill's
+single value, Slice's bounds), the oracle raises ValueError to say so.
+"""
+
+import warnings
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+NP = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+
+# Float specials ride along with ordinary values; reductions and products get
+# small magnitudes so float32 accumulation order cannot overflow differently.
+SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0]
+
+
+def elements(dtype, small=False):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        width = 32 if dtype == np.float32 else 64
+        bound = 8.0 if small else (2.0**100 if width == 32 else 2.0**1000)
+        return st.one_of(st.floats(-bound, bound, width=width), st.sampled_from(SPECIALS))
+    if dtype.kind == "i":
+        info = np.iinfo(dtype)
+        if small:
+            return st.integers(-3, 3)
+        return st.one_of(st.integers(-4, 4), st.integers(int(info.min), int(info.max)))
+    return st.booleans()
+
+
+def shapes(min_rank=0, max_rank=4, max_side=4):
+    return hnp.array_shapes(min_dims=min_rank, max_dims=max_rank, min_side=0, max_side=max_side)
+
+
+def array(draw, dtype, shape, small=False):
+    return draw(hnp.arrays(np.dtype(dtype), shape, elements=elements(dtype, small)))
+
+
+def broadcastable_shapes(draw, n):
+    """Mostly broadcast-compatible shapes, sometimes arbitrary ones."""
+    if draw(st.integers(0, 4)) == 0:
+        return [draw(shapes()) for _ in range(n)]
+    return list(draw(hnp.mutually_broadcastable_shapes(num_shapes=n, min_dims=0, max_dims=4, min_side=0,
+                                                         max_side=4)).input_shapes)
+
+
+def axis_list(draw, rank):
+    """None, one int, or a list that may repeat or leave the valid range."""
+    return draw(st.one_of(st.none(), st.integers(-rank - 1, rank),
+                          st.lists(st.integers(-rank - 1, rank), max_size=rank + 1)))
+
+
+def quiet(fn):
+    def run(*args, **kwargs):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(*args, **kwargs)
+    return run
+
+
+def unary(fn, small=False):
+    def gen(draw, dtype):
+        return (array(draw, dtype, draw(shapes()), small),), {}
+    return gen, quiet(fn)
+
+
+def binary(fn):
+    def gen(draw, dtype):
+        a, b = broadcastable_shapes(draw, 2)
+        return (array(draw, dtype, a), array(draw, dtype, b)), {}
+    return gen, quiet(fn)
+
+
+def sigmoid(x):
+    x64 = x.astype(np.float64)
+    return np.where(x64 >= 0, 1 / (1 + np.exp(-x64)), np.exp(x64) / (1 + np.exp(x64))).astype(x.dtype)
+
+
+def reduction(fn, keep_dtype=False):
+    def gen(draw, dtype):
+        x = array(draw, dtype, draw(shapes()), small=True)
+        return (x,), {"axis": axis_list(draw, x.ndim), "keepdims": draw(st.booleans())}
+
+    def oracle(x, axis, keepdims):
+        ax = tuple(axis) if isinstance(axis, list) else axis
+        if x.ndim == 0 and ax not in (None, ()):
+            raise ValueError("numpy's legacy axis 0 of a 0-d array: opforge rejects it")
+        extra = {"dtype": x.dtype} if keep_dtype else {}
+        return np.asarray(fn(x, axis=ax, keepdims=keepdims, **extra), dtype=x.dtype)
+    return gen, quiet(oracle)
+
+
+def arg_reduction(fn):
+    def gen(draw, dtype):
+        x = array(draw, dtype, draw(shapes()), small=True)
+        return (x,), {"axis": draw(st.one_of(st.none(), st.integers(-x.ndim - 1, x.ndim))),
+                      "keepdims": draw(st.booleans())}
+
+    def oracle(x, axis, keepdims):
+        return np.asarray(fn(x, axis=axis, keepdims=keepdims), dtype=np.int64)
+    return gen, quiet(oracle)
+
+
+def select_gen(draw, dtype):
+    c, a, b = broadcastable_shapes(draw, 3)
+    return (array(draw, np.bool_, c), array(draw, dtype, a), array(draw, dtype, b)), {}
+
+
+def matmul_gen(draw, dtype):
+    if draw(st.booleans()):
+        a, b = draw(shapes(0, 4)), draw(shapes(0, 4))
+    else:  # mostly-valid operands: stacks of [m, k] @ [k, n]
+        m, k, n = (draw(st.integers(0, 4)) for _ in range(3))
+        batch = draw(shapes(0, 2))
+        a, b = batch + (m, k), (draw(st.sampled_from([(), batch[-1:]])) + (k, n))
+    ta, tb = draw(st.booleans()), draw(st.booleans())
+    x, y = array(draw, dtype, a, small=True), array(draw, dtype, b, small=True)
+    # transpose flags transpose the stored matrices: hand over the transposes.
+    if ta and x.ndim >= 2:
+        x = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+    if tb and y.ndim >= 2:
+        y = np.ascontiguousarray(np.swapaxes(y, -1, -2))
+    return (x, y), {"transpose_a": ta, "transpose_b": tb}
+
+
+@quiet
+def matmul(a, b, transpose_a, transpose_b):
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("0-d")
+    if transpose_a and a.ndim >= 2:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b and b.ndim >= 2:
+        b = np.swapaxes(b, -1, -2)
+    return np.asarray(np.matmul(a, b), dtype=a.dtype)
+
+
+def cast_gen(draw, dtype):
+    return (array(draw, dtype, draw(shapes())),), {"dtype": draw(st.sampled_from(list(NP)))}
+
+
+@quiet
+def cast(x, dtype):
+    return x.astype(NP[dtype])
+
+
+def concat_gen(draw, dtype):
+    rank = draw(st.integers(0, 3))
+    base = list(draw(shapes(rank, rank)))
+    axis = draw(st.integers(-rank - 1, rank))
+    parts = []
+    for _ in range(draw(st.integers(0, 3))):
+        s = list(base)
+        if rank and -rank <= axis < rank:
+            s[axis] = draw(st.integers(0, 3))
+        if draw(st.integers(0, 5)) == 0:
+            s = list(draw(shapes(0, 3)))
+        parts.append(array(draw, dtype, tuple(s)))
+    return (parts,), {"axis": axis}
+
+
+@quiet
+def concat(values, axis):
+    return np.concatenate(values, axis=axis)
+
+
+def fill_gen(draw, dtype):
+    shape = draw(st.lists(st.one_of(st.integers(0, 4), st.integers(-2, -1), st.sampled_from([2**40, 2**62])),
+                          max_size=4))
+    value = array(draw, dtype, draw(st.sampled_from([(), (1,), (1, 1), (2,), (0,)])))
+    return (shape, value), {}
+
+
+@quiet
+def fill(shape, value):
+    if value.size != 1:
+        raise ValueError("value must hold exactly one element")
+    if 0 in shape and all(d >= 0 for d in shape):
+        return _EmptyOf(shape, value.dtype)  # numpy refuses huge dims even next to a 0
+    return np.full(shape, value.reshape(()), dtype=value.dtype)
+
+
+class _EmptyOf:
+    """An empty result whose shape numpy itself cannot represent."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+
+
+def reshape_gen(draw, dtype):
+    x = array(draw, dtype, draw(shapes()))
+    shape = draw(st.one_of(
+        st.permutations(list(x.shape)).map(list),
+        st.lists(st.one_of(st.integers(-2, 6), st.sampled_from([2**62])), max_size=4),
+        st.just([-1]), st.just([x.size, -1])))
+    return (x, shape), {}
+
+
+@quiet
+def reshape(x, shape):
+    if any(d < -1 for d in shape):
+        raise ValueError("opforge allows only -1 as a negative dim; numpy takes any negative as -1")
+    if 0 in shape and x.size == 0 and all(d >= 0 for d in shape):
+        return _EmptyOf(shape, x.dtype)
+    return np.reshape(x, shape)
+
+
+def slice_gen(draw, dtype):
+    x = array(draw, dtype, draw(shapes()))
+    n = x.ndim + draw(st.sampled_from([0, 0, 0, 0, -1, 1]))
+    begin = draw(st.lists(st.integers(-1, 5), min_size=max(n, 0), max_size=max(n, 0)))
+    size = draw(st.lists(st.integers(-2, 5), min_size=max(n, 0), max_size=max(n, 0)))
+    return (x, begin, size), {}
+
+
+def slice_(x, begin, size):
+    if len(begin) != x.ndim or len(size) != x.ndim:
+        raise ValueError("one entry per axis")
+    index = []
+    for b, s, d in zip(begin, size, x.shape):
+        if not 0 <= b <= d:
+            raise ValueError("begin out of range")
+        s = d - b if s == -1 else s
+        if not 0 <= s <= d - b:
+            raise ValueError("size out of range")
+        index.append(slice(b, b + s))
+    return x[tuple(index)]
+
+
+def transpose_gen(draw, dtype):
+    x = array(draw, dtype, draw(shapes()))
+    perm = draw(st.one_of(st.none(), st.permutations(range(x.ndim)).map(list),
+                          st.lists(st.integers(-x.ndim - 1, x.ndim), max_size=x.ndim + 1)))
+    return (x,), {"perm": perm}
+
+
+def softmax_gen(draw, dtype):
+    x = array(draw, dtype, draw(shapes()))
+    return (x,), {"axis": draw(st.integers(-x.ndim - 1, x.ndim))}
+
+
+@quiet
+def softmax(logits, axis):
+    if logits.ndim == 0:
+        raise ValueError("0-d")
+    np.empty(logits.shape).sum(axis)  # raises AxisError like the op
+    if logits.size == 0:
+        return logits.copy()
+    x = logits.astype(np.float64)
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return (e / e.sum(axis, keepdims=True)).astype(logits.dtype)
+
+
+def rms_norm_gen(draw, dtype):
+    x = array(draw, dtype, draw(shapes()), small=True)
+    wshape = draw(st.one_of(st.just(x.shape[-1:]), shapes(0, 2)))
+    eps = draw(st.one_of(st.just(1e-6), st.floats(0, 1), st.floats(-1, -1e-9), st.just(float("nan"))))
+    return (x, array(draw, dtype, wshape, small=True)), {"epsilon": eps}
+
+
+@quiet
+def rms_norm(x, weight, epsilon):
+    if x.ndim == 0 or weight.shape != x.shape[-1:] or not epsilon >= 0:
+        raise ValueError("bad rms_norm input")
+    x64 = x.astype(np.float64)
+    return (x64 / np.sqrt(np.mean(x64 ** 2, axis=-1, keepdims=True) + epsilon) * weight).astype(x.dtype)
+
+
+# op name -> (draw(draw, dtype) -> (args, kwargs), numpy oracle)
+ORACLES = {
+    "Abs": unary(np.abs), "Cos": unary(np.cos), "Exp": unary(np.exp), "Log": unary(np.log),
+    "Neg": unary(np.negative), "Relu": unary(lambda x: np.maximum(x, np.zeros((), x.dtype))),
+    "Sigmoid": unary(sigmoid), "Sin": unary(np.sin), "Sqrt": unary(np.sqrt), "Square": unary(np.square),
+    "Tanh": unary(np.tanh), "LogicalNot": unary(np.logical_not), "Identity": unary(np.array),
+    "OnesLike": unary(np.ones_like), "ZerosLike": unary(np.zeros_like),
+    "Add": binary(np.add), "Sub": binary(np.subtract), "Mul": binary(np.multiply),
+    "Div": binary(np.true_divide), "Pow": binary(np.power), "Maximum": binary(np.maximum),
+    "Minimum": binary(np.minimum), "Equal": binary(np.equal), "NotEqual": binary(np.not_equal),
+    "Greater": binary(np.greater), "GreaterEqual": binary(np.greater_equal), "Less": binary(np.less),
+    "LessEqual": binary(np.less_equal), "LogicalAnd": binary(np.logical_and),
+    "LogicalOr": binary(np.logical_or),
+    "Select": (select_gen, quiet(np.where)),
+    "Sum": reduction(np.sum, keep_dtype=True), "Prod": reduction(np.prod, keep_dtype=True),
+    "Mean": reduction(np.mean), "Max": reduction(np.max), "Min": reduction(np.min),
+    "ArgMax": arg_reduction(np.argmax), "ArgMin": arg_reduction(np.argmin),
+    "MatMul": (matmul_gen, matmul), "Cast": (cast_gen, cast), "Concat": (concat_gen, concat),
+    "Fill": (fill_gen, fill), "Reshape": (reshape_gen, reshape), "Slice": (slice_gen, slice_),
+    "Transpose": (transpose_gen, quiet(lambda x, perm: np.transpose(x, perm))), "Softmax": (softmax_gen, softmax),
+    "RmsNorm": (rms_norm_gen, rms_norm),
+}
+
+# Float ops whose results are sums or transcendental: compared to a tolerance
+# (scaled by the inputs' magnitude for the sums); everything else is exact.
+SUMS = {"Sum", "Mean", "Prod", "MatMul", "Softmax", "RmsNorm"}
+EmptyOf = _EmptyOf
