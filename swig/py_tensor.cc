@@ -97,10 +97,17 @@ int GetBuffer(PyObject* self, Py_buffer* view, int flags) {
   }
   Py_ssize_t* strides = dims + rank;
   Py_ssize_t step = static_cast<Py_ssize_t>(DTypeSize(t.dtype()));
+  bool overflow = false;
   for (int i = rank - 1; i >= 0; --i) {
     dims[i] = static_cast<Py_ssize_t>(t.dim(i));
     strides[i] = step;
-    step *= dims[i];
+    // An empty tensor may have huge dims whose strides do not fit.
+    overflow = overflow || __builtin_mul_overflow(step, dims[i] ? dims[i] : 1, &step);
+  }
+  if (overflow) {
+    PyMem_Free(dims);
+    PyErr_SetString(PyExc_BufferError, "opforge.Tensor: the strides of this shape overflow Py_ssize_t");
+    return -1;
   }
   view->buf = t.raw_data();
   view->obj = self;

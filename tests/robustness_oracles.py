@@ -206,8 +206,10 @@ def reshape_gen(draw, dtype):
 def reshape(x, shape):
     if any(d < -1 for d in shape):
         raise ValueError("opforge allows only -1 as a negative dim; numpy takes any negative as -1")
+    if x.size == 0 and shape.count(-1) == 1 and 0 not in shape:
+        shape = [0 if d == -1 else d for d in shape]  # the -1 is inferred as 0
     if 0 in shape and x.size == 0 and all(d >= 0 for d in shape):
-        return _EmptyOf(shape, x.dtype)
+        return _EmptyOf(shape, x.dtype)  # numpy refuses huge dims even next to a 0
     return np.reshape(x, shape)
 
 
