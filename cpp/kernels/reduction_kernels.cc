@@ -241,8 +241,8 @@ void ReducedAxes(const OpKernelContext* ctx, int rank, bool reduced[kMaxRank]) {
 // The input's shape without size-1 dims, adjacent dims of the same kind merged.
 struct Collapsed {
   int n = 0;
-  int64 dims[kMaxRank];
-  bool reduced[kMaxRank];
+  int64 dims[kMaxRank] = {};  // zeroed: GCC 12 otherwise warns (falsely) when PopInnermost copies it
+  bool reduced[kMaxRank] = {};
 
   void Add(int64 d, bool red) {
     if (d == 1) return;
