@@ -19,15 +19,7 @@
 #include "opforge/parallel.h"
 #include "opforge/tensor.h"
 
-#ifndef OF_RESTRICT
-#if defined(__GNUC__) || defined(__clang__)
-#define OF_RESTRICT __restrict__
-#elif defined(_MSC_VER)
-#define OF_RESTRICT __restrict
-#else
-#define OF_RESTRICT
-#endif
-#endif
+#include "compiler.h"
 
 namespace opforge {
 namespace elementwise {

@@ -8,13 +8,7 @@
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
 
-#ifndef OF_RESTRICT
-#if defined(__GNUC__) || defined(__clang__)
-#define OF_RESTRICT __restrict__
-#else
-#define OF_RESTRICT
-#endif
-#endif
+#include "compiler.h"
 
 namespace opforge {
 namespace {

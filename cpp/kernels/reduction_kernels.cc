@@ -22,19 +22,7 @@
 #include "opforge/parallel.h"
 #include "vector_math.h"
 
-#ifndef OF_RESTRICT
-#if defined(__GNUC__) || defined(__clang__)
-#define OF_RESTRICT __restrict__
-#else
-#define OF_RESTRICT
-#endif
-#endif
-
-#if defined(__GNUC__) && !defined(__clang__)
-#define OF_NO_UNROLL _Pragma("GCC unroll 1")
-#else
-#define OF_NO_UNROLL
-#endif
+#include "compiler.h"
 
 namespace opforge {
 namespace {
