@@ -34,11 +34,14 @@ def interleaved(stmts, namespace, repeats, min_batch_s, settle_s=0.0):
         # Rotate who goes first so no library always runs right after another's
         # allocations (or always on a cold cache).
         for lib in libs[r % len(libs):] + libs[:r % len(libs)]:
-            # One untimed call first: switching libraries costs a thread-pool
+            # Untimed calls first: switching libraries costs a thread-pool
             # hand-over (torch's OpenMP threads spin after each op and can stall
             # the next library's first call by milliseconds on 2 cores).
             time.sleep(settle_s)
-            timers[lib].timeit(1)
+            # After the pause, warm up for as long as one timed batch: on a
+            # VM an idle core comes back slowly (the first multi-threaded
+            # calls after a sleep run at half speed), and we time steady state.
+            timers[lib].timeit(numbers[lib] if settle_s else 1)
             times[lib].append(timers[lib].timeit(numbers[lib]) / numbers[lib])
     return times
 

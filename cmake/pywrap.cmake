@@ -78,7 +78,7 @@ target_link_options(pywrap_internal PRIVATE "LINKER:-soname,${OPFORGE_PYWRAP_FIL
 set_property(TARGET pywrap_internal APPEND PROPERTY LINK_DEPENDS ${CMAKE_SOURCE_DIR}/cmake/pywrap_exports.map)
 target_compile_definitions(pywrap_internal PRIVATE NPY_NO_DEPRECATED_API=NPY_2_0_API_VERSION)
 target_link_libraries(pywrap_internal PRIVATE
-  Python::Module Python::NumPy "$<LINK_LIBRARY:WHOLE_ARCHIVE,opforge_core>" ${CMAKE_DL_LIBS})
+  Python::Module Python::NumPy "$<LINK_LIBRARY:WHOLE_ARCHIVE,opforge_core>")
 
 install(TARGETS pywrap_internal LIBRARY DESTINATION opforge)
 install(DIRECTORY ${OPFORGE_GEN_DIR}/python/ DESTINATION opforge/ops FILES_MATCHING PATTERN "*.py" PATTERN "*.pyi")
