@@ -10,6 +10,9 @@ import time
 import timeit
 
 
+WARMUP_S = 0.1
+
+
 def calibrate(timer, min_batch_s):
     """Calls per batch so one batch lasts at least min_batch_s (at least 1)."""
     number = 1
@@ -28,6 +31,8 @@ def interleaved(stmts, namespace, repeats, min_batch_s, settle_s=0.0):
     """
     timers = {lib: timeit.Timer(stmt, globals=namespace) for lib, stmt in stmts.items()}
     numbers = {lib: calibrate(t, min_batch_s) for lib, t in timers.items()}
+    # Warm-up after a settle pause: at least WARMUP_S of calls.
+    warmups = {lib: calibrate(t, max(min_batch_s, WARMUP_S)) for lib, t in timers.items()}
     libs = list(stmts)
     times = {lib: [] for lib in libs}
     for r in range(repeats):
@@ -38,10 +43,10 @@ def interleaved(stmts, namespace, repeats, min_batch_s, settle_s=0.0):
             # hand-over (torch's OpenMP threads spin after each op and can stall
             # the next library's first call by milliseconds on 2 cores).
             time.sleep(settle_s)
-            # After the pause, warm up for as long as one timed batch: on a
-            # VM an idle core comes back slowly (the first multi-threaded
-            # calls after a sleep run at half speed), and we time steady state.
-            timers[lib].timeit(numbers[lib] if settle_s else 1)
+            # After the pause, warm up for WARMUP_S: on a VM an idle core
+            # comes back slowly (the first multi-threaded calls after a sleep
+            # run at half speed), and we time steady state.
+            timers[lib].timeit(warmups[lib] if settle_s else 1)
             times[lib].append(timers[lib].timeit(numbers[lib]) / numbers[lib])
     return times
 
