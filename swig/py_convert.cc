@@ -83,16 +83,6 @@ bool DTypeFromDescr(PyArray_Descr* d, DType* out) {
   return *out != DType::kInvalid;
 }
 
-int NumpyTypeNum(DType t) {
-  switch (t) {
-    case DType::kFloat32: return NPY_FLOAT32;
-    case DType::kFloat64: return NPY_FLOAT64;
-    case DType::kInt32: return NPY_INT32;
-    case DType::kInt64: return NPY_INT64;
-    default: return NPY_BOOL;
-  }
-}
-
 // 0 bool, 1 integer, 2 floating: a value of one kind may become any dtype of
 // the same or a higher kind (True -> 1.0 is fine, 1.5 -> int is not).
 int KindRank(DType t) { return t == DType::kBool ? 0 : IsInteger(t) ? 1 : 2; }

@@ -27,17 +27,6 @@ PyObject* free_list[kFreeListMax];
 int free_count = 0;
 PyObject* dtype_objects[kNumDTypes] = {};
 
-int NumpyTypeNum(DType t) {
-  switch (t) {
-    case DType::kFloat32: return NPY_FLOAT32;
-    case DType::kFloat64: return NPY_FLOAT64;
-    case DType::kInt32: return NPY_INT32;
-    case DType::kInt64: return NPY_INT64;
-    case DType::kBool: return NPY_BOOL;
-    default: return -1;
-  }
-}
-
 const char* BufferFormat(DType t) {
   switch (t) {
     case DType::kFloat32: return "f";
@@ -146,6 +135,17 @@ PyMemberDef kMembers[] = {
 };
 
 }  // namespace
+
+int NumpyTypeNum(DType t) {
+  switch (t) {
+    case DType::kFloat32: return NPY_FLOAT32;
+    case DType::kFloat64: return NPY_FLOAT64;
+    case DType::kInt32: return NPY_INT32;
+    case DType::kInt64: return NPY_INT64;
+    case DType::kBool: return NPY_BOOL;
+    default: return -1;
+  }
+}
 
 PyObject* InitTensorType(PyObject* methods, PyObject* dtypes) {
   if (!PyTuple_Check(dtypes) || PyTuple_GET_SIZE(dtypes) != kNumDTypes || !PyType_Check(methods)) {
