@@ -12,13 +12,14 @@ from pathlib import Path
 
 import jinja2
 
+from .gradients import grad_function
 from .model import Registry
 from .pytypes import py_str
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 TEMPLATE_PATH = "codegen/templates"
 # Files of groups that may no longer exist: removed when not rendered.
-STALE_PATTERNS = ("swig/gen_*_ops.i", "python/gen_*_ops.py", "python/gen_*_ops.pyi")
+STALE_PATTERNS = ("swig/gen_*_ops.i", "python/gen_*_ops.py", "python/gen_*_ops.pyi", "python/gen_*_grads.py")
 
 
 # --- filters -----------------------------------------------------------------
@@ -91,6 +92,8 @@ def render(registry: Registry) -> dict[str, str]:
             head = header(template, comment, f"registry fingerprint: {module.fingerprint}")
             files[path.format(module.module_name)] = env.get_template(template).render(
                 module=module, header=head)
+        head = header("python_grads.py.j2", "#", f"registry fingerprint: {module.fingerprint}")
+        files[f"python/{module.grads_module_name}.py"] = render_grads(env, module.ops, head, module.name)
     prints = ", ".join(f"{m.name}={m.fingerprint}" for m in registry.modules)
     head = header("python_init.py.j2", "#", f"registry fingerprints: {prints}")
     files["python/__init__.py"] = env.get_template("python_init.py.j2").render(
@@ -98,11 +101,19 @@ def render(registry: Registry) -> dict[str, str]:
     head = header("swig_index.i.j2", "//", f"registry fingerprints: {prints}")
     files["swig/gen_ops.i"] = env.get_template("swig_index.i.j2").render(
         registry=registry, header=head)
-    head = header("swig_index.i.j2", "//", f"registry fingerprints: {prints}")
-    files["swig/gen_ops.i"] = env.get_template("swig_index.i.j2").render(
-        registry=registry, header=head)
     files["registry.json"] = registry_json(registry)
     return dict(sorted(files.items()))
+
+
+def render_grads(env, ops, head: str, group: str = "", library: str | None = None) -> str:
+    """A gen_<group>_grads module: the gradient functions of `ops`. For an op
+    library, calls of its own ops go through its module (``_lib``)."""
+    local = frozenset(op.name for op in ops) if library is not None else frozenset()
+    functions = [grad_function(op, local) for op in ops if op.gradient.rules]
+    no_gradient = sorted(op.name for op in ops if op.gradient.none)
+    extra = {"library": library} if library is not None else {}
+    return env.get_template("python_grads.py.j2").render(
+        functions=functions, no_gradient=no_gradient, header=head, group=group, **extra)
 
 
 # --- comparing and writing ----------------------------------------------------------

@@ -232,6 +232,116 @@ class Param:
         return self.cpp_name if self.input is not None else f"std::move({self.cpp_name}.value)"
 
 
+# --- gradient declarations (cpp/framework/gradient.h) -------------------------
+
+@dataclass(frozen=True)
+class GradAttr:
+    """An attr passed in a gradient expression: a literal (JSON value), a
+    forward attr, the list element index ``i``, or shape()/inverse_perm()."""
+    name: str
+    kind: str          # literal | attr | index | function
+    value: Any         # literal: the value; attr/function: the name; index: None
+    argument: str | None
+
+    KINDS = ("literal", "attr", "index", "function")
+
+    @staticmethod
+    def parse(d: Any, where: str) -> GradAttr:
+        _fields(d, ("argument", "kind", "name", "value"), where)
+        kind = _typed(d["kind"], (str,), "kind", where)
+        if kind not in GradAttr.KINDS:
+            raise CodegenError(f"{where}: unknown attr value kind {kind!r}")
+        return GradAttr(name=_typed(d["name"], (str,), "name", where), kind=kind,
+                        value=_freeze(d["value"]),
+                        argument=_typed(d["argument"], (str,), "argument", where, nullable=True))
+
+    def to_dict(self) -> dict:
+        return {"argument": self.argument, "kind": self.kind, "name": self.name, "value": _thaw(self.value)}
+
+
+@dataclass(frozen=True)
+class GradExpr:
+    """None, a number (as written), a name (input/output/grad) or an op call."""
+    kind: str                 # none | number | name | call
+    text: str = ""            # number: as written; name: the name; call: the op
+    name_kind: str = ""       # name: input | output | grad | attr
+    index: int = 0            # name: which input or output
+    args: tuple[GradExpr, ...] = ()
+    attrs: tuple[GradAttr, ...] = ()
+
+    @staticmethod
+    def parse(d: Any, where: str) -> GradExpr:
+        if d is None:
+            return GradExpr("none")
+        if isinstance(d, dict) and "number" in d:
+            _fields(d, ("number",), where)
+            return GradExpr("number", text=_typed(d["number"], (str,), "number", where))
+        if isinstance(d, dict) and "op" in d:
+            _fields(d, ("args", "attrs", "op"), where)
+            return GradExpr(
+                "call", text=_typed(d["op"], (str,), "op", where),
+                args=tuple(GradExpr.parse(a, f"{where}: args[{i}]")
+                           for i, a in enumerate(_typed(d["args"], (list,), "args", where))),
+                attrs=tuple(GradAttr.parse(a, f"{where}: attrs[{i}]")
+                            for i, a in enumerate(_typed(d["attrs"], (list,), "attrs", where))))
+        _fields(d, ("index", "kind", "name"), where)
+        kind = _typed(d["kind"], (str,), "kind", where)
+        if kind not in ("input", "output", "grad", "attr"):
+            raise CodegenError(f"{where}: unknown name kind {kind!r}")
+        return GradExpr("name", text=_typed(d["name"], (str,), "name", where), name_kind=kind,
+                        index=_typed(d["index"], (int,), "index", where))
+
+    def to_dict(self) -> Any:
+        if self.kind == "none":
+            return None
+        if self.kind == "number":
+            return {"number": self.text}
+        if self.kind == "call":
+            return {"args": [a.to_dict() for a in self.args], "attrs": [a.to_dict() for a in self.attrs],
+                    "op": self.text}
+        return {"index": self.index, "kind": self.name_kind, "name": self.text}
+
+
+@dataclass(frozen=True)
+class GradRule:
+    targets: tuple[str, ...]
+    per_element: bool
+    spec: str
+    expr: GradExpr
+
+    @staticmethod
+    def parse(d: Any, where: str) -> GradRule:
+        _fields(d, ("expr", "per_element", "spec", "targets"), where)
+        spec = _typed(d["spec"], (str,), "spec", where)
+        return GradRule(targets=_str_list(d["targets"], "targets", where),
+                        per_element=_typed(d["per_element"], (bool,), "per_element", where), spec=spec,
+                        expr=GradExpr.parse(d["expr"], f"{where}: {spec!r}"))
+
+    def to_dict(self) -> dict:
+        return {"expr": self.expr.to_dict(), "per_element": self.per_element, "spec": self.spec,
+                "targets": list(self.targets)}
+
+
+@dataclass(frozen=True)
+class Gradient:
+    none: bool                  # declared NoGradient()
+    rules: tuple[GradRule, ...]
+
+    @staticmethod
+    def parse(d: Any, where: str) -> Gradient:
+        _fields(d, ("none", "rules"), where)
+        return Gradient(none=_typed(d["none"], (bool,), "none", where),
+                        rules=tuple(GradRule.parse(r, f"{where}: rules[{i}]")
+                                    for i, r in enumerate(_typed(d["rules"], (list,), "rules", where))))
+
+    def to_dict(self) -> dict:
+        return {"none": self.none, "rules": [r.to_dict() for r in self.rules]}
+
+    @property
+    def declared(self) -> bool:
+        return self.none or bool(self.rules)
+
+
 @dataclass(frozen=True)
 class OpDef:
     name: str
@@ -244,9 +354,10 @@ class OpDef:
     attrs: tuple[AttrDef, ...]
     arg_order: tuple[str, ...]
     kernels: tuple[tuple[str, tuple[str, ...]], ...]   # (device, dtypes) in JSON order
+    gradient: Gradient
 
     KEYS = ("name", "group", "source", "summary", "description", "inputs", "outputs",
-            "attrs", "arg_order", "kernels")
+            "attrs", "arg_order", "kernels", "gradient")
 
     @staticmethod
     def parse(d: Any, where: str = "op") -> OpDef:
@@ -275,7 +386,8 @@ class OpDef:
                         for i, a in enumerate(_typed(d["attrs"], (list,), "attrs", where))),
             arg_order=_str_list(d["arg_order"], "arg_order", where),
             kernels=tuple((dev, _str_list(types, f"kernels.{dev}", where))
-                          for dev, types in kernels.items()))
+                          for dev, types in kernels.items()),
+            gradient=Gradient.parse(d["gradient"], f"{where}: gradient"))
 
     def to_dict(self) -> dict:
         return {
@@ -286,6 +398,7 @@ class OpDef:
             "attrs": [a.to_dict() for a in self.attrs],
             "arg_order": list(self.arg_order),
             "kernels": {dev: list(types) for dev, types in self.kernels},
+            "gradient": self.gradient.to_dict(),
         }
 
     # --- lookups ---------------------------------------------------------------
@@ -392,6 +505,10 @@ class GroupModule:
     @property
     def module_name(self) -> str:
         return f"gen_{self.group.name}_ops"
+
+    @property
+    def grads_module_name(self) -> str:
+        return f"gen_{self.group.name}_grads"
 
     @property
     def python_names(self) -> tuple[str, ...]:

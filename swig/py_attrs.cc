@@ -177,5 +177,38 @@ bool ConvertAttr(PyObject* o, const char* op, const char* name, TypeListAttr* ou
                        });
 }
 
+PyObject* AttrToPython(const AttrDef& def, const AttrValue& v) {
+  if (!v.is_set() || v.is_none()) Py_RETURN_NONE;
+  auto list = [](const auto& items, auto convert) -> PyObject* {
+    PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(items.size()));
+    for (size_t i = 0; t && i < items.size(); ++i) {
+      PyObject* item = convert(items[i]);
+      if (!item) {
+        Py_DECREF(t);
+        return nullptr;
+      }
+      PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), item);
+    }
+    return t;
+  };
+  auto dtype = [](DType d) {
+    PyObject* o = DTypeObject(d);
+    Py_INCREF(o);
+    return o;
+  };
+  switch (def.type) {
+    case AttrType::kInt: return PyLong_FromLongLong(v.i);
+    case AttrType::kFloat: return PyFloat_FromDouble(v.f);
+    case AttrType::kBool: return PyBool_FromLong(v.b);
+    case AttrType::kString: return PyUnicode_FromStringAndSize(v.s.data(), static_cast<Py_ssize_t>(v.s.size()));
+    case AttrType::kType: return dtype(v.type);
+    case AttrType::kShape:
+    case AttrType::kListInt: return list(v.list_i, [](int64_t x) { return PyLong_FromLongLong(x); });
+    case AttrType::kListFloat: return list(v.list_f, [](double x) { return PyFloat_FromDouble(x); });
+    case AttrType::kListType: return list(v.list_type, dtype);
+  }
+  Py_RETURN_NONE;
+}
+
 }  // namespace py
 }  // namespace opforge

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <cstring>
 
 #include "numpy_api.h"
 #include "opforge/inlined_vector.h"
@@ -19,27 +20,32 @@ std::string SlotLabel(const ArgDef& arg, Py_ssize_t k) {
   return arg.is_list() ? arg.name + "[" + std::to_string(k) + "]" : arg.name;
 }
 
-}  // namespace
-
-OpBinding::OpBinding(const char* op_name, std::initializer_list<const char*> attr_names)
-    : name_(op_name), op_(OpRegistry::Global()->Find(op_name)) {
-  if (!op_) return;
-  for (const char* a : attr_names) attr_slots_.push_back(op_->FindAttr(a));
+// What a hook records of a call: (the converted inputs, flattened; the
+// completed attrs by name).
+PyObject* Recorded(const OpDef& op, const Tensor* tensors, size_t n, const AttrValue* attrs) {
+  PyObject* flat = PyTuple_New(static_cast<Py_ssize_t>(n));
+  PyObject* dict = PyDict_New();
+  bool ok = flat && dict;
+  for (size_t i = 0; ok && i < n; ++i) {
+    PyObject* t = WrapTensor(tensors[i]);
+    ok = t != nullptr;
+    if (ok) PyTuple_SET_ITEM(flat, static_cast<Py_ssize_t>(i), t);
+  }
+  for (size_t i = 0; ok && i < op.attrs.size(); ++i) {
+    PyObject* v = AttrToPython(op.attrs[i], attrs[i]);
+    ok = v && PyDict_SetItemString(dict, op.attrs[i].name.c_str(), v) == 0;
+    Py_XDECREF(v);
+  }
+  if (!ok) {
+    Py_XDECREF(flat);
+    Py_XDECREF(dict);
+    return nullptr;
+  }
+  return Py_BuildValue("(NN)", flat, dict);
 }
 
-OpBinding::OpBinding(const std::string& op_name, const std::vector<std::string>& attr_names)
-    : name_(op_name), op_(OpRegistry::Global()->Find(op_name)) {
-  if (!op_) return;
-  for (const std::string& a : attr_names) attr_slots_.push_back(op_->FindAttr(a));
-}
-
-PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given) const {
-  if (!op_) return SetError(errors::NotFound(name_, ": op is not registered in this build of opforge"));
-  const OpDef& op = *op_;
+bool ConvertArgs(const OpDef& op, PyObject* const* inputs, AttrValue* attrs, InlinedVector<Tensor, 4>* tensors) {
   const char* name = op.name.c_str();
-  InlinedVector<AttrValue, 4> attrs(op.attrs.size());
-  for (size_t i = 0; i < attr_slots_.size(); ++i) attrs[attr_slots_[i]] = std::move(given[i]);
-
   // Flatten: a list arg contributes one slot per element. Tensors are
   // converted straight into the array Execute reads.
   size_t num_slots = 0;
@@ -48,7 +54,7 @@ PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given) const {
                      ? static_cast<size_t>(PySequence_Fast_GET_SIZE(inputs[a]))
                      : 1;
   }
-  InlinedVector<Tensor, 4> tensors(num_slots);
+  tensors->resize(num_slots);
   struct Slot {
     InputSlot in;
     int arg;       // index into op.inputs
@@ -56,31 +62,31 @@ PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given) const {
   };
   InlinedVector<Slot, 4> slots;
   bool any_pending = false;
+  auto convert = [&](PyObject* obj, size_t a, Py_ssize_t k) {
+    Slot& s = slots.emplace_back();
+    s.arg = static_cast<int>(a);
+    s.k = k;
+    s.in.tensor = &(*tensors)[slots.size() - 1];
+    if (!ConvertInput(obj, name, SlotLabel(op.inputs[a], k), &s.in)) return false;
+    any_pending |= s.in.pending;
+    return true;
+  };
   for (size_t a = 0; a < op.inputs.size(); ++a) {
     const ArgDef& arg = op.inputs[a];
     PyObject* obj = inputs[a];
     if (!arg.is_list()) {
-      Slot& s = slots.emplace_back();
-      s.arg = static_cast<int>(a);
-      s.k = 0;
-      s.in.tensor = &tensors[slots.size() - 1];
-      if (!ConvertInput(obj, name, arg.name, &s.in)) return nullptr;
-      any_pending |= s.in.pending;
+      if (!convert(obj, a, 0)) return false;
       continue;
     }
     if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
-      return SetInvalidArgument(name, "argument '" + arg.name + "' must be a list or tuple of tensors, not " +
-                                          Py_TYPE(obj)->tp_name);
+      SetInvalidArgument(name, "argument '" + arg.name + "' must be a list or tuple of tensors, not " +
+                                   Py_TYPE(obj)->tp_name);
+      return false;
     }
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
     attrs[arg.number_attr_index] = AttrValue::Int(n);
     for (Py_ssize_t k = 0; k < n; ++k) {
-      Slot& s = slots.emplace_back();
-      s.arg = static_cast<int>(a);
-      s.k = k;
-      s.in.tensor = &tensors[slots.size() - 1];
-      if (!ConvertInput(PySequence_Fast_GET_ITEM(obj, k), name, SlotLabel(arg, k), &s.in)) return nullptr;
-      any_pending |= s.in.pending;
+      if (!convert(PySequence_Fast_GET_ITEM(obj, k), a, k)) return false;
     }
   }
 
@@ -95,7 +101,7 @@ PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given) const {
       for (size_t j = 0; j < slots.size(); ++j) {
         const ArgDef& other = op.inputs[slots[j].arg];
         if (!slots[j].in.pending && other.type_attr_index == arg.type_attr_index) {
-          target = tensors[j].dtype();
+          target = (*tensors)[j].dtype();
           partner = "argument '" + other.name + "'";
           break;
         }
@@ -105,21 +111,32 @@ PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given) const {
         partner = "attr '" + op.attrs[arg.type_attr_index].name + "'";
       }
     }
-    if (!ConvertPending(name, SlotLabel(arg, slots[i].k), target, partner, &slots[i].in)) return nullptr;
+    if (!ConvertPending(name, SlotLabel(arg, slots[i].k), target, partner, &slots[i].in)) return false;
   }
+  return true;
+}
 
+// Executes with the GIL released when the inputs are large enough for it to pay.
+bool Run(const OpDef& op, InlinedVector<Tensor, 4>& tensors, AttrValue* attrs, InlinedVector<Tensor, 2>* outputs) {
   size_t bytes = 0;
   for (const Tensor& t : tensors) bytes += t.TotalBytes();
-  InlinedVector<Tensor, 2> outputs(op.outputs.size());
   Status status;
   if (bytes >= kReleaseGilBytes) {
     Py_BEGIN_ALLOW_THREADS
-    status = Execute(op, tensors.data(), static_cast<int>(tensors.size()), attrs.data(), outputs.data());
+    status = Execute(op, tensors.data(), static_cast<int>(tensors.size()), attrs, outputs->data());
     Py_END_ALLOW_THREADS
   } else {
-    status = Execute(op, tensors.data(), static_cast<int>(tensors.size()), attrs.data(), outputs.data());
+    status = Execute(op, tensors.data(), static_cast<int>(tensors.size()), attrs, outputs->data());
   }
-  if (!status.ok()) return SetError(status);
+  if (!status.ok()) {
+    SetError(status);
+    return false;
+  }
+  return true;
+}
+
+// One output: a Tensor; several: a tuple of them.
+PyObject* WrapOutputs(InlinedVector<Tensor, 2>& outputs) {
   if (outputs.size() == 1) return WrapTensor(std::move(outputs[0]));
   PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(outputs.size()));
   if (!tuple) return nullptr;
@@ -132,6 +149,35 @@ PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given) const {
     PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), t);
   }
   return tuple;
+}
+
+}  // namespace
+
+OpBinding::OpBinding(const char* op_name, std::initializer_list<const char*> attr_names)
+    : name_(op_name), op_(OpRegistry::Global()->Find(op_name)) {
+  if (!op_) return;
+  for (const char* a : attr_names) attr_slots_.push_back(op_->FindAttr(a));
+}
+
+OpBinding::OpBinding(const std::string& op_name, const std::vector<std::string>& attr_names)
+    : name_(op_name), op_(OpRegistry::Global()->Find(op_name)) {
+  if (!op_) return;
+  for (const std::string& a : attr_names) attr_slots_.push_back(op_->FindAttr(a));
+}
+
+PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given, PyObject** recorded) const {
+  if (!op_) return SetError(errors::NotFound(name_, ": op is not registered in this build of opforge"));
+  const OpDef& op = *op_;
+  InlinedVector<AttrValue, 4> attrs(op.attrs.size());
+  for (size_t i = 0; i < attr_slots_.size(); ++i) attrs[attr_slots_[i]] = std::move(given[i]);
+  InlinedVector<Tensor, 4> tensors;
+  if (!ConvertArgs(op, inputs, attrs.data(), &tensors)) return nullptr;
+  InlinedVector<Tensor, 2> outputs(op.outputs.size());
+  if (!Run(op, tensors, attrs.data(), &outputs)) return nullptr;
+  if (recorded != nullptr && !(*recorded = Recorded(op, tensors.data(), tensors.size(), attrs.data()))) {
+    return nullptr;
+  }
+  return WrapOutputs(outputs);
 }
 
 PyObject* Init(PyObject* tensor_methods, PyObject* dtypes, PyObject* error_classes) {
@@ -167,6 +213,20 @@ PyObject* ToTensor(PyObject* value, PyObject* dtype) {
                                       " but dtype is " + DTypeName(want) + "; use cast");
   }
   return WrapTensor(std::move(tensor));
+}
+
+PyObject* SavedTensor(PyObject* t) {
+  if (!IsTensor(t)) return SetInvalidArgument("saved_tensor", "expected an opforge.Tensor");
+  const Tensor& src = TensorOf(t);
+  if (!BorrowsWritableMemory(src)) {
+    Py_INCREF(t);
+    return t;
+  }
+  Tensor copy;
+  Status s = Tensor::Allocate(src.dtype(), src.shape(), &copy);
+  if (!s.ok()) return SetError(s);
+  if (src.TotalBytes()) memcpy(copy.raw_data(), src.raw_data(), src.TotalBytes());
+  return WrapTensor(std::move(copy));
 }
 
 PyObject* RegistryJson() {

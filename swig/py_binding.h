@@ -25,8 +25,10 @@ class OpBinding {
   // inputs: one PyObject per input arg (a list arg: one Python sequence).
   // attrs: one per attr name given at construction (moved from).
   // Returns a new opforge.Tensor (a tuple for several outputs), or nullptr
-  // with an opforge.errors exception set.
-  PyObject* Call(PyObject* const* inputs, AttrValue* attrs) const;
+  // with an opforge.errors exception set. With `recorded`, also sets it to
+  // a new (converted inputs flattened, completed attrs by name) pair, which
+  // is what the hooks record (opforge/_hooks.py).
+  PyObject* Call(PyObject* const* inputs, AttrValue* attrs, PyObject** recorded = nullptr) const;
 
  private:
   std::string name_;
@@ -39,6 +41,9 @@ PyObject* Init(PyObject* tensor_methods, PyObject* dtypes, PyObject* error_class
 PyObject* CheckFingerprint(const char* group, const char* expected);
 PyObject* ToTensor(PyObject* value, PyObject* dtype);
 PyObject* RegistryJson();
+// `t` itself, or a copy when it borrows writable numpy memory (what the
+// gradient recorder saves, so a later write to the array cannot change it).
+PyObject* SavedTensor(PyObject* t);
 PyObject* RegistrationErrors();
 // Parses and validates a declaration without registering it (for tests and
 // tools): specs is a sequence of ("input"|"output"|"attr"|"doc", text).

@@ -153,6 +153,11 @@ bool TensorFromArray(PyObject* obj, const char* op, const std::string& arg, Tens
   return true;
 }
 
+bool BorrowsWritableMemory(const Tensor& t) {
+  const auto* b = dynamic_cast<const NumpyBuffer*>(t.buffer());
+  return b != nullptr && b->writable();
+}
+
 bool ConvertInput(PyObject* obj, const char* op, const std::string& arg, InputSlot* slot) {
   slot->obj = obj;
   slot->pending = false;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "opforge/attr.h"
+#include "opforge/op.h"
 #include "opforge/tensor.h"
 
 namespace opforge {
@@ -34,6 +35,10 @@ bool ConvertPending(const char* op, const std::string& arg, DType dtype, const s
 // borrowed (no copy; the array is kept alive); anything else is copied.
 bool TensorFromArray(PyObject* array, const char* op, const std::string& arg, Tensor* out);
 
+// True if t's memory is a writable numpy array it borrows: its values may
+// change after the op call (the gradient recorder copies such inputs).
+bool BorrowsWritableMemory(const Tensor& t);
+
 // The attr parameter types of the generated SWIG entry points; the typemaps
 // in opforge_typemaps.i fill them with ConvertAttr. None means "not given".
 struct IntAttr { AttrValue value; };
@@ -55,6 +60,9 @@ bool ConvertAttr(PyObject* o, const char* op, const char* name, ShapeAttr* out);
 bool ConvertAttr(PyObject* o, const char* op, const char* name, IntListAttr* out);
 bool ConvertAttr(PyObject* o, const char* op, const char* name, FloatListAttr* out);
 bool ConvertAttr(PyObject* o, const char* op, const char* name, TypeListAttr* out);
+
+// A completed attr value as Python sees it (ints, floats, tuples, DTypes, None).
+PyObject* AttrToPython(const AttrDef& def, const AttrValue& v);
 
 // opforge.DType objects, numpy dtypes / scalar types and names like "float32".
 bool ToDType(PyObject* o, DType* out);

@@ -76,7 +76,9 @@ bool ConvertAny(PyObject* o, const char* op, const AttrDef& def, AttrValue* out)
 
 }  // namespace
 
-PyObject* ExecuteOp(const char* op_name, PyObject* inputs, PyObject* attrs) {
+namespace {
+
+PyObject* Execute(const char* op_name, PyObject* inputs, PyObject* attrs, PyObject** recorded) {
   const GenericBinding* b = Lookup(op_name);
   if (b == nullptr) {
     return SetError(errors::NotFound(op_name, ": op is not registered (load its library with "
@@ -97,7 +99,55 @@ PyObject* ExecuteOp(const char* op_name, PyObject* inputs, PyObject* attrs) {
     if (!ConvertAny(PyTuple_GET_ITEM(attrs, i), op_name, *b->attrs[i], &values[i])) return nullptr;
   }
   PyObject* const* items = reinterpret_cast<PyTupleObject*>(inputs)->ob_item;
-  return b->binding.Call(items, values.data());
+  return b->binding.Call(items, values.data(), recorded);
+}
+
+}  // namespace
+
+PyObject* ExecuteOp(const char* op_name, PyObject* inputs, PyObject* attrs) {
+  return Execute(op_name, inputs, attrs, nullptr);
+}
+
+PyObject* ExecuteRecorded(const char* op_name, PyObject* inputs, PyObject* attrs) {
+  PyObject* recorded = nullptr;
+  PyObject* result = Execute(op_name, inputs, attrs, &recorded);
+  if (!result) return nullptr;
+  PyObject* out = PyTuple_Pack(3, result, PyTuple_GET_ITEM(recorded, 0), PyTuple_GET_ITEM(recorded, 1));
+  Py_DECREF(result);
+  Py_DECREF(recorded);
+  return out;
+}
+
+PyObject* OpSignature(const char* op_name) {
+  const GenericBinding* b = Lookup(op_name);
+  if (b == nullptr) return SetError(errors::NotFound(op_name, ": op is not registered"));
+  const OpDef& op = *OpRegistry::Global()->Find(op_name);
+  PyObject* names = PyTuple_New(static_cast<Py_ssize_t>(op.inputs.size()));
+  PyObject* lists = PyTuple_New(static_cast<Py_ssize_t>(op.inputs.size()));
+  PyObject* attrs = PyTuple_New(static_cast<Py_ssize_t>(b->attrs.size()));
+  if (!names || !lists || !attrs) {
+    Py_XDECREF(names);
+    Py_XDECREF(lists);
+    Py_XDECREF(attrs);
+    return nullptr;
+  }
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    PyTuple_SET_ITEM(names, static_cast<Py_ssize_t>(i), PyUnicode_FromString(op.inputs[i].name.c_str()));
+    PyTuple_SET_ITEM(lists, static_cast<Py_ssize_t>(i), PyBool_FromLong(op.inputs[i].is_list()));
+  }
+  for (size_t i = 0; i < b->attrs.size(); ++i) {
+    PyTuple_SET_ITEM(attrs, static_cast<Py_ssize_t>(i), PyUnicode_FromString(b->attrs[i]->name.c_str()));
+  }
+  // The wrappers' parameter order: inputs and attrs interleaved as declared.
+  PyObject* params = PyList_New(0);
+  for (const std::string& n : op.arg_order) {
+    const int a = op.FindAttr(n);
+    if (op.FindInput(n) < 0 && (a < 0 || op.attrs[a].inferred)) continue;
+    PyObject* s = PyUnicode_FromString(n.c_str());
+    PyList_Append(params, s);
+    Py_DECREF(s);
+  }
+  return Py_BuildValue("(NNNN)", names, lists, attrs, params);
 }
 
 }  // namespace py

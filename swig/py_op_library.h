@@ -14,6 +14,12 @@ namespace py {
 // (what the generated wrappers pass). Same conversions and errors as the
 // per-op SWIG entry points.
 PyObject* ExecuteOp(const char* op_name, PyObject* inputs, PyObject* attrs);
+// The same, returning (result, converted inputs flattened, completed attrs by
+// name): what the hooks record (opforge/_hooks.py).
+PyObject* ExecuteRecorded(const char* op_name, PyObject* inputs, PyObject* attrs);
+// (input names, list-input flags, attr names, all parameter names in the
+// wrappers' order) of an op.
+PyObject* OpSignature(const char* op_name);
 
 // _pywrap_internal._load_library(path, accept) -> list of the op names it
 // added. dlopens `path` with its registrations staged, checks them, calls

@@ -15,6 +15,7 @@ struct PyTensor {
   PyObject_HEAD
   Tensor tensor;
   PyObject* weakrefs;
+  PyObject* ag;  // autograd state (opforge/autodiff), or NULL
 };
 
 PyTypeObject* tensor_type = nullptr;
@@ -42,6 +43,7 @@ void Dealloc(PyObject* self) {
   PyTypeObject* type = Py_TYPE(self);
   PyTensor* t = reinterpret_cast<PyTensor*>(self);
   if (t->weakrefs) PyObject_ClearWeakRefs(self);
+  Py_CLEAR(t->ag);
   t->tensor.~Tensor();
   if (type == tensor_type && free_count < kFreeListMax) {
     free_list[free_count++] = self;
@@ -131,6 +133,7 @@ PyMethodDef kMethods[] = {
 
 PyMemberDef kMembers[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(PyTensor, weakrefs), READONLY, nullptr},
+    {"_ag", T_OBJECT, offsetof(PyTensor, ag), 0, "Autograd state (opforge.autodiff), or None."},
     {nullptr, 0, 0, 0, nullptr},
 };
 
@@ -222,6 +225,7 @@ PyObject* WrapTensor(Tensor t) {
   PyTensor* pt = reinterpret_cast<PyTensor*>(obj);
   new (&pt->tensor) Tensor(std::move(t));
   pt->weakrefs = nullptr;
+  pt->ag = nullptr;
   return obj;
 }
 

@@ -19,6 +19,7 @@
 %rename(check_fingerprint) opforge::py::CheckFingerprint;
 %rename(to_tensor) opforge::py::ToTensor;
 %rename(registry_json) opforge::py::RegistryJson;
+%rename(saved_tensor) opforge::py::SavedTensor;
 %rename(registration_errors) opforge::py::RegistrationErrors;
 %rename(_validate_declaration) opforge::py::ValidateDeclaration;
 namespace opforge { namespace py {
@@ -26,6 +27,7 @@ PyObject* Init(PyObject* tensor_methods, PyObject* dtypes, PyObject* error_class
 PyObject* CheckFingerprint(const char* group, const char* expected);
 PyObject* ToTensor(PyObject* value, PyObject* dtype);
 PyObject* RegistryJson();
+PyObject* SavedTensor(PyObject* t);
 PyObject* RegistrationErrors();
 PyObject* ValidateDeclaration(const char* name, PyObject* specs);
 }}
@@ -33,10 +35,14 @@ PyObject* ValidateDeclaration(const char* name, PyObject* specs);
 // Custom op libraries (py_op_library.h).
 %feature("docstring") opforge::py::ExecuteOp "execute(op_name, inputs, attrs) -> Tensor";
 %rename(execute) opforge::py::ExecuteOp;
+%rename(execute_record) opforge::py::ExecuteRecorded;
+%rename(op_signature) opforge::py::OpSignature;
 %rename(_load_library) opforge::py::LoadLibrary;
 %rename(stamp) opforge::py::Stamp;
 namespace opforge { namespace py {
 PyObject* ExecuteOp(const char* op_name, PyObject* inputs, PyObject* attrs);
+PyObject* ExecuteRecorded(const char* op_name, PyObject* inputs, PyObject* attrs);
+PyObject* OpSignature(const char* op_name);
 PyObject* LoadLibrary(const char* path, PyObject* accept);
 PyObject* Stamp();
 }}

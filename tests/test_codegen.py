@@ -59,6 +59,10 @@ def _keyword_op() -> dict:
         ],
         "arg_order": ["in", "T", "from", "default"],
         "kernels": {"cpu": ["float32"]},
+        "gradient": {"none": False, "rules": [{
+            "targets": ["in"], "per_element": False, "spec": "in = Lambda(dout, from=from)",
+            "expr": {"op": "Lambda", "args": [{"index": 0, "kind": "grad", "name": "dout"}],
+                     "attrs": [{"name": "from", "kind": "attr", "value": "from", "argument": None}]}}]},
     }
 
 
@@ -199,6 +203,11 @@ def test_keyword_names_get_trailing_underscore(data):
     pyi = files["python/gen_math_ops.pyi"]
     assert ("def lambda_(in_: TensorLike, from_: int, default: Sequence[float] = (1.5,))"
             " -> Tensor:") in pyi
+    grads = files["python/gen_math_grads.py"]
+    assert "def _lambda_grad(op, dout):" in grads
+    assert "in_ = op.inputs[0]" in grads
+    assert "return [_ops.lambda_(dout, from_=op.get_attr('from'))]" in grads
+    compile(grads, "gen_math_grads.py", "exec")
 
 
 # --- rendering ----------------------------------------------------------------------
@@ -214,10 +223,10 @@ def test_render_is_deterministic(data):
         {k: v for k, v in first.items() if k != "registry.json"}
     assert sorted(first) == [
         "python/__init__.py",
-        "python/gen_array_ops.py", "python/gen_array_ops.pyi",
-        "python/gen_linalg_ops.py", "python/gen_linalg_ops.pyi",
-        "python/gen_math_ops.py", "python/gen_math_ops.pyi",
-        "python/gen_reduction_ops.py", "python/gen_reduction_ops.pyi",
+        "python/gen_array_grads.py", "python/gen_array_ops.py", "python/gen_array_ops.pyi",
+        "python/gen_linalg_grads.py", "python/gen_linalg_ops.py", "python/gen_linalg_ops.pyi",
+        "python/gen_math_grads.py", "python/gen_math_ops.py", "python/gen_math_ops.pyi",
+        "python/gen_reduction_grads.py", "python/gen_reduction_ops.py", "python/gen_reduction_ops.pyi",
         "registry.json",
         "swig/gen_array_ops.i", "swig/gen_linalg_ops.i", "swig/gen_math_ops.i",
         "swig/gen_ops.i", "swig/gen_reduction_ops.i",

@@ -140,16 +140,16 @@ def test_wrappers_go_through_the_hook_point(example_lib):
     m = of.load_op_library(example_lib)
     seen = []
 
-    def hook(name, entry, args):
-        seen.append(name)
-        return entry(*args)
+    def hook(call):
+        seen.append((call.op_type, call.inputs))
+        call.record = True
+        out = call.run()
+        seen.append(tuple(call.completed_attrs))
+        return out
 
-    _hooks.hooks.append(hook)
-    try:
+    with _hooks.installed(hook):
         np.testing.assert_array_equal(m.zero_out([3, 4]).numpy(), [3, 0])
-    finally:
-        _hooks.hooks.remove(hook)
-    assert seen == ["ZeroOut"]
+    assert seen == [("ZeroOut", {"to_zero": [3, 4]}), ()]
 
 
 def test_concurrent_calls_while_a_library_loads(example_lib, fixture_libs):

@@ -146,15 +146,15 @@ def test_hooks_see_every_call_and_can_replace_the_result():
     from opforge import _hooks
     seen = []
 
-    def hook(op_name, entry, args):
-        seen.append(op_name)
-        return entry(*args)
+    def hook(call):
+        seen.append(call.op_type)
+        return call.run()
 
-    _hooks.hooks.append(hook)
-    try:
+    with _hooks.installed(hook):
         got = of.add(np.ones(2), 1.0)
         of.sum(got)
-    finally:
-        _hooks.hooks.remove(hook)
     assert seen == ["Add", "Sum"]
     np.testing.assert_array_equal(got.numpy(), [2.0, 2.0])
+    with _hooks.installed(lambda call: "replaced"):
+        assert of.add(1.0, 2.0) == "replaced"
+    assert not _hooks.hooks

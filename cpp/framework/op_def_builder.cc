@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "gradient.h"
 #include "opforge/op.h"
 
 namespace opforge {
@@ -224,6 +225,16 @@ OpDefBuilder& OpDefBuilder::Doc(std::string text) {
   return *this;
 }
 
+OpDefBuilder& OpDefBuilder::Gradient(std::string rule) {
+  gradients_.push_back(std::move(rule));
+  return *this;
+}
+
+OpDefBuilder& OpDefBuilder::NoGradient() {
+  no_gradient_ = true;
+  return *this;
+}
+
 Status OpDefBuilder::Finalize(OpDef* out) const {
   const std::string where = "op '" + name_ + "' at " + file_ + ":" + std::to_string(line_) + ": ";
   auto fail = [&](const std::string& msg) { return errors::InvalidArgument(where, msg); };
@@ -372,6 +383,13 @@ Status OpDefBuilder::Finalize(OpDef* out) const {
   }
 
   ParseDoc(doc_, &def);
+  // Syntax and names now; the ops a rule calls once all are registered.
+  def.gradient_specs = gradients_;
+  def.no_gradient = no_gradient_;
+  for (const std::string& spec : gradients_) {
+    GradRule rule;
+    OF_RETURN_IF_ERROR(ParseGradientRule(def, spec, &rule));
+  }
   *out = std::move(def);
   return Status::OK();
 }

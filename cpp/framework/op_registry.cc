@@ -6,6 +6,7 @@
 #include <set>
 #include <shared_mutex>
 
+#include "gradient.h"
 #include "opforge/registry.h"
 
 namespace opforge {
@@ -26,6 +27,7 @@ struct RegistryState {
   std::map<std::string, std::unique_ptr<KernelTable>> kernels;   // by op name
   std::vector<std::string> errors;
   std::unique_ptr<Stage> stage;  // non-null while a library loads
+  bool gradients_checked = false;
 };
 
 // Constructed on first use, so static registrars in any translation unit
@@ -94,7 +96,20 @@ Status OpRegistry::Register(const OpDefBuilder& builder) {
 
 std::vector<std::string> OpRegistry::registration_errors() const {
   RegistryState& s = State();
-  std::shared_lock<std::shared_mutex> lock(s.mu);
+  std::unique_lock<std::shared_mutex> lock(s.mu);
+  // Gradient rules call other ops, which may register after them: check
+  // them the first time anyone asks, when static initialisation is over.
+  if (!s.gradients_checked) {
+    s.gradients_checked = true;
+    auto find = [&](const std::string& name) -> const OpDef* {
+      auto it = s.ops.find(name);
+      return it == s.ops.end() ? nullptr : it->second.get();
+    };
+    for (const auto& kv : s.ops) {
+      Status g = CheckGradient(*kv.second, find);
+      if (!g.ok()) s.errors.push_back(g.message());
+    }
+  }
   return s.errors;
 }
 
@@ -185,6 +200,13 @@ Status CheckStageLocked(const RegistryState& s, Stage* stage) {
                                    "'); name its file differently (<group>_ops.cc)");
     }
   }
+  auto find = [&](const std::string& name) -> const OpDef* {
+    auto it = stage->ops.find(name);
+    if (it != stage->ops.end()) return it->second.get();
+    auto r = s.ops.find(name);
+    return r == s.ops.end() ? nullptr : r->second.get();
+  };
+  for (const auto& kv : stage->ops) OF_RETURN_IF_ERROR(CheckGradient(*kv.second, find));
   stage->tables.clear();
   for (const Stage::Kernel& k : stage->kernels) {
     if (stage->ops.count(k.op) == 0 && s.ops.count(k.op) == 0) {

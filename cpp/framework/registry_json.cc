@@ -1,3 +1,4 @@
+#include "gradient.h"
 #include "opforge/registry.h"
 
 #include <cstdio>
@@ -89,7 +90,8 @@ std::string OpDefToJson(const OpDef& op, bool full) {
   std::ostringstream os;
   os << "{\"arg_order\": " << JsonList(op.arg_order, Quote)
      << ", \"attrs\": " << JsonList(op.attrs, AttrJson) << ", \"description\": " << Quote(op.description)
-     << ", \"group\": " << Quote(op.group) << ", \"inputs\": " << JsonList(op.inputs, ArgJson);
+     << ", \"gradient\": " << GradientJson(op) << ", \"group\": " << Quote(op.group)
+     << ", \"inputs\": " << JsonList(op.inputs, ArgJson);
   if (full) {
     os << ", \"kernels\": {";
     // A staged op (a library being loaded) has its own table; no global lookup.

@@ -211,6 +211,7 @@ REGISTER_OP("Reshape")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(ReshapeShape)
+    .Gradient("x = Reshape(dy, shape=shape(x))")
     .Doc(R"doc(
 Gives a tensor a new shape with the same elements, without copying them.
 
@@ -231,6 +232,7 @@ REGISTER_OP("Transpose")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(TransposeShape)
+    .Gradient("x = Transpose(dy, perm=inverse_perm(perm))")
     .Doc(R"doc(
 Permutes the axes of a tensor.
 
@@ -249,6 +251,7 @@ REGISTER_OP("Cast")
     .Output("y: dtype")
     .Attr("SrcT: {float32, float64, int32, int64, bool}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = Cast(dy, dtype=SrcT)")
     .Doc(R"doc(
 Converts a tensor to another dtype.
 
@@ -270,6 +273,7 @@ REGISTER_OP("Fill")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(FillShape)
+    .Gradient("value = Sum(dy)")
     .Doc(R"doc(
 Creates a tensor of the given shape with every element set to one value.
 
@@ -285,6 +289,7 @@ REGISTER_OP("ZerosLike")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(shape_fns::Unchanged)
+    .NoGradient()
     .Doc(R"doc(
 Returns a tensor of zeros with the shape and dtype of x.
 
@@ -299,6 +304,7 @@ REGISTER_OP("OnesLike")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(shape_fns::Unchanged)
+    .NoGradient()
     .Doc(R"doc(
 Returns a tensor of ones with the shape and dtype of x.
 
@@ -352,6 +358,7 @@ REGISTER_OP("Identity")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = dy")
     .Doc(R"doc(
 Returns its input unchanged, sharing its buffer (zero copy).
 

@@ -13,6 +13,8 @@ REGISTER_OP("Add")
     .Output("z: T")
     .Attr("T: {float32, float64, int32, int64}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Gradient("x = dz")
+    .Gradient("y = dz")
     .Doc(R"doc(
 Returns x + y element-wise, with numpy broadcasting.
 
@@ -30,6 +32,8 @@ REGISTER_OP("Sub")
     .Output("z: T")
     .Attr("T: {float32, float64, int32, int64}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Gradient("x = dz")
+    .Gradient("y = Neg(dz)")
     .Doc(R"doc(
 Returns x - y element-wise, with numpy broadcasting.
 
@@ -47,6 +51,8 @@ REGISTER_OP("Mul")
     .Output("z: T")
     .Attr("T: {float32, float64, int32, int64}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Gradient("x = Mul(dz, y)")
+    .Gradient("y = Mul(dz, x)")
     .Doc(R"doc(
 Returns x * y element-wise, with numpy broadcasting.
 
@@ -64,6 +70,8 @@ REGISTER_OP("Div")
     .Output("z: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Gradient("x = Div(dz, y)")
+    .Gradient("y = Neg(Div(Mul(dz, z), y))")
     .Doc(R"doc(
 Returns x / y element-wise (true division), with numpy broadcasting.
 
@@ -82,6 +90,8 @@ REGISTER_OP("Maximum")
     .Output("z: T")
     .Attr("T: {float32, float64, int32, int64}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Gradient("x = Select(Greater(x, y), dz, Select(Equal(x, y), Mul(dz, 0.5), ZerosLike(dz)))")
+    .Gradient("y = Select(Less(x, y), dz, Select(Equal(x, y), Mul(dz, 0.5), ZerosLike(dz)))")
     .Doc(R"doc(
 Returns the element-wise maximum of x and y, with numpy broadcasting.
 
@@ -99,6 +109,8 @@ REGISTER_OP("Minimum")
     .Output("z: T")
     .Attr("T: {float32, float64, int32, int64}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Gradient("x = Select(Less(x, y), dz, Select(Equal(x, y), Mul(dz, 0.5), ZerosLike(dz)))")
+    .Gradient("y = Select(Greater(x, y), dz, Select(Equal(x, y), Mul(dz, 0.5), ZerosLike(dz)))")
     .Doc(R"doc(
 Returns the element-wise minimum of x and y, with numpy broadcasting.
 
@@ -116,6 +128,8 @@ REGISTER_OP("Pow")
     .Output("z: T")
     .Attr("T: {float32, float64, int32, int64}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Gradient("x = Mul(dz, Mul(y, Pow(x, Sub(y, 1))))")
+    .Gradient("y = Mul(dz, Mul(z, Select(Greater(x, 0), Log(x), ZerosLike(x))))")
     .Doc(R"doc(
 Returns x raised to the power y element-wise, with numpy broadcasting.
 
@@ -137,6 +151,7 @@ REGISTER_OP("Neg")
     .Output("y: T")
     .Attr("T: {float32, float64, int32, int64}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = Neg(dy)")
     .Doc(R"doc(
 Returns -x element-wise.
 
@@ -152,6 +167,7 @@ REGISTER_OP("Abs")
     .Output("y: T")
     .Attr("T: {float32, float64, int32, int64}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = Select(Greater(x, 0), dy, Select(Less(x, 0), Neg(dy), ZerosLike(dy)))")
     .Doc(R"doc(
 Returns the absolute value of x element-wise.
 
@@ -167,6 +183,7 @@ REGISTER_OP("Square")
     .Output("y: T")
     .Attr("T: {float32, float64, int32, int64}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = Mul(dy, Mul(x, 2))")
     .Doc(R"doc(
 Returns x * x element-wise.
 
@@ -181,6 +198,7 @@ REGISTER_OP("Relu")
     .Output("y: T")
     .Attr("T: {float32, float64, int32, int64}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = Select(Greater(x, 0), dy, ZerosLike(dy))")
     .Doc(R"doc(
 Returns the rectified linear unit max(x, 0) element-wise.
 
@@ -195,6 +213,7 @@ REGISTER_OP("Exp")
     .Output("y: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = Mul(dy, y)")
     .Doc(R"doc(
 Returns e raised to the power x element-wise.
 
@@ -210,6 +229,7 @@ REGISTER_OP("Log")
     .Output("y: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = Div(dy, x)")
     .Doc(R"doc(
 Returns the natural logarithm of x element-wise.
 
@@ -225,6 +245,7 @@ REGISTER_OP("Sqrt")
     .Output("y: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = Div(Mul(dy, 0.5), y)")
     .Doc(R"doc(
 Returns the non-negative square root of x element-wise.
 
@@ -240,6 +261,7 @@ REGISTER_OP("Sin")
     .Output("y: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = Mul(dy, Cos(x))")
     .Doc(R"doc(
 Returns the sine of x element-wise.
 
@@ -254,6 +276,7 @@ REGISTER_OP("Cos")
     .Output("y: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = Neg(Mul(dy, Sin(x)))")
     .Doc(R"doc(
 Returns the cosine of x element-wise.
 
@@ -268,6 +291,7 @@ REGISTER_OP("Tanh")
     .Output("y: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = Mul(dy, Sub(1, Square(y)))")
     .Doc(R"doc(
 Returns the hyperbolic tangent of x element-wise.
 
@@ -282,6 +306,7 @@ REGISTER_OP("Sigmoid")
     .Output("y: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = Mul(dy, Mul(y, Sub(1, y)))")
     .Doc(R"doc(
 Returns the logistic sigmoid 1 / (1 + exp(-x)) element-wise.
 
@@ -300,6 +325,7 @@ REGISTER_OP("Equal")
     .Output("z: bool")
     .Attr("T: {float32, float64, int32, int64, bool}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x == y element-wise, with numpy broadcasting.
 
@@ -317,6 +343,7 @@ REGISTER_OP("NotEqual")
     .Output("z: bool")
     .Attr("T: {float32, float64, int32, int64, bool}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x != y element-wise, with numpy broadcasting.
 
@@ -334,6 +361,7 @@ REGISTER_OP("Less")
     .Output("z: bool")
     .Attr("T: {float32, float64, int32, int64, bool}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x < y element-wise, with numpy broadcasting.
 
@@ -351,6 +379,7 @@ REGISTER_OP("LessEqual")
     .Output("z: bool")
     .Attr("T: {float32, float64, int32, int64, bool}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x <= y element-wise, with numpy broadcasting.
 
@@ -368,6 +397,7 @@ REGISTER_OP("Greater")
     .Output("z: bool")
     .Attr("T: {float32, float64, int32, int64, bool}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x > y element-wise, with numpy broadcasting.
 
@@ -385,6 +415,7 @@ REGISTER_OP("GreaterEqual")
     .Output("z: bool")
     .Attr("T: {float32, float64, int32, int64, bool}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x >= y element-wise, with numpy broadcasting.
 
@@ -403,6 +434,7 @@ REGISTER_OP("LogicalAnd")
     .Input("y: bool")
     .Output("z: bool")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x AND y element-wise, with numpy broadcasting.
 
@@ -419,6 +451,7 @@ REGISTER_OP("LogicalOr")
     .Input("y: bool")
     .Output("z: bool")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x OR y element-wise, with numpy broadcasting.
 
@@ -434,6 +467,7 @@ REGISTER_OP("LogicalNot")
     .Input("x: bool")
     .Output("y: bool")
     .SetShapeFn(shape_fns::Unchanged)
+    .NoGradient()
     .Doc(R"doc(
 Returns the truth value of NOT x element-wise.
 
@@ -452,6 +486,9 @@ REGISTER_OP("Select")
     .Output("output: T")
     .Attr("T: {float32, float64, int32, int64, bool}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Gradient("condition = None")
+    .Gradient("x = Select(condition, doutput, ZerosLike(doutput))")
+    .Gradient("y = Select(condition, ZerosLike(doutput), doutput)")
     .Doc(R"doc(
 Picks elements from x where condition is True and from y elsewhere.
 

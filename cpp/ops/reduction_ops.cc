@@ -207,6 +207,7 @@ REGISTER_OP("ArgMax")
     .Output("index: int64")
     .Attr(kNumericTypes)
     .SetShapeFn(ArgReduceShape)
+    .NoGradient()
     .Doc(R"doc(
 Returns the index of the largest element along an axis.
 
@@ -228,6 +229,7 @@ REGISTER_OP("ArgMin")
     .Output("index: int64")
     .Attr(kNumericTypes)
     .SetShapeFn(ArgReduceShape)
+    .NoGradient()
     .Doc(R"doc(
 Returns the index of the smallest element along an axis.
 

@@ -22,6 +22,8 @@ REGISTER_OP("SoftShrink")
     .Attr("T: {float32, float64}")
     .Attr("threshold: float = 0.5")
     .SetShapeFn(shape_fns::Unchanged)
+    // dy where |x| > threshold, else 0: built-in ops compose the gradient.
+    .Gradient("x = Select(Greater(Abs(x), threshold), dy, ZerosLike(dy))")
     .Doc(R"doc(
 Shrinks x towards zero by `threshold`, element-wise: x - threshold above
 threshold, x + threshold below -threshold, 0 in between.

@@ -22,6 +22,8 @@ from opforge.tensor import Tensor, tensor  # noqa: E402
 from opforge import ops  # noqa: E402
 from opforge import sysconfig  # noqa: E402
 from opforge._op_library import load_op_library  # noqa: E402
+from opforge.autodiff import (RegisterGradient, enable_grad, grad, no_grad,  # noqa: E402,F401
+                              value_and_grad)
 from opforge.ops import *  # noqa: E402,F401,F403
 
 # numpy's names for ops whose TensorFlow-style names differ.
@@ -29,6 +31,16 @@ matmul = ops.mat_mul
 where = ops.select
 argmax = ops.arg_max
 argmin = ops.arg_min
+
+
+
+def __getattr__(name):
+    # opforge.testing on first use: most programs never need it.
+    if name == "testing":
+        import opforge.testing
+        return opforge.testing
+    raise AttributeError(f"module 'opforge' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 globals()["bool"] = bool_  # of.bool, like np.bool (set last: it shadows the builtin)

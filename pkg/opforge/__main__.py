@@ -76,6 +76,14 @@ def cmd_describe(args):
         if a["inferred"]:
             extra.append("inferred from the inputs")
         print(f"  {a['name']}: {a['type']}  ({'; '.join(extra)})    {a['doc']}".rstrip())
+    gradient = op["gradient"]
+    print("\ngradient:")
+    if gradient["none"]:
+        print("  none (declared NoGradient: the outputs never require gradients)")
+    elif not gradient["rules"]:
+        print("  not declared (backpropagating through it raises NotFoundError)")
+    for rule in gradient["rules"]:
+        print(f"  {rule['spec']}")
     print("\nkernels:")
     for dev, types in sorted(op["kernels"].items()):
         print(f"  {dev}: {', '.join(types)}")

@@ -1,14 +1,185 @@
 """The one hook point of every generated wrapper.
 
 A wrapper runs ``if not hooks: return <entry point>(...)``: while ``hooks`` is
-empty, eager execution costs one branch. Graph building, gradient recording or
-tracing append a callable here; it receives (op_name, entry_point, args) and
-returns the result.
+empty, eager execution costs one branch. Otherwise it calls ``dispatch``,
+which hands a structured ``OpCall`` to the hooks that apply to this thread:
+
+- the gradient recorder (``opforge.autodiff``), process-wide while tensors
+  that require gradients exist: it records ops whose inputs require them;
+- this thread's stack of hooks (``installed(hook)``): graph building, async
+  execution, tracing. The innermost installed hook sees the call first.
+
+A hook is ``hook(call) -> result``. It may build the result itself (a graph
+node) or delegate with ``call.run()``, which passes the call to the next hook
+down the chain and finally executes it eagerly.
 """
 
+import contextlib
+import threading
+
+from opforge import _pywrap_internal as _pw
+
+# One entry per active hook in any thread, plus the recorder while active:
+# the wrappers' fast-path test. Mutated in place under _lock.
 hooks = []
+_lock = threading.Lock()
+_local = threading.local()
+_recorder = None  # set by opforge.autodiff while tensors require gradients
 
 
-def dispatch(op_name, entry_point, args):
-    # The most recently pushed hook wins; it may call entry_point itself.
-    return hooks[-1](op_name, entry_point, args)
+def _thread_stack():
+    try:
+        return _local.stack
+    except AttributeError:
+        _local.stack = stack = []
+        return stack
+
+
+def _remove(items, item):
+    for i in range(len(items) - 1, -1, -1):
+        if items[i] is item:
+            del items[i]
+            return
+    raise ValueError("hook is not installed")
+
+
+def push(hook):
+    """Installs ``hook`` on this thread's stack (see ``installed``)."""
+    _thread_stack().append(hook)
+    with _lock:
+        hooks.append(hook)
+
+
+def pop(hook):
+    """Removes ``hook``, which must be this thread's innermost hook."""
+    stack = _thread_stack()
+    if not stack or stack[-1] is not hook:
+        raise ValueError("hooks must be removed innermost first, on the thread that installed them")
+    stack.pop()
+    with _lock:
+        _remove(hooks, hook)
+
+
+@contextlib.contextmanager
+def installed(hook):
+    """Routes every op this thread calls through ``hook`` while active."""
+    push(hook)
+    try:
+        yield hook
+    finally:
+        pop(hook)
+
+
+def set_recorder(recorder):
+    """Activates (or, with None, deactivates) the process-wide recorder."""
+    global _recorder
+    with _lock:
+        if _recorder is not None:
+            _remove(hooks, _recorder)
+        _recorder = recorder
+        if recorder is not None:
+            hooks.append(recorder)
+
+
+_signatures = {}
+
+
+class Signature:
+    """An op's parameters: the wrappers pass inputs and attrs interleaved in
+    declaration order; ``input_pos`` and ``attr_pos`` find them there."""
+
+    __slots__ = ("inputs", "is_list", "attrs", "input_pos", "attr_pos")
+
+    def __init__(self, op_type):
+        self.inputs, self.is_list, self.attrs, params = _pw.op_signature(op_type)
+        self.input_pos = tuple(params.index(n) for n in self.inputs)
+        self.attr_pos = tuple(params.index(n) for n in self.attrs)
+
+
+def signature(op_type):
+    sig = _signatures.get(op_type)
+    if sig is None:
+        sig = _signatures[op_type] = Signature(op_type)
+    return sig
+
+
+class OpCall:
+    """One op call as the hooks see it.
+
+    ``inputs`` and ``attrs`` are dicts by argument name, values as the caller
+    passed them (a list argument as a list). After ``run()`` executed the op
+    eagerly, ``input_tensors`` (the converted inputs, by name),
+    ``completed_attrs`` (inferred type and length attrs and defaults
+    included) and ``outputs`` (a tuple of Tensors) are set too; a hook that
+    executes a call itself (async mode) sets them likewise.
+    """
+
+    __slots__ = ("op_type", "entry_point", "args", "record", "_chain", "_next",
+                 "input_tensors", "completed_attrs", "outputs")
+
+    def __init__(self, op_type, entry_point, args, chain):
+        self.op_type = op_type
+        self.entry_point = entry_point
+        self.args = args  # positional, in parameter order
+        self._chain = chain
+        self._next = 0
+        self.record = False  # a hook wants input_tensors etc. after run()
+        self.input_tensors = self.completed_attrs = self.outputs = None
+
+    @property
+    def inputs(self):
+        sig = signature(self.op_type)
+        return {n: self.args[p] for n, p in zip(sig.inputs, sig.input_pos)}
+
+    @property
+    def attrs(self):
+        sig = signature(self.op_type)
+        return {n: self.args[p] for n, p in zip(sig.attrs, sig.attr_pos)}
+
+    def run(self):
+        """Passes the call down the chain; the last link executes it eagerly
+        (through ``execute()`` when a hook set ``record``)."""
+        i = self._next
+        if i < len(self._chain):
+            self._next = i + 1
+            try:
+                return self._chain[i](self)
+            finally:
+                self._next = i
+        return self.execute() if self.record else self.entry_point(*self.args)
+
+    def execute(self):
+        """Executes the op now, recording its converted inputs, attrs and outputs."""
+        sig = signature(self.op_type)
+        inputs = tuple(self.args[p] for p in sig.input_pos)
+        result, flat, attrs = _pw.execute_record(self.op_type, inputs, tuple(self.args[p] for p in sig.attr_pos))
+        tensors, slot = {}, 0
+        for name, listed, value in zip(sig.inputs, sig.is_list, inputs):
+            if listed:
+                count = len(value)
+                tensors[name] = list(flat[slot:slot + count])
+                slot += count
+            else:
+                tensors[name] = flat[slot]
+                slot += 1
+        self.input_tensors = tensors
+        self.completed_attrs = attrs
+        self.outputs = result if isinstance(result, tuple) else (result,)
+        return result
+
+    def __repr__(self):
+        return f"OpCall({self.op_type}, inputs={self.inputs!r}, attrs={self.attrs!r})"
+
+
+def dispatch(op_type, entry_point, args):
+    # The recorder (if active) sees the call first, then this thread's hooks,
+    # innermost first; with neither, the call runs as on the fast path.
+    stack = getattr(_local, "stack", None)
+    recorder = _recorder
+    if not stack:
+        if recorder is None:
+            return entry_point(*args)
+        chain = (recorder,)
+    else:
+        chain = ((recorder,) if recorder is not None else ()) + tuple(reversed(stack))
+    return OpCall(op_type, entry_point, args, chain).run()

@@ -12,10 +12,11 @@ from opforge import dtypes as _dtypes
 from opforge import errors as _errors
 
 
-def _ops():
-    # Imported lazily: the generated modules import this one.
-    from opforge import ops
-    return ops
+from opforge import ops as _ops  # the generated wrappers (they do not import this module)
+
+# Bound once: an operator costs one call of the wrapper, no lookup.
+_add, _sub, _mul, _div, _pow = _ops.add, _ops.sub, _ops.mul, _ops.div, _ops.pow
+_matmul, _and, _or = _ops.mat_mul, _ops.logical_and, _ops.logical_or
 
 
 class _TensorMethods:
@@ -64,65 +65,116 @@ class _TensorMethods:
         return self.numpy().tolist()
 
     def astype(self, dtype):
-        return _ops().cast(self, dtype)
+        return _ops.cast(self, dtype)
 
     def reshape(self, *shape):
         if len(shape) == 1 and not isinstance(shape[0], int):
             shape = tuple(shape[0])
-        return _ops().reshape(self, shape)
+        return _ops.reshape(self, shape)
 
     @property
     def T(self):
-        return _ops().transpose(self)
+        return _ops.transpose(self)
 
     def sum(self, axis=None, keepdims=False):
-        return _ops().sum(self, axis, keepdims)
+        return _ops.sum(self, axis, keepdims)
 
     def mean(self, axis=None, keepdims=False):
-        return _ops().mean(self, axis, keepdims)
+        return _ops.mean(self, axis, keepdims)
 
     def max(self, axis=None, keepdims=False):
-        return _ops().max(self, axis, keepdims)
+        return _ops.max(self, axis, keepdims)
 
     def min(self, axis=None, keepdims=False):
-        return _ops().min(self, axis, keepdims)
+        return _ops.min(self, axis, keepdims)
 
-    def __add__(self, other): return _ops().add(self, other)
-    def __radd__(self, other): return _ops().add(other, self)
-    def __sub__(self, other): return _ops().sub(self, other)
-    def __rsub__(self, other): return _ops().sub(other, self)
-    def __mul__(self, other): return _ops().mul(self, other)
-    def __rmul__(self, other): return _ops().mul(other, self)
-    def __truediv__(self, other): return _ops().div(self, other)
-    def __rtruediv__(self, other): return _ops().div(other, self)
-    def __pow__(self, other): return _ops().pow(self, other)
-    def __rpow__(self, other): return _ops().pow(other, self)
-    def __matmul__(self, other): return _ops().mat_mul(self, other)
-    def __rmatmul__(self, other): return _ops().mat_mul(other, self)
-    def __neg__(self): return _ops().neg(self)
-    def __abs__(self): return _ops().abs(self)
-    def __eq__(self, other): return _ops().equal(self, other)
-    def __ne__(self, other): return _ops().not_equal(self, other)
-    def __lt__(self, other): return _ops().less(self, other)
-    def __le__(self, other): return _ops().less_equal(self, other)
-    def __gt__(self, other): return _ops().greater(self, other)
-    def __ge__(self, other): return _ops().greater_equal(self, other)
-    def __and__(self, other): return _ops().logical_and(self, other)
-    def __rand__(self, other): return _ops().logical_and(other, self)
-    def __or__(self, other): return _ops().logical_or(self, other)
-    def __ror__(self, other): return _ops().logical_or(other, self)
-    def __invert__(self): return _ops().logical_not(self)
+    __add__ = _ops.add
+    __sub__ = _ops.sub
+    __mul__ = _ops.mul
+    __truediv__ = _ops.div
+    __pow__ = _ops.pow
+    __matmul__ = _ops.mat_mul
+    __neg__ = _ops.neg
+    __abs__ = _ops.abs
+    __eq__ = _ops.equal
+    __ne__ = _ops.not_equal
+    __lt__ = _ops.less
+    __le__ = _ops.less_equal
+    __gt__ = _ops.greater
+    __ge__ = _ops.greater_equal
+    __and__ = _ops.logical_and
+    __or__ = _ops.logical_or
+    __invert__ = _ops.logical_not
+
+    def __radd__(self, other): return _add(other, self)
+    def __rsub__(self, other): return _sub(other, self)
+    def __rmul__(self, other): return _mul(other, self)
+    def __rtruediv__(self, other): return _div(other, self)
+    def __rpow__(self, other): return _pow(other, self)
+    def __rmatmul__(self, other): return _matmul(other, self)
+    def __rand__(self, other): return _and(other, self)
+    def __ror__(self, other): return _or(other, self)
+
+    # --- gradients (opforge.autodiff) --------------------------------------
+    @property
+    def requires_grad(self):
+        """True for a leaf marked to get gradients and for results computed from one."""
+        ag = self._ag
+        return ag is not None and ag.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        _autodiff().set_requires_grad(self, value)
+
+    @property
+    def grad(self):
+        """The gradient accumulated by backward() (None until then); assignable."""
+        ag = self._ag
+        return None if ag is None else ag.grad
+
+    @grad.setter
+    def grad(self, value):
+        _autodiff().set_grad(self, value)
+
+    @property
+    def grad_fn(self):
+        """The recorded op that computed this tensor (None for leaves)."""
+        ag = self._ag
+        return None if ag is None else ag.grad_fn
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    def backward(self, grad=None, create_graph=False):
+        """Accumulates d(self)/d(leaf) into the .grad of every leaf that requires it."""
+        _autodiff().backward(self, grad, create_graph)
+
+    def detach(self):
+        """The same memory, cut from the gradient graph."""
+        return _pw.to_tensor(self, None)
 
 
 Tensor = _pw._init(_TensorMethods, _dtypes._BY_ENUM, _errors._BY_CODE)
 Tensor.__module__ = "opforge"
 
 
-def tensor(value, dtype=None):
+def _autodiff():
+    from opforge import autodiff  # imported on first use: most programs never need it
+    return autodiff
+
+
+def tensor(value, dtype=None, requires_grad=False):
     """Returns `value` as an opforge Tensor.
 
     numpy arrays that are C-contiguous, aligned and native-endian are
     borrowed without a copy (the Tensor keeps the array alive); Python
     scalars and nested lists are converted (to `dtype` when given).
+    With `requires_grad`, the Tensor is a leaf of the gradient graph: it
+    owns a copy of the data (so later writes to `value` cannot change a
+    recorded gradient) and its dtype must be floating point.
     """
-    return _pw.to_tensor(value, dtype)
+    t = _pw.to_tensor(value, dtype)
+    if requires_grad:
+        t = _autodiff().make_leaf(t)
+    return t

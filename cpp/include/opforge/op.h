@@ -72,6 +72,10 @@ struct OpDef {
   std::vector<std::string> arg_order;  // inputs and attrs in declaration order
   ShapeFn shape_fn = nullptr;
   const KernelTable* kernels = nullptr;  // set at registration; never null after
+  // Gradient declarations as written (see Gradient() below); the registry
+  // parses and checks them once every op is registered.
+  std::vector<std::string> gradient_specs;
+  bool no_gradient = false;
 
   int FindAttr(const std::string& name) const;  // -1 if absent
   int FindInput(const std::string& name) const;
@@ -89,6 +93,15 @@ class OpDefBuilder {
   OpDefBuilder& Attr(std::string spec);
   OpDefBuilder& SetShapeFn(ShapeFn fn);
   OpDefBuilder& Doc(std::string text);
+  // The gradient of inputs as a composition of registered ops, e.g.
+  // "x = Mul(dz, y)", "a, b = MatMulGrad(a, b, dproduct)", "values[i] = ...",
+  // "condition = None". Names: inputs, outputs, d<output> (the gradient
+  // flowing into that output), scalar attrs; op calls take inputs
+  // positionally and attrs as name=value. Once an op declares a rule, every
+  // input that may be floating point needs one.
+  OpDefBuilder& Gradient(std::string rule);
+  // Declares the op not differentiable: its outputs never require gradients.
+  OpDefBuilder& NoGradient();
 
   // Parses and validates every spec. Errors name the op and file:line.
   Status Finalize(OpDef* out) const;
@@ -99,6 +112,8 @@ class OpDefBuilder {
   int line_;
   std::vector<Spec> specs_;
   ShapeFn shape_fn_ = nullptr;
+  std::vector<std::string> gradients_;
+  bool no_gradient_ = false;
 };
 
 // Registers at static-initialisation time. A declaration that fails

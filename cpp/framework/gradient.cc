@@ -1,0 +1,394 @@
+#include "gradient.h"
+
+#include <cctype>
+#include <set>
+#include <sstream>
+
+namespace opforge {
+namespace {
+
+struct Token {
+  enum Kind { kIdent, kNumber, kString, kPunct, kEnd } kind;
+  std::string text;
+};
+
+bool Tokenize(const std::string& s, std::vector<Token>* out, std::string* error) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const char c = s[i];
+    if (std::isspace(static_cast<unsigned char>(c))) { ++i; continue; }
+    const size_t start = i;
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_')) ++i;
+      out->push_back({Token::kIdent, s.substr(start, i - start)});
+    } else if (std::isdigit(static_cast<unsigned char>(c)) || c == '.' ||
+               (c == '-' && i + 1 < s.size() && (std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 1] == '.'))) {
+      ++i;
+      while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == 'e' ||
+                              s[i] == 'E' || ((s[i] == '-' || s[i] == '+') && (s[i - 1] == 'e' || s[i - 1] == 'E')))) {
+        ++i;
+      }
+      out->push_back({Token::kNumber, s.substr(start, i - start)});
+    } else if (c == '\'') {
+      const size_t end = s.find('\'', i + 1);
+      if (end == std::string::npos) { *error = "unterminated string"; return false; }
+      out->push_back({Token::kString, s.substr(i + 1, end - i - 1)});
+      i = end + 1;
+    } else if (std::string("()[],=").find(c) != std::string::npos) {
+      out->push_back({Token::kPunct, std::string(1, c)});
+      ++i;
+    } else {
+      *error = std::string("unexpected character '") + c + "'";
+      return false;
+    }
+  }
+  out->push_back({Token::kEnd, ""});
+  return true;
+}
+
+bool IsNumber(const std::string& t) {
+  char* end = nullptr;
+  std::strtod(t.c_str(), &end);
+  return end && *end == '\0';
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+class Parser {
+ public:
+  Parser(const OpDef& op, std::vector<Token> tokens) : op_(op), t_(std::move(tokens)) {}
+
+  Status Rule(GradRule* rule) {
+    do {
+      OF_RETURN_IF_ERROR(Expect(Token::kIdent, "an input name"));
+      const std::string name = t_[pos_ - 1].text;
+      const int index = op_.FindInput(name);
+      if (index < 0) return Error("'" + name + "' is not an input of " + op_.name);
+      for (const std::string& t : rule->targets) {
+        if (t == name) return Error("input '" + name + "' is bound twice");
+      }
+      rule->targets.push_back(name);
+      if (op_.inputs[index].is_list() && t_[pos_].text != "[") {
+        return Error("list input '" + name + "' is bound per element: '" + name + "[i] = ...'");
+      }
+      if (Accept("[")) {
+        if (!op_.inputs[index].is_list()) return Error("'" + name + "[i]' but '" + name + "' is not a list input");
+        if (!Accept("i") || !Accept("]")) return Error("a list input is bound per element as '" + name + "[i]'");
+        rule->per_element = true;
+      }
+    } while (Accept(","));
+    if (rule->per_element && rule->targets.size() != 1) return Error("a per-element rule binds one list input");
+    if (!Accept("=")) return Error("expected '=' after the inputs");
+    per_element_ = rule->per_element;
+    OF_RETURN_IF_ERROR(Expr(&rule->expr));
+    if (t_[pos_].kind != Token::kEnd) return Error("unexpected '" + t_[pos_].text + "' after the expression");
+    if (rule->targets.size() > 1 && rule->expr.kind != GradExpr::kCall) {
+      return Error("several inputs are bound to one op call's outputs, not to a name or number");
+    }
+    return Status::OK();
+  }
+
+ private:
+  Status Expr(GradExpr* e) {
+    const Token& tok = t_[pos_];
+    if (tok.kind == Token::kNumber) {
+      if (!IsNumber(tok.text)) return Error("'" + tok.text + "' is not a number");
+      e->kind = GradExpr::kNumber;
+      e->text = t_[pos_++].text;
+      return Status::OK();
+    }
+    OF_RETURN_IF_ERROR(Expect(Token::kIdent, "a name, a number or an op call"));
+    const std::string name = t_[pos_ - 1].text;
+    if (name == "None") {
+      e->kind = GradExpr::kNone;
+      return Status::OK();
+    }
+    if (!Accept("(")) return Name(name, e);
+    e->kind = GradExpr::kCall;
+    e->text = name;
+    if (Accept(")")) return Status::OK();
+    do {
+      if (t_[pos_].kind == Token::kIdent && t_[pos_ + 1].kind == Token::kPunct && t_[pos_ + 1].text == "=") {
+        std::string attr = t_[pos_].text;
+        pos_ += 2;
+        for (const auto& kv : e->attrs) {
+          if (kv.first == attr) return Error("attr '" + attr + "' is given twice to " + name);
+        }
+        GradAttrValue v;
+        OF_RETURN_IF_ERROR(AttrValueExpr(&v));
+        e->attrs.emplace_back(attr, v);
+      } else {
+        if (!e->attrs.empty()) return Error("positional input after attrs in the call of " + name);
+        e->args.emplace_back();
+        OF_RETURN_IF_ERROR(Expr(&e->args.back()));
+        if (e->args.back().kind == GradExpr::kNone) return Error("None is not an input of " + name);
+      }
+    } while (Accept(","));
+    if (!Accept(")")) return Error("expected ')' to close the call of " + name);
+    return Status::OK();
+  }
+
+  Status Name(const std::string& name, GradExpr* e) {
+    e->kind = GradExpr::kName;
+    e->text = name;
+    if ((e->index = op_.FindInput(name)) >= 0) {
+      e->name_kind = GradExpr::kInput;
+      return Status::OK();
+    }
+    for (size_t i = 0; i < op_.outputs.size(); ++i) {
+      if (op_.outputs[i].name == name) {
+        e->name_kind = GradExpr::kOutput;
+        e->index = static_cast<int>(i);
+        return Status::OK();
+      }
+      if ("d" + op_.outputs[i].name == name) {
+        e->name_kind = GradExpr::kGrad;
+        e->index = static_cast<int>(i);
+        return Status::OK();
+      }
+    }
+    const int attr = op_.FindAttr(name);
+    if (attr >= 0) {
+      const AttrType t = op_.attrs[attr].type;
+      if (t != AttrType::kInt && t != AttrType::kFloat && t != AttrType::kBool) {
+        return Error("attr '" + name + "' is a " + AttrTypeName(t) +
+                     "; only int, float and bool attrs can be used as a (scalar) input");
+      }
+      e->name_kind = GradExpr::kAttr;
+      e->index = attr;
+      return Status::OK();
+    }
+    return Error("'" + name + "' is neither an input, an output, the gradient d<output> of an output, nor a " +
+                 "scalar attr of " + op_.name);
+  }
+
+  Status AttrValueExpr(GradAttrValue* v) {
+    const Token tok = t_[pos_];
+    if (tok.kind == Token::kNumber) {
+      if (!IsNumber(tok.text)) return Error("'" + tok.text + "' is not a number");
+      ++pos_;
+      v->text = tok.text;
+      return Status::OK();
+    }
+    if (tok.kind == Token::kString) {
+      ++pos_;
+      v->text = JsonString(tok.text);
+      return Status::OK();
+    }
+    if (Accept("[")) {
+      std::string items;
+      if (!Accept("]")) {
+        do {
+          GradAttrValue item;
+          OF_RETURN_IF_ERROR(AttrValueExpr(&item));
+          if (item.kind != GradAttrValue::kLiteral) return Error("list attr values must be literals");
+          items += (items.empty() ? "" : ", ") + item.text;
+        } while (Accept(","));
+        if (!Accept("]")) return Error("expected ']'");
+      }
+      v->text = "[" + items + "]";
+      return Status::OK();
+    }
+    OF_RETURN_IF_ERROR(Expect(Token::kIdent, "an attr value"));
+    const std::string name = tok.text;
+    DType dtype;
+    if (name == "true" || name == "false") {
+      v->text = name;
+    } else if (name == "None") {
+      v->text = "null";
+    } else if (name == "i" && per_element_) {
+      v->kind = GradAttrValue::kIndex;
+    } else if (Accept("(")) {
+      OF_RETURN_IF_ERROR(Expect(Token::kIdent, "the argument of " + name + "()"));
+      const std::string arg = t_[pos_ - 1].text;
+      if (!Accept(")")) return Error("expected ')' after " + name + "(" + arg);
+      if (name == "shape") {
+        if (op_.FindInput(arg) < 0) return Error("shape(" + arg + "): '" + arg + "' is not an input");
+      } else if (name == "inverse_perm") {
+        if (op_.FindAttr(arg) < 0) return Error("inverse_perm(" + arg + "): '" + arg + "' is not an attr");
+      } else {
+        return Error("unknown attr function '" + name + "' (known: shape, inverse_perm)");
+      }
+      v->kind = GradAttrValue::kFunction;
+      v->text = name;
+      v->argument = arg;
+    } else if (op_.FindAttr(name) >= 0) {
+      v->kind = GradAttrValue::kAttr;
+      v->text = name;
+    } else if (DTypeFromName(name, &dtype)) {
+      v->text = JsonString(name);
+    } else {
+      return Error("'" + name + "' is not an attr of " + op_.name + ", a dtype or a literal");
+    }
+    return Status::OK();
+  }
+
+  bool Accept(const char* punct_or_ident) {
+    const Token& tok = t_[pos_];
+    if ((tok.kind == Token::kPunct || tok.kind == Token::kIdent) && tok.text == punct_or_ident) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+
+  Status Expect(Token::Kind kind, const std::string& what) {
+    if (t_[pos_].kind != kind) {
+      return Error("expected " + what + (t_[pos_].kind == Token::kEnd ? " at the end" : ", got '" + t_[pos_].text + "'"));
+    }
+    ++pos_;
+    return Status::OK();
+  }
+
+  Status Error(const std::string& message) { return errors::InvalidArgument(message); }
+
+  const OpDef& op_;
+  std::vector<Token> t_;
+  size_t pos_ = 0;
+  bool per_element_ = false;
+};
+
+std::string Where(const OpDef& op, const std::string& spec) {
+  return "op '" + op.name + "' (declared at " + op.file + ":" + std::to_string(op.line) + "): gradient '" + spec +
+         "': ";
+}
+
+bool MayBeFloat(const OpDef& op, const ArgDef& arg) {
+  if (arg.fixed_type != DType::kInvalid) return IsFloating(arg.fixed_type);
+  const AttrDef& t = op.attrs[arg.type_attr_index];
+  if (t.allowed_types.empty()) return true;
+  for (DType d : t.allowed_types) {
+    if (IsFloating(d)) return true;
+  }
+  return false;
+}
+
+Status CheckCall(const GradExpr& e, size_t outputs_bound, const std::function<const OpDef*(const std::string&)>& find) {
+  if (e.kind != GradExpr::kCall) return Status::OK();
+  const OpDef* callee = find(e.text);
+  if (callee == nullptr) return errors::NotFound("calls op '", e.text, "', which is not registered");
+  if (e.args.size() != callee->inputs.size()) {
+    return errors::InvalidArgument("calls ", e.text, " with ", e.args.size(), " inputs; it takes ",
+                                   callee->inputs.size());
+  }
+  for (const auto& kv : e.attrs) {
+    const int a = callee->FindAttr(kv.first);
+    if (a < 0 || callee->attrs[a].inferred) {
+      return errors::InvalidArgument("passes attr '", kv.first, "' to ", e.text, ", which has no such attr");
+    }
+  }
+  if (callee->outputs.size() != outputs_bound) {
+    return errors::InvalidArgument("uses ", e.text, ", which has ", callee->outputs.size(), " outputs, where ",
+                                   outputs_bound, (outputs_bound == 1 ? " is" : " are"), " bound");
+  }
+  for (const GradExpr& a : e.args) OF_RETURN_IF_ERROR(CheckCall(a, 1, find));
+  return Status::OK();
+}
+
+std::string ExprJson(const GradExpr& e) {
+  std::ostringstream os;
+  switch (e.kind) {
+    case GradExpr::kNone: return "null";
+    case GradExpr::kNumber: os << "{\"number\": " << JsonString(e.text) << "}"; break;
+    case GradExpr::kName: {
+      const char* kind = e.name_kind == GradExpr::kInput    ? "input"
+                         : e.name_kind == GradExpr::kOutput ? "output"
+                         : e.name_kind == GradExpr::kGrad   ? "grad"
+                                                            : "attr";
+      os << "{\"index\": " << e.index << ", \"kind\": \"" << kind << "\", \"name\": " << JsonString(e.text) << "}";
+      break;
+    }
+    case GradExpr::kCall: {
+      os << "{\"args\": [";
+      for (size_t i = 0; i < e.args.size(); ++i) os << (i ? ", " : "") << ExprJson(e.args[i]);
+      os << "], \"attrs\": [";
+      for (size_t i = 0; i < e.attrs.size(); ++i) {
+        const GradAttrValue& v = e.attrs[i].second;
+        const char* kind = v.kind == GradAttrValue::kLiteral ? "literal"
+                           : v.kind == GradAttrValue::kAttr  ? "attr"
+                           : v.kind == GradAttrValue::kIndex ? "index"
+                                                             : "function";
+        os << (i ? ", " : "") << "{\"argument\": " << (v.argument.empty() ? "null" : JsonString(v.argument))
+           << ", \"kind\": \"" << kind << "\", \"name\": " << JsonString(e.attrs[i].first)
+           << ", \"value\": " << (v.kind == GradAttrValue::kLiteral ? v.text : v.kind == GradAttrValue::kIndex ? "null" : JsonString(v.text))
+           << "}";
+      }
+      os << "], \"op\": " << JsonString(e.text) << "}";
+      break;
+    }
+  }
+  return os.str();
+}
+
+}  // namespace
+
+Status ParseGradientRule(const OpDef& op, const std::string& spec, GradRule* out) {
+  std::vector<Token> tokens;
+  std::string error;
+  Status s;
+  if (!Tokenize(spec, &tokens, &error)) {
+    s = errors::InvalidArgument(error);
+  } else {
+    *out = GradRule();
+    s = Parser(op, std::move(tokens)).Rule(out);
+  }
+  return s.ok() ? s : errors::InvalidArgument(Where(op, spec), s.message());
+}
+
+Status CheckGradient(const OpDef& op, const std::function<const OpDef*(const std::string&)>& find) {
+  std::set<std::string> covered;
+  for (const std::string& spec : op.gradient_specs) {
+    GradRule rule;
+    OF_RETURN_IF_ERROR(ParseGradientRule(op, spec, &rule));
+    for (const std::string& t : rule.targets) {
+      if (!covered.insert(t).second) {
+        return errors::InvalidArgument(Where(op, spec), "input '", t, "' already has a gradient rule");
+      }
+    }
+    Status s = CheckCall(rule.expr, rule.per_element ? 1 : rule.targets.size(), find);
+    if (!s.ok()) return Status(s.code(), Where(op, spec) + s.message());
+  }
+  if (op.no_gradient) {
+    if (!op.gradient_specs.empty()) {
+      return errors::InvalidArgument("op '", op.name, "' (declared at ", op.file, ":", op.line,
+                                     ") declares both NoGradient() and gradient rules");
+    }
+    return Status::OK();
+  }
+  // An op that declares nothing has no gradient yet (backpropagating through
+  // it raises NotFound; tests/test_gradients.py requires in-tree ops to
+  // declare): only a partial declaration is an error.
+  if (op.gradient_specs.empty()) return Status::OK();
+  for (const ArgDef& arg : op.inputs) {
+    if (MayBeFloat(op, arg) && covered.count(arg.name) == 0) {
+      return errors::InvalidArgument(
+          "op '", op.name, "' (declared at ", op.file, ":", op.line, "): input '", arg.name,
+          "' may be floating point but has no gradient: declare .Gradient(\"", arg.name,
+          " = ...\") (or \"", arg.name, " = None\"), or .NoGradient() for an op that is not differentiable");
+    }
+  }
+  return Status::OK();
+}
+
+std::string GradientJson(const OpDef& op) {
+  std::string rules;
+  for (const std::string& spec : op.gradient_specs) {
+    GradRule rule;
+    if (!ParseGradientRule(op, spec, &rule).ok()) continue;  // reported at registration
+    std::string targets;
+    for (const std::string& t : rule.targets) targets += (targets.empty() ? "" : ", ") + JsonString(t);
+    rules += std::string(rules.empty() ? "" : ", ") + "{\"expr\": " + ExprJson(rule.expr) +
+             ", \"per_element\": " + (rule.per_element ? "true" : "false") + ", \"spec\": " + JsonString(spec) +
+             ", \"targets\": [" + targets + "]}";
+  }
+  return std::string("{\"none\": ") + (op.no_gradient ? "true" : "false") + ", \"rules\": [" + rules + "]}";
+}
+
+}  // namespace opforge

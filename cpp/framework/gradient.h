@@ -1,0 +1,59 @@
+// Gradient declarations: the parsed form of OpDefBuilder::Gradient specs.
+//
+//   .Gradient("x = Mul(dz, y)")                     one input
+//   .Gradient("a, b = MatMulGrad(a, b, dproduct, transpose_a=transpose_a)")
+//   .Gradient("values[i] = ConcatGrad(doutput, values, axis=axis, index=i)")
+//   .Gradient("condition = None")                    no gradient for this input
+//
+// An expression is a number, a name or a call of a registered op with
+// positional inputs and `attr=value` keywords. Names are the op's inputs,
+// outputs, `d<output>` (the gradient flowing into an output) and scalar
+// attrs (a value like a number). An attr
+// value is a literal (number, true/false, None, 'string', [list], dtype
+// name), a forward attr's name, `i` (the element of a list input), or
+// shape(input) / inverse_perm(attr).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "opforge/op.h"
+
+namespace opforge {
+
+struct GradAttrValue {
+  enum Kind { kLiteral, kAttr, kIndex, kFunction } kind = kLiteral;
+  std::string text;      // kLiteral: JSON of the literal; kAttr: the attr; kFunction: its name
+  std::string argument;  // kFunction: the input or attr it applies to
+};
+
+struct GradExpr {
+  enum Kind { kNone, kNumber, kName, kCall } kind = kNone;
+  std::string text;  // kNumber: as written; kName: the name; kCall: the op
+  enum NameKind { kInput, kOutput, kGrad, kAttr } name_kind = kInput;
+  int index = 0;     // kName: which input/output/attr (for kGrad, the output)
+  std::vector<GradExpr> args;
+  std::vector<std::pair<std::string, GradAttrValue>> attrs;
+};
+
+struct GradRule {
+  std::vector<std::string> targets;  // input names
+  bool per_element = false;          // `values[i] = ...`: one expression per list element
+  GradExpr expr;
+};
+
+// Parses one spec and checks its names against `op` (not the ops it calls).
+Status ParseGradientRule(const OpDef& op, const std::string& spec, GradRule* out);
+
+// Checks the parsed rules of `op` against the ops they call: each exists, gets
+// as many inputs as it declares, attrs it has, and as many outputs as bound.
+// Also that an op declaring rules covers every input that may be floating
+// point. `find` resolves op names.
+Status CheckGradient(const OpDef& op, const std::function<const OpDef*(const std::string&)>& find);
+
+// {"none": bool, "rules": [...]}: what codegen renders.
+std::string GradientJson(const OpDef& op);
+
+}  // namespace opforge
