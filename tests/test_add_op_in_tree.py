@@ -22,6 +22,8 @@ REGISTER_OP("Hypot")
     .Output("z: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Gradient("x = Div(Mul(dz, x), z)")
+    .Gradient("y = Div(Mul(dz, y), z)")
     .Doc(R"doc(
 Returns sqrt(x**2 + y**2) element-wise, with numpy broadcasting.
 
@@ -54,7 +56,18 @@ np.testing.assert_allclose(gen_geometry_ops.hypot(np.float32(3), np.float32(4)).
 assert gen_geometry_ops.hypot.__doc__.startswith("Returns sqrt(x**2 + y**2)")
 assert "Declared at cpp/ops/geometry_ops.cc:4 (op Hypot)" in gen_geometry_ops.hypot.__doc__
 assert "STALE-CHECK" in of.neg.__doc__
+of.testing.check_gradients(of.hypot, [x, y])
 print("ok")
+'''
+
+# A deliberately wrong gradient (d/dy uses x) must be caught by the checker.
+WRONG_GRADIENT_CHECK = r'''
+import numpy as np, opforge as of
+try:
+    of.testing.check_gradients(of.hypot, [np.array([3.0, 5.0]), np.array([4.0, 12.0])])
+except AssertionError as e:
+    assert "w.r.t. input 1" in str(e), e
+    print("caught")
 '''
 
 
@@ -96,10 +109,17 @@ def test_add_an_op_in_a_new_group(tmp_path):
     r = tree.codegen()
     assert r.returncode == 0, r.stderr
     new = {p.name for p in (tree.src / "generated" / "python").iterdir()}
-    assert new - committed == {"gen_geometry_ops.py", "gen_geometry_ops.pyi"}
+    assert new - committed == {"gen_geometry_ops.py", "gen_geometry_ops.pyi", "gen_geometry_grads.py"}
     assert (tree.src / "generated" / "swig" / "gen_geometry_ops.i").is_file()
     assert tree.codegen("--check").returncode == 0
     out = tree.rebuild()
     assert "does not match" not in out
     r = tree.python(CHECK)
     assert r.stdout.strip() == "ok", r.stderr
+
+    # A wrong gradient declaration builds (it is well-formed) but fails the check.
+    decl = tree.src / "cpp" / "ops" / "geometry_ops.cc"
+    decl.write_text(DECL.replace('"y = Div(Mul(dz, y), z)"', '"y = Div(Mul(dz, x), z)"'))
+    tree.rebuild()
+    r = tree.python(WRONG_GRADIENT_CHECK)
+    assert r.stdout.strip() == "caught", r.stderr

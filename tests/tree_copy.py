@@ -42,9 +42,8 @@ class TreeCopy:
         an install into prefix/ (the package's .py files plus CMake's files)."""
         out = run(["cmake", "--build", self.build]).stdout
         run(["cmake", "--install", self.build, "--prefix", self.prefix])
-        pkg = self.prefix / "opforge"
-        for f in (self.src / "pkg" / "opforge").glob("*.py"):
-            shutil.copy2(f, pkg / f.name)
+        shutil.copytree(self.src / "pkg" / "opforge", self.prefix / "opforge", dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
         return out
 
     def codegen(self, *args: str) -> subprocess.CompletedProcess:

@@ -108,14 +108,15 @@ class OpCall:
 
     ``inputs`` and ``attrs`` are dicts by argument name, values as the caller
     passed them (a list argument as a list). After ``run()`` executed the op
-    eagerly, ``input_tensors`` (the converted inputs, by name),
+    with ``record`` set, ``flat_inputs`` (the converted input Tensors, list
+    arguments flattened; ``input_tensors`` has them by name),
     ``completed_attrs`` (inferred type and length attrs and defaults
     included) and ``outputs`` (a tuple of Tensors) are set too; a hook that
     executes a call itself (async mode) sets them likewise.
     """
 
     __slots__ = ("op_type", "entry_point", "args", "record", "_chain", "_next",
-                 "input_tensors", "completed_attrs", "outputs")
+                 "flat_inputs", "completed_attrs", "outputs")
 
     def __init__(self, op_type, entry_point, args, chain):
         self.op_type = op_type
@@ -124,7 +125,7 @@ class OpCall:
         self._chain = chain
         self._next = 0
         self.record = False  # a hook wants input_tensors etc. after run()
-        self.input_tensors = self.completed_attrs = self.outputs = None
+        self.flat_inputs = self.completed_attrs = self.outputs = None
 
     @property
     def inputs(self):
@@ -151,21 +152,22 @@ class OpCall:
     def execute(self):
         """Executes the op now, recording its converted inputs, attrs and outputs."""
         sig = signature(self.op_type)
-        inputs = tuple(self.args[p] for p in sig.input_pos)
-        result, flat, attrs = _pw.execute_record(self.op_type, inputs, tuple(self.args[p] for p in sig.attr_pos))
-        tensors, slot = {}, 0
-        for name, listed, value in zip(sig.inputs, sig.is_list, inputs):
-            if listed:
-                count = len(value)
-                tensors[name] = list(flat[slot:slot + count])
-                slot += count
-            else:
-                tensors[name] = flat[slot]
-                slot += 1
-        self.input_tensors = tensors
-        self.completed_attrs = attrs
-        self.outputs = result if isinstance(result, tuple) else (result,)
+        args = self.args
+        result, self.flat_inputs, self.completed_attrs = _pw.execute_record(
+            self.op_type, tuple([args[p] for p in sig.input_pos]), tuple([args[p] for p in sig.attr_pos]))
+        self.outputs = result if type(result) is tuple else (result,)
         return result
+
+    @property
+    def input_tensors(self):
+        """The converted inputs by argument name (list arguments as lists)."""
+        sig = signature(self.op_type)
+        tensors, slot, flat = {}, 0, self.flat_inputs
+        for name, listed, pos in zip(sig.inputs, sig.is_list, sig.input_pos):
+            count = len(self.args[pos]) if listed else 1
+            tensors[name] = list(flat[slot:slot + count]) if listed else flat[slot]
+            slot += count
+        return tensors
 
     def __repr__(self):
         return f"OpCall({self.op_type}, inputs={self.inputs!r}, attrs={self.attrs!r})"

@@ -11,12 +11,11 @@ and ops take the one-branch fast path again.
 """
 
 import threading
-import weakref
 
 from opforge import _hooks
 
 _mode = threading.local()
-_lock = threading.RLock()  # RLock: Meta.__del__ may run while it is held
+_lock = threading.Lock()  # held only around int updates, which trigger no GC
 _live = 0
 _recorder = None  # set by tape.py
 
@@ -34,36 +33,26 @@ def set_grad_enabled(enabled):
 def _count(delta):
     global _live
     with _lock:
-        before = _live
         _live += delta
-        if before == 0 and _live > 0:
-            _hooks.set_recorder(_recorder)
-        elif before > 0 and _live == 0:
-            _hooks.set_recorder(None)
+        live = _live
+    if live == delta or live == 0:  # a transition: 0 -> 1 or 1 -> 0
+        with _lock:  # decide on the current count; another thread may have moved it
+            _hooks.set_recorder(_recorder if _live > 0 else None)
 
 
 class Meta:
-    """What autograd knows of one tensor.
+    """What autograd knows of one tensor: whether it requires a gradient,
+    its accumulated ``grad``, and the Node that computed it (``grad_fn``,
+    None for leaves) with the output ``index``."""
 
-    ``grad_fn`` is the Node that computed it (None for leaves); the aliases
-    of outputs that a Node keeps for its gradient refer to it weakly, so a
-    tensor, its Node and the Node's saved outputs form no reference cycle
-    (Tensor is not tracked by the cyclic GC).
-    """
+    __slots__ = ("requires_grad", "grad", "grad_fn", "index", "__weakref__")
 
-    __slots__ = ("requires_grad", "grad", "_fn", "index", "__weakref__")
-
-    def __init__(self, grad_fn=None, index=0, weak=False):
+    def __init__(self, grad_fn=None, index=0):
         self.requires_grad = True
         self.grad = None
-        self._fn = weakref.ref(grad_fn) if weak else grad_fn
-        self.index = index  # which output of grad_fn
+        self.grad_fn = grad_fn
+        self.index = index
         _count(1)
-
-    @property
-    def grad_fn(self):
-        fn = self._fn
-        return fn() if type(fn) is weakref.ref else fn
 
     def __del__(self):
         try:

@@ -1,8 +1,8 @@
 """Reverse mode: the recorder on the wrappers' hook, Nodes, and backward.
 
 Each recorded op becomes a ``Node`` (the ``grad_fn`` of its outputs) holding
-what its gradient function may read: the inputs, weak aliases of the outputs
-and the completed attrs. ``backward`` walks the Nodes from the roots in
+what its gradient function may read: the inputs, aliases of the outputs and
+the completed attrs. ``backward`` walks the Nodes from the roots in
 dependency order and calls each op's gradient function (registry.py).
 """
 
@@ -18,23 +18,22 @@ def _is_float(dtype):
     return dtype.as_numpy_dtype.kind == "f"
 
 
-def _tensor_type():
-    from opforge.tensor import Tensor
-    return Tensor
-
-
 class Node:
     """A recorded op, with TensorFlow's gradient-function view of it:
-    ``type``, ``inputs`` (flat), ``outputs``, ``get_attr(name)``."""
+    ``type``, ``inputs`` (flat), ``outputs``, ``get_attr(name)``.
+
+    ``outputs`` are aliases of the results without autograd state, so a
+    result, its Node and the Node's outputs form no reference cycle.
+    """
 
     __slots__ = ("type", "inputs", "outputs", "_attrs", "edges", "__weakref__")
 
-    def __init__(self, op_type, inputs, attrs, edges):
+    def __init__(self, op_type, inputs, attrs, edges, outputs):
         self.type = op_type
         self.inputs = inputs   # flat Tensors; requires-grad ones are the caller's objects
         self._attrs = attrs
         self.edges = edges     # per flat input: the input's Meta, or None
-        self.outputs = ()
+        self.outputs = outputs
 
     @property
     def name(self):
@@ -50,6 +49,26 @@ class Node:
         return f"<grad_fn {self.type}>"
 
 
+class _DifferentiableView:
+    """What a gradient function sees under create_graph: the node, with
+    outputs that are part of the graph (fresh aliases holding the node), so
+    gradients computed from the outputs are differentiable too."""
+
+    __slots__ = ("type", "inputs", "outputs", "get_attr", "name")
+
+    def __init__(self, node):
+        self.type = self.name = node.type
+        self.inputs = node.inputs
+        self.get_attr = node.get_attr
+        outputs = []
+        for i, out in enumerate(node.outputs):
+            if _is_float(out.dtype):
+                out = _pw.to_tensor(out, None)
+                out._ag = Meta(node, i)
+            outputs.append(out)
+        self.outputs = tuple(outputs)
+
+
 def _requires(value):
     ag = getattr(value, "_ag", None)
     return ag is not None and ag.requires_grad
@@ -57,48 +76,41 @@ def _requires(value):
 
 def record(call):
     """The recorder hook: runs the call, and records it if it needs to be."""
-    if not state.grad_enabled():
+    if not getattr(state._mode, "enabled", True):
         return call.run()
     sig = _hooks.signature(call.op_type)
     args = call.args
-    needed = False
     for listed, pos in zip(sig.is_list, sig.input_pos):
         value = args[pos]
-        if listed:
-            needed = any(_requires(v) for v in value)
-        else:
-            needed = _requires(value)
-        if needed:
+        if any(_requires(v) for v in value) if listed else _requires(value):
             break
-    if not needed or registry.has_no_gradient(call.op_type):
+    else:
+        return call.run()
+    if registry.has_no_gradient(call.op_type):
         return call.run()
     call.record = True
     result = call.run()
-    Tensor = _tensor_type()
 
     inputs, edges = [], []
-    for listed, name, pos in zip(sig.is_list, sig.inputs, sig.input_pos):
+    flat = call.flat_inputs
+    slot = 0
+    for listed, pos in zip(sig.is_list, sig.input_pos):
         value = args[pos]
-        converted = call.input_tensors[name]
-        pairs = zip(value, converted) if listed else ((value, converted),)
-        for given, tensor in pairs:
-            if type(given) is Tensor and _requires(given):
+        for given in (value if listed else (value,)):
+            ag = getattr(given, "_ag", None)
+            if ag is not None and ag.requires_grad:
                 inputs.append(given)
-                edges.append(given._ag)
+                edges.append(ag)
             else:
-                inputs.append(_pw.saved_tensor(tensor))
+                inputs.append(_pw.saved_tensor(flat[slot]))
                 edges.append(None)
-    node = Node(call.op_type, inputs, call.completed_attrs, edges)
-    saved_outputs = []
-    for i, out in enumerate(call.outputs):
+            slot += 1
+    outputs = call.outputs
+    node = Node(call.op_type, inputs, call.completed_attrs, edges,
+                tuple(_pw.to_tensor(o, None) for o in outputs))
+    for i, out in enumerate(outputs):
         if _is_float(out.dtype):
             out._ag = Meta(node, i)
-            alias = _pw.to_tensor(out, None)   # same memory, its own (weak) Meta
-            alias._ag = Meta(node, i, weak=True)
-            saved_outputs.append(alias)
-        else:
-            saved_outputs.append(out)
-    node.outputs = tuple(saved_outputs)
     return result
 
 
@@ -240,7 +252,7 @@ def backward(roots, grads, create_graph=False, capture=None):
             out_grads = buffers.pop(node, None) or [None] * len(node.outputs)
             out_grads = [g if g is not None else _zeros(o) for g, o in zip(out_grads, node.outputs)]
             fn = registry.lookup(node.type)
-            in_grads = fn(node, *out_grads)
+            in_grads = fn(_DifferentiableView(node) if create_graph else node, *out_grads)
             if not isinstance(in_grads, (list, tuple)):
                 in_grads = (in_grads,)
             if len(in_grads) != len(node.inputs):
