@@ -15,15 +15,16 @@ if(NOT _opforge_jinja2 EQUAL 0)
 endif()
 set(OPFORGE_GEN_DIR ${CMAKE_BINARY_DIR}/generated)
 file(GLOB OPFORGE_CODEGEN_SOURCES CONFIGURE_DEPENDS codegen/*.py codegen/templates/*.j2)
-set(OPFORGE_GEN_FILES ${OPFORGE_GEN_DIR}/registry.json ${OPFORGE_GEN_DIR}/swig/gen_ops.i
-  ${OPFORGE_GEN_DIR}/python/__init__.py)
-file(GLOB OPFORGE_OP_FILES CONFIGURE_DEPENDS cpp/ops/*.cc)  # a new file re-runs this
-foreach(f IN LISTS OPFORGE_OP_FILES)
-  get_filename_component(g "${f}" NAME_WE)
-  string(REGEX REPLACE "(.)_ops$" "\\1" g "${g}")
-  list(APPEND OPFORGE_GEN_FILES ${OPFORGE_GEN_DIR}/swig/gen_${g}_ops.i
-    ${OPFORGE_GEN_DIR}/python/gen_${g}_ops.py ${OPFORGE_GEN_DIR}/python/gen_${g}_ops.pyi)
-endforeach()
+# Which files codegen writes is codegen's to say: it lists them in
+# files.cmake (this build's, once codegen has run here; else the committed
+# one). A changed list re-runs this configure step.
+set(OPFORGE_GENERATED_FILES registry.json swig/gen_ops.i python/__init__.py files.cmake)
+if(EXISTS ${OPFORGE_GEN_DIR}/files.cmake)
+  include(${OPFORGE_GEN_DIR}/files.cmake)
+else()
+  include(${CMAKE_SOURCE_DIR}/generated/files.cmake OPTIONAL)
+endif()
+list(TRANSFORM OPFORGE_GENERATED_FILES PREPEND ${OPFORGE_GEN_DIR}/ OUTPUT_VARIABLE OPFORGE_GEN_FILES)
 add_custom_command(
   OUTPUT ${OPFORGE_GEN_DIR}/codegen.stamp
   # Unchanged files keep their mtime (restat), so SWIG reruns only when an
@@ -67,7 +68,7 @@ set_target_properties(pywrap_internal PROPERTIES
   SUFFIX ".${Python_SOABI}${CMAKE_SHARED_MODULE_SUFFIX}"
   CXX_VISIBILITY_PRESET hidden
   SWIG_USE_TARGET_INCLUDE_DIRECTORIES TRUE)
-target_include_directories(pywrap_internal PRIVATE swig)
+target_include_directories(pywrap_internal PRIVATE swig cpp/framework)
 add_dependencies(pywrap_internal opforge_codegen)
 # Custom op libraries link against this module (DT_NEEDED by soname, which
 # matches the copy Python already loaded) and use the opforge:: API it

@@ -102,6 +102,10 @@ def render(registry: Registry) -> dict[str, str]:
     files["swig/gen_ops.i"] = env.get_template("swig_index.i.j2").render(
         registry=registry, header=head)
     files["registry.json"] = registry_json(registry)
+    # Last: the list of every file written, this one included, for CMake.
+    head = header("cmake_files.cmake.j2", "#", f"registry fingerprints: {prints}")
+    files["files.cmake"] = env.get_template("cmake_files.cmake.j2").render(
+        paths=sorted(set(files) | {"files.cmake"}), header=head)
     return dict(sorted(files.items()))
 
 

@@ -14,10 +14,10 @@ from typing import Any
 from . import docstrings, naming, pytypes
 from .errors import CodegenError
 
-FORMAT = 1
-DTYPES = ("float32", "float64", "int32", "int64", "bool")
-ATTR_TYPES = ("int", "float", "bool", "string", "type", "shape",
-              "list(int)", "list(float)", "list(type)")
+# 2: "params" (the user-visible parameter order, computed in C++) replaced
+# "arg_order"; the dtype and attr-type tables come from C++ ("dtypes",
+# "attr_types"), not from a copy here.
+FORMAT = 2
 
 
 # --- JSON shape helpers ------------------------------------------------------
@@ -80,6 +80,33 @@ class Source:
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class DTypeInfo:
+    """One row of the C++ dtype table (cpp/include/opforge/dtype.h)."""
+    name: str
+    enum: int
+    numpy: str
+    size: int
+    is_floating: bool
+    is_integer: bool
+
+    KEYS = ("name", "enum", "numpy", "size", "is_floating", "is_integer")
+
+    @staticmethod
+    def parse(d: Any, where: str = "dtype") -> DTypeInfo:
+        _fields(d, DTypeInfo.KEYS, where)
+        return DTypeInfo(
+            name=_typed(d["name"], (str,), "name", where),
+            enum=_typed(d["enum"], (int,), "enum", where),
+            numpy=_typed(d["numpy"], (str,), "numpy", where),
+            size=_typed(d["size"], (int,), "size", where),
+            is_floating=_typed(d["is_floating"], (bool,), "is_floating", where),
+            is_integer=_typed(d["is_integer"], (bool,), "is_integer", where))
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in DTypeInfo.KEYS}
 
 
 @dataclass(frozen=True)
@@ -352,12 +379,12 @@ class OpDef:
     inputs: tuple[ArgDef, ...]
     outputs: tuple[ArgDef, ...]
     attrs: tuple[AttrDef, ...]
-    arg_order: tuple[str, ...]
+    param_names: tuple[str, ...]   # JSON "params": inputs and user attrs, in order (from C++)
     kernels: tuple[tuple[str, tuple[str, ...]], ...]   # (device, dtypes) in JSON order
     gradient: Gradient
 
     KEYS = ("name", "group", "source", "summary", "description", "inputs", "outputs",
-            "attrs", "arg_order", "kernels", "gradient")
+            "attrs", "params", "kernels", "gradient")
 
     @staticmethod
     def parse(d: Any, where: str = "op") -> OpDef:
@@ -384,7 +411,7 @@ class OpDef:
             outputs=args("outputs"),
             attrs=tuple(AttrDef.parse(a, f"{where}: attrs[{i}]")
                         for i, a in enumerate(_typed(d["attrs"], (list,), "attrs", where))),
-            arg_order=_str_list(d["arg_order"], "arg_order", where),
+            param_names=_str_list(d["params"], "params", where),
             kernels=tuple((dev, _str_list(types, f"kernels.{dev}", where))
                           for dev, types in kernels.items()),
             gradient=Gradient.parse(d["gradient"], f"{where}: gradient"))
@@ -396,7 +423,7 @@ class OpDef:
             "inputs": [a.to_dict() for a in self.inputs],
             "outputs": [a.to_dict() for a in self.outputs],
             "attrs": [a.to_dict() for a in self.attrs],
-            "arg_order": list(self.arg_order),
+            "params": list(self.param_names),
             "kernels": {dev: list(types) for dev, types in self.kernels},
             "gradient": self.gradient.to_dict(),
         }
@@ -420,13 +447,13 @@ class OpDef:
 
     @property
     def params(self) -> tuple[Param, ...]:
-        """Inputs and non-inferred attrs, in declaration (arg_order) order."""
+        """Inputs and non-inferred attrs, in the registry's "params" order."""
         out = []
-        for name in self.arg_order:
+        for name in self.param_names:
             arg, attr = self.find_input(name), self.find_attr(name)
             if arg is not None:
                 out.append(Param(arg, None))
-            elif attr is not None and not attr.inferred:
+            elif attr is not None:
                 out.append(Param(None, attr))
         return tuple(out)
 
@@ -534,26 +561,38 @@ class GroupModule:
 @dataclass(frozen=True)
 class Registry:
     format: int
+    attr_types: tuple[str, ...]
+    dtypes: tuple[DTypeInfo, ...]
     groups: tuple[Group, ...]
     ops: tuple[OpDef, ...]
 
     @staticmethod
     def parse(d: Any) -> Registry:
         where = "registry"
-        _fields(d, ("format", "groups", "ops"), where)
+        if isinstance(d, dict) and d.get("format") != FORMAT:
+            raise CodegenError(f"{where}: format {d.get('format')!r} is not supported "
+                               f"(expected {FORMAT})")
+        _fields(d, ("format", "attr_types", "dtypes", "groups", "ops"), where)
         fmt = _typed(d["format"], (int,), "format", where)
-        if fmt != FORMAT:
-            raise CodegenError(f"{where}: format {fmt} is not supported (expected {FORMAT})")
         groups = _typed(d["groups"], (list,), "groups", where)
         ops = _typed(d["ops"], (list,), "ops", where)
+        dtypes = _typed(d["dtypes"], (list,), "dtypes", where)
         return Registry(
             format=fmt,
+            attr_types=_str_list(d["attr_types"], "attr_types", where),
+            dtypes=tuple(DTypeInfo.parse(t, f"{where}: dtypes[{i}]") for i, t in enumerate(dtypes)),
             groups=tuple(Group.parse(g, f"{where}: groups[{i}]") for i, g in enumerate(groups)),
             ops=tuple(OpDef.parse(o, f"{where}: ops[{i}]") for i, o in enumerate(ops)))
 
     def to_dict(self) -> dict:
-        return {"format": self.format, "groups": [g.to_dict() for g in self.groups],
+        return {"format": self.format, "attr_types": list(self.attr_types),
+                "dtypes": [t.to_dict() for t in self.dtypes],
+                "groups": [g.to_dict() for g in self.groups],
                 "ops": [o.to_dict() for o in self.ops]}
+
+    @property
+    def dtype_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.dtypes)
 
     @property
     def modules(self) -> tuple[GroupModule, ...]:

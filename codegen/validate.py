@@ -10,7 +10,7 @@ from typing import Any
 
 from . import naming
 from .errors import CodegenError
-from .model import ATTR_TYPES, DTYPES, AttrDef, OpDef, Registry
+from .model import AttrDef, OpDef, Registry
 
 FINGERPRINT_RE = re.compile(r"^[0-9a-f]{16}$")
 
@@ -23,30 +23,34 @@ def _is_number(v: Any) -> bool:
     return _is_int(v) or isinstance(v, float)
 
 
+# Checks of default values by attr type; `dtypes` are the registry's dtype names.
 _VALUE_CHECKS = {
-    "int": (_is_int, "an int"),
-    "float": (_is_number, "a number"),
-    "bool": (lambda v: isinstance(v, bool), "true or false"),
-    "string": (lambda v: isinstance(v, str), "a string"),
-    "type": (lambda v: v in DTYPES, f"a dtype name ({', '.join(DTYPES)})"),
-    "shape": (lambda v: isinstance(v, tuple) and all(map(_is_int, v)), "a list of ints"),
-    "list(int)": (lambda v: isinstance(v, tuple) and all(map(_is_int, v)), "a list of ints"),
-    "list(float)": (lambda v: isinstance(v, tuple) and all(map(_is_number, v)),
+    "int": (lambda v, dtypes: _is_int(v), "an int"),
+    "float": (lambda v, dtypes: _is_number(v), "a number"),
+    "bool": (lambda v, dtypes: isinstance(v, bool), "true or false"),
+    "string": (lambda v, dtypes: isinstance(v, str), "a string"),
+    "type": (lambda v, dtypes: v in dtypes, "a dtype name"),
+    "shape": (lambda v, dtypes: isinstance(v, tuple) and all(map(_is_int, v)), "a list of ints"),
+    "list(int)": (lambda v, dtypes: isinstance(v, tuple) and all(map(_is_int, v)),
+                  "a list of ints"),
+    "list(float)": (lambda v, dtypes: isinstance(v, tuple) and all(map(_is_number, v)),
                     "a list of numbers"),
-    "list(type)": (lambda v: isinstance(v, tuple) and all(x in DTYPES for x in v),
+    "list(type)": (lambda v, dtypes: isinstance(v, tuple) and all(x in dtypes for x in v),
                    "a list of dtype names"),
 }
 
 
-def _check_attr(op: OpDef, attr: AttrDef, bound: set[str], errors: list[str]) -> None:
+def _check_attr(op: OpDef, attr: AttrDef, bound: set[str], errors: list[str],
+                registry: Registry) -> None:
     at = f"{op.where}: attr {attr.name!r}"
-    if attr.type not in ATTR_TYPES:
+    if attr.type not in registry.attr_types or attr.type not in _VALUE_CHECKS:
         errors.append(f"{at}: unknown attr type {attr.type!r} "
-                      f"(known: {', '.join(ATTR_TYPES)})")
+                      f"(known: {', '.join(registry.attr_types)})")
         return
+    dtypes = registry.dtype_names
     if attr.has_default and attr.default is not None:
         ok, what = _VALUE_CHECKS[attr.type]
-        if not ok(attr.default):
+        if not ok(attr.default, dtypes):
             errors.append(f"{at}: default {attr.default!r} is not {what}")
         elif attr.allowed and attr.type == "type" and attr.default not in attr.allowed:
             errors.append(f"{at}: default {attr.default!r} is not one of {list(attr.allowed)}")
@@ -55,7 +59,7 @@ def _check_attr(op: OpDef, attr: AttrDef, bound: set[str], errors: list[str]) ->
     if attr.allowed and attr.type not in ("type", "list(type)"):
         errors.append(f"{at}: allowed dtypes only apply to type attrs, not {attr.type}")
     for dtype in attr.allowed or ():
-        if dtype not in DTYPES:
+        if dtype not in dtypes:
             errors.append(f"{at}: unknown dtype {dtype!r} in allowed")
     if attr.minimum is not None and attr.type not in ("int", "float"):
         errors.append(f"{at}: a minimum only applies to int and float attrs")
@@ -68,7 +72,7 @@ def _check_attr(op: OpDef, attr: AttrDef, bound: set[str], errors: list[str]) ->
         errors.append(f"{at}: bound by an input, so it must be inferred")
 
 
-def _check_args(op: OpDef, errors: list[str]) -> set[str]:
+def _check_args(op: OpDef, errors: list[str], dtypes: tuple[str, ...]) -> set[str]:
     """Checks inputs and outputs; returns the attr names the inputs bind."""
     bound: set[str] = set()
     for kind, args in (("input", op.inputs), ("output", op.outputs)):
@@ -76,7 +80,7 @@ def _check_args(op: OpDef, errors: list[str]) -> set[str]:
             at = f"{op.where}: {kind} {arg.name!r}"
             if (arg.type_attr is None) == (arg.fixed_type is None):
                 errors.append(f"{at}: needs exactly one of type_attr and fixed_type")
-            if arg.fixed_type is not None and arg.fixed_type not in DTYPES:
+            if arg.fixed_type is not None and arg.fixed_type not in dtypes:
                 errors.append(f"{at}: unknown dtype {arg.fixed_type!r}")
             if arg.type_attr is not None:
                 attr = op.find_attr(arg.type_attr)
@@ -106,12 +110,12 @@ def _check_names(op: OpDef, errors: list[str]) -> None:
                         ("output", [a.name for a in op.outputs])):
         for name in sorted({n for n in names if names.count(n) > 1}):
             errors.append(f"{where}: duplicate {kind} name {name!r}")
-    declared = [a.name for a in op.inputs] + [a.name for a in op.attrs]
-    if sorted(op.arg_order) != sorted(declared):
-        errors.append(f"{where}: arg_order {list(op.arg_order)} is not a permutation of "
-                      f"the inputs and attrs {declared}")
-    elif [n for n in op.arg_order if op.find_input(n)] != [a.name for a in op.inputs]:
-        errors.append(f"{where}: arg_order lists the inputs in another order than inputs")
+    declared = [a.name for a in op.inputs] + [a.name for a in op.attrs if not a.inferred]
+    if sorted(op.param_names) != sorted(declared):
+        errors.append(f"{where}: params {list(op.param_names)} is not a permutation of "
+                      f"the inputs and non-inferred attrs {declared}")
+    elif [n for n in op.param_names if op.find_input(n)] != [a.name for a in op.inputs]:
+        errors.append(f"{where}: params lists the inputs in another order than inputs")
 
 
 def _check_params(op: OpDef, errors: list[str]) -> None:
@@ -160,12 +164,12 @@ def validate(registry: Registry) -> list[str]:
             errors.append(f"{op.where}: no summary (give the op a .Doc(...))")
         for dev, dtypes in op.kernels:
             for dtype in dtypes:
-                if dtype not in DTYPES:
+                if dtype not in registry.dtype_names:
                     errors.append(f"{op.where}: kernel {dev}/{dtype}: unknown dtype")
         _check_names(op, errors)
-        bound = _check_args(op, errors)
+        bound = _check_args(op, errors, registry.dtype_names)
         for attr in op.attrs:
-            _check_attr(op, attr, bound, errors)
+            _check_attr(op, attr, bound, errors, registry)
         _check_params(op, errors)
     return errors
 

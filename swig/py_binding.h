@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "executor.h"
 #include "opforge/registry.h"
+#include "registry_internal.h"
 #include "py_convert.h"
 
 namespace opforge {

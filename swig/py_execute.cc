@@ -18,16 +18,15 @@ namespace {
 struct GenericBinding {
   OpBinding binding;
   size_t num_inputs;
-  std::vector<const AttrDef*> attrs;  // the non-inferred attrs, in arg_order
+  std::vector<const AttrDef*> attrs;  // the non-inferred attrs, in params order
 };
 
-// The non-inferred attrs in declaration order: the order of the generated
-// wrappers' attr parameters (codegen's OpDef.attr_params).
+// The attrs among the op's user-visible params (OpDef::params, computed at
+// registration): the order of the generated wrappers' attr parameters.
 std::vector<std::string> UserAttrNames(const OpDef& op) {
   std::vector<std::string> names;
-  for (const std::string& n : op.arg_order) {
-    const int i = op.FindAttr(n);
-    if (i >= 0 && !op.attrs[i].inferred) names.push_back(n);
+  for (const std::string& n : op.params) {
+    if (op.FindAttr(n) >= 0) names.push_back(n);
   }
   return names;
 }
@@ -57,7 +56,9 @@ bool Convert(PyObject* o, const char* op, const char* name, AttrValue* out) {
   return true;
 }
 
-bool ConvertAny(PyObject* o, const char* op, const AttrDef& def, AttrValue* out) {
+}  // namespace
+
+bool ConvertAnyAttr(PyObject* o, const char* op, const AttrDef& def, AttrValue* out) {
   const char* name = def.name.c_str();
   switch (def.type) {
     case AttrType::kInt: return Convert<IntAttr>(o, op, name, out);
@@ -73,8 +74,6 @@ bool ConvertAny(PyObject* o, const char* op, const AttrDef& def, AttrValue* out)
   SetInvalidArgument(op, std::string("attr '") + name + "' has an unknown type");
   return false;
 }
-
-}  // namespace
 
 namespace {
 
@@ -96,7 +95,7 @@ PyObject* Execute(const char* op_name, PyObject* inputs, PyObject* attrs, PyObje
   }
   std::vector<AttrValue> values(b->attrs.size());
   for (size_t i = 0; i < values.size(); ++i) {
-    if (!ConvertAny(PyTuple_GET_ITEM(attrs, i), op_name, *b->attrs[i], &values[i])) return nullptr;
+    if (!ConvertAnyAttr(PyTuple_GET_ITEM(attrs, i), op_name, *b->attrs[i], &values[i])) return nullptr;
   }
   PyObject* const* items = reinterpret_cast<PyTupleObject*>(inputs)->ob_item;
   return b->binding.Call(items, values.data(), recorded);
@@ -138,11 +137,9 @@ PyObject* OpSignature(const char* op_name) {
   for (size_t i = 0; i < b->attrs.size(); ++i) {
     PyTuple_SET_ITEM(attrs, static_cast<Py_ssize_t>(i), PyUnicode_FromString(b->attrs[i]->name.c_str()));
   }
-  // The wrappers' parameter order: inputs and attrs interleaved as declared.
+  // The wrappers' parameter order (OpDef::params).
   PyObject* params = PyList_New(0);
-  for (const std::string& n : op.arg_order) {
-    const int a = op.FindAttr(n);
-    if (op.FindInput(n) < 0 && (a < 0 || op.attrs[a].inferred)) continue;
+  for (const std::string& n : op.params) {
     PyObject* s = PyUnicode_FromString(n.c_str());
     PyList_Append(params, s);
     Py_DECREF(s);

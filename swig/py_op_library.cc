@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "opforge/registry.h"
+#include "registry_internal.h"
 #include "opforge/stamp.h"
 #include "py_errors.h"
 #include "py_op_library.h"
@@ -51,32 +51,31 @@ Status DlopenError(const std::string& path, const std::string& why) {
 }  // namespace
 
 PyObject* LoadLibrary(const char* path, PyObject* accept) {
-  OpRegistry* registry = OpRegistry::Global();
-  Status s = registry->BeginStaging();
+  Status s = BeginStaging();
   if (!s.ok()) return SetError(s);
   // RTLD_NOW: every symbol is resolved before any static initialiser runs,
   // so a missing one fails here with nothing registered, not mid-call later.
   void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
-    registry->AbortStaging();
+    AbortStaging();
     return SetError(DlopenError(path, why ? why : "unknown dlopen error"));
   }
   auto refuse = [&](const Status& st) -> PyObject* {
-    registry->AbortStaging();
+    AbortStaging();
     dlclose(handle);  // nothing of it was kept
     return st.ok() ? nullptr : SetError(Status(st.code(), "refused op library '" + std::string(path) + "': " +
                                                               st.message()));
   };
   std::string staged;
-  s = registry->CheckStaging(&staged);
+  s = CheckStaging(&staged);
   if (!s.ok()) return refuse(s);
   // The caller renders the wrappers now, while refusing is still free.
   PyObject* ok = PyObject_CallFunction(accept, "s#", staged.data(), static_cast<Py_ssize_t>(staged.size()));
   if (ok == nullptr) return refuse(Status::OK());  // its exception stays set
   Py_DECREF(ok);
   std::vector<std::string> added;
-  s = registry->CommitStaging(&added);
+  s = CommitStaging(&added);
   if (!s.ok()) {
     dlclose(handle);
     return SetError(Status(s.code(), "refused op library '" + std::string(path) + "': " + s.message()));

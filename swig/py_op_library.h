@@ -5,8 +5,14 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "opforge/op.h"
+
 namespace opforge {
 namespace py {
+
+// Converts a Python attr value by the attr's declared type (the generic
+// path's conversion; errors name the op and the attr).
+bool ConvertAnyAttr(PyObject* o, const char* op, const AttrDef& def, AttrValue* out);
 
 // _pywrap_internal.execute(op_name, inputs, attrs): runs any registered op.
 // inputs: a tuple with one item per input arg (a list arg: a sequence);

@@ -4,6 +4,7 @@
 
 %{
 #include "py_binding.h"
+#include "py_infer.h"
 #include "py_module.h"
 #include "py_op_library.h"
 %}
@@ -45,6 +46,16 @@ PyObject* ExecuteRecorded(const char* op_name, PyObject* inputs, PyObject* attrs
 PyObject* OpSignature(const char* op_name);
 PyObject* LoadLibrary(const char* path, PyObject* accept);
 PyObject* Stamp();
+}}
+
+// Shape-only inference and the dtype table (py_infer.h).
+%feature("docstring") opforge::py::Infer
+  "infer(op_type, inputs, attrs) -> (output_dtypes, output_shapes, completed_attrs)";
+%rename(infer) opforge::py::Infer;
+%rename(dtype_table) opforge::py::DTypeTable;
+namespace opforge { namespace py {
+PyObject* Infer(const char* op_type, PyObject* inputs, PyObject* attrs);
+PyObject* DTypeTable();
 }}
 
 %include "gen_ops.i"

@@ -22,6 +22,8 @@ import collections
 import inspect
 import json
 import os
+import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -31,6 +33,9 @@ from hypothesis import given
 
 import opforge as of
 from opforge import errors
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from codegen import naming  # noqa: E402
 from robustness_oracles import NP, ORACLES, SUMS, EmptyOf
 
 settings.register_profile("opforge-ci", max_examples=40, deadline=None, print_blob=True,
@@ -42,15 +47,7 @@ PROFILE = settings.get_profile("opforge-" + os.environ.get("OPFORGE_FUZZ_PROFILE
 REGISTRY = {op["name"]: op for op in json.loads(of._pywrap_internal.registry_json())["ops"]}
 
 
-def snake_case(name):  # codegen/naming.py's rule
-    out = []
-    for i, c in enumerate(name):
-        if c.isupper() and i > 0:
-            prev, nxt = name[i - 1], name[i + 1:i + 2]
-            if prev.islower() or (prev.isupper() and nxt.islower()):
-                out.append("_")
-        out.append(c.lower())
-    return "".join(out)
+snake_case = naming.op_python_name  # codegen's rule, not a copy of it
 
 
 # Ops of the built-in groups; ops from loaded libraries have no of.<name>.

@@ -273,3 +273,22 @@ def test_cli_lists_and_describes_library_ops(example_lib):
     out = _run([sys.executable, "-m", "opforge", "describe", "SoftShrink", "--load", str(example_lib)],
                env=env, cwd="/").stdout
     assert "threshold: float" in out and "default 0.5" in out and "custom_ops.cc:" in out
+
+
+def test_unknown_attr_lookup_is_an_internal_error(fixture_libs):
+    """OpContext::attr("typo") fails the call at once, naming the op and the name."""
+    m = of.load_op_library(fixture_libs["typo_attr_ops"])
+    x = np.ones(3, np.float32)
+    with pytest.raises(of.errors.InternalError,
+                       match=r"TypoInShapeFn: .*looked up attr 'axes', which the op does not declare "
+                             r"\(its attrs: axis\)"):
+        m.typo_in_shape_fn(x)
+    with pytest.raises(of.errors.InternalError, match=r"TypoInShapeFn: .*attr 'axes'"):
+        pw.infer("TypoInShapeFn", ((of.float32, (3,)),), {})
+    with pytest.raises(of.errors.InternalError,
+                       match=r"TypoInKernel: .*looked up attr 'scale', which the op does not declare "
+                             r"\(its attrs: scaled\)"):
+        m.typo_in_kernel(x)
+    # Shape-only inference works for library ops too; the kernel's typo needs a kernel run.
+    assert pw.infer("TypoInKernel", ((of.float32, (2, 5)),), {"scaled": True}) == (
+        (of.float32,), ((2, 5),), {"scaled": True})

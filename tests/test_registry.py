@@ -1,7 +1,9 @@
 """The registry, its declaration DSL, fingerprints and generated modules."""
 
+import inspect
 import json
 import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -10,6 +12,8 @@ import opforge as of
 from opforge import _pywrap_internal as pw
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from codegen import naming  # noqa: E402
 EXPECTED_OPS = {
     "Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow", "Neg", "Abs", "Exp", "Log", "Sqrt",
     "Square", "Sin", "Cos", "Tanh", "Sigmoid", "Relu", "Equal", "NotEqual", "Less", "LessEqual",
@@ -46,12 +50,7 @@ def test_public_names_and_docstrings_come_from_the_declarations():
 
 
 def _snake(name):
-    out = ""
-    for i, c in enumerate(name):
-        if c.isupper() and i and (not name[i - 1].isupper() or (i + 1 < len(name) and name[i + 1].islower())):
-            out += "_"
-        out += c.lower()
-    return out
+    return naming.op_python_name(name)  # codegen's rule, not a copy of it
 
 
 def test_committed_registry_json_matches_the_compiled_registry():
@@ -158,3 +157,57 @@ def test_hooks_see_every_call_and_can_replace_the_result():
     with _hooks.installed(lambda call: "replaced"):
         assert of.add(1.0, 2.0) == "replaced"
     assert not _hooks.hooks
+
+
+@pytest.mark.parametrize("doc,needle", [
+    ("Sums.\n\nx: In.\nxs: Typo.\ny: Out.", "Doc line 'xs: Typo.' documents 'xs', which is no input, output or attr"),
+    ("Sums.\n\nNote: prose.\n", "documents 'Note'"),
+])
+def test_doc_line_naming_no_argument_is_an_error(doc, needle):
+    with pytest.raises(of.errors.InvalidArgumentError) as info:
+        pw._validate_declaration("Broken", [("input", "x: float32"), ("output", "y: float32"), ("doc", doc)])
+    assert "op 'Broken' at <validate>:0" in str(info.value) and needle in str(info.value)
+
+
+def test_doc_prose_that_is_no_label_is_fine():
+    pw._validate_declaration("Fine", [("input", "x: float32"), ("output", "y: float32"), ("doc", (
+        "Sums.\n\nSee https://numpy.org: it is prose.\n  Note: indented, prose.\nx: In.\ny: Out."))])
+
+
+@pytest.mark.parametrize("spec,allowed", [
+    ("T: numbertype", ["float32", "float64", "int32", "int64"]),
+    ("T: floattype", ["float32", "float64"]),
+    ("T: inttype", ["int32", "int64"]),
+    ("T: alltypes", ["float32", "float64", "int32", "int64", "bool"]),
+    ("T: {floattype, bool}", ["float32", "float64", "bool"]),
+])
+def test_dtype_set_shorthands(spec, allowed):
+    pw._validate_declaration("Sets", [("input", "x: T"), ("output", "y: T"), ("attr", spec)])
+    # The built-in ops use them; the JSON carries the expanded set.
+    ops = {op["name"]: op for op in registry()["ops"]}
+    shorthand = spec.split(": ")[1]
+    users = {"numbertype": "Add", "floattype": "Div", "alltypes": "Identity"}
+    if shorthand in users:
+        assert next(a for a in ops[users[shorthand]]["attrs"] if a["name"] == "T")["allowed"] == allowed
+
+
+def test_unknown_dtype_set_is_an_error():
+    with pytest.raises(of.errors.InvalidArgumentError, match="unknown attr type 'realnumbertype'"):
+        pw._validate_declaration("Sets", [("input", "x: T"), ("output", "y: T"), ("attr", "T: realnumbertype")])
+
+
+def test_registry_json_carries_the_dtype_table_and_params():
+    reg = registry()
+    assert [d["name"] for d in reg["dtypes"]] == ["float32", "float64", "int32", "int64", "bool"]
+    for d in reg["dtypes"]:
+        t = of.as_dtype(d["name"])
+        assert t._enum == d["enum"] and t.itemsize == d["size"] == np.dtype(d["numpy"]).itemsize
+        assert d["is_floating"] == np.issubdtype(np.dtype(d["numpy"]), np.floating)
+        assert d["is_integer"] == np.issubdtype(np.dtype(d["numpy"]), np.signedinteger)
+    assert [n for n in of.dtypes.__all__ if n not in ("DType", "as_dtype")] == [
+        "float32", "float64", "int32", "int64", "bool_"]
+    assert "list(type)" in reg["attr_types"] and len(reg["attr_types"]) == 9
+    for op in reg["ops"]:
+        assert "arg_order" not in op
+        fn = getattr(of.ops, _snake(op["name"]))
+        assert list(inspect.signature(fn).parameters) == [naming.python_ident(p) for p in op["params"]]

@@ -8,6 +8,7 @@ namespace {
 
 constexpr const char* kAttrTypeNames[] = {"int",   "float", "bool",      "string",     "type",
                                           "shape", "list(int)", "list(float)", "list(type)"};
+static_assert(sizeof(kAttrTypeNames) / sizeof(kAttrTypeNames[0]) == kNumAttrTypes);
 
 // Shortest text that round-trips, so the registry JSON is stable.
 std::string FormatDouble(double v) {
@@ -23,7 +24,7 @@ std::string FormatDouble(double v) {
 const char* AttrTypeName(AttrType t) { return kAttrTypeNames[static_cast<int>(t)]; }
 
 bool AttrTypeFromName(const std::string& name, AttrType* out) {
-  for (int i = 0; i < 9; ++i) {
+  for (int i = 0; i < kNumAttrTypes; ++i) {
     if (name == kAttrTypeNames[i]) { *out = static_cast<AttrType>(i); return true; }
   }
   return false;

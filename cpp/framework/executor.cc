@@ -1,8 +1,11 @@
-// Eager execution of one op: check dtypes and attrs, infer shapes, run the kernel.
+// Eager execution of one op: check dtypes and attrs, infer shapes, run the
+// kernel. Everything before the kernel reads only (dtype, shape) pairs, so
+// InferOutputs runs it without tensors.
+#include "executor.h"
+
 #include <string>
 
 #include "opforge/inlined_vector.h"
-#include "opforge/registry.h"
 
 namespace opforge {
 namespace {
@@ -22,7 +25,7 @@ std::string KernelDTypes(const KernelTable& table, int device) {
 }
 
 // Binds type attrs (and list lengths, already set by the caller) from the inputs.
-Status InferTypeAttrs(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs) {
+Status InferTypeAttrs(const OpDef& op, const InputSpec* inputs, int num_inputs, AttrValue* attrs) {
   int expected = 0;
   for (const ArgDef& arg : op.inputs) {
     if (!arg.is_list()) { ++expected; continue; }
@@ -39,7 +42,7 @@ Status InferTypeAttrs(const OpDef& op, const Tensor* inputs, int num_inputs, Att
   for (const ArgDef& arg : op.inputs) {
     const int count = arg.is_list() ? static_cast<int>(attrs[arg.number_attr_index].i) : 1;
     for (int k = 0; k < count; ++k, ++slot) {
-      const DType d = inputs[slot].dtype();
+      const DType d = inputs[slot].dtype;
       auto label = [&] {
         std::string l = "argument '" + arg.name + "'";
         return arg.is_list() ? l + "[" + std::to_string(k) + "]" : l;
@@ -122,9 +125,27 @@ Status CompleteAttrs(const OpDef& op, AttrValue* attrs) {
   return Status::OK();
 }
 
+// Runs the shape function and checks what it set.
+Status RunShapeFn(const OpDef& op, const InputSpec* inputs, int num_inputs, const AttrValue* attrs,
+                  TensorShape* shapes) {
+  InferenceContext ictx(op, inputs, num_inputs, attrs, shapes);
+  OF_RETURN_IF_ERROR(op.shape_fn(&ictx));
+  OF_RETURN_IF_ERROR(ictx.lookup_error());
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    if (!shapes[i].IsValid()) {
+      TensorShape checked;
+      Status s = TensorShape::Make(shapes[i].dims(), shapes[i].rank(), &checked);
+      return errors::InvalidArgument("output '", op.outputs[i].name, "': ", s.message());
+    }
+  }
+  return Status::OK();
+}
+
 Status ExecuteImpl(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs, Tensor* outputs,
                    int device) {
-  OF_RETURN_IF_ERROR(InferTypeAttrs(op, inputs, num_inputs, attrs));
+  InlinedVector<InputSpec, 4> specs(static_cast<size_t>(num_inputs));
+  for (int i = 0; i < num_inputs; ++i) specs[i] = InputSpec{inputs[i].dtype(), &inputs[i].shape()};
+  OF_RETURN_IF_ERROR(InferTypeAttrs(op, specs.data(), num_inputs, attrs));
   OF_RETURN_IF_ERROR(CompleteAttrs(op, attrs));
 
   const DType key = op.kernel_type_attr >= 0 ? attrs[op.kernel_type_attr].type : op.kernel_fixed_type;
@@ -136,18 +157,11 @@ Status ExecuteImpl(const OpDef& op, const Tensor* inputs, int num_inputs, AttrVa
 
   const size_t num_outputs = op.outputs.size();
   InlinedVector<TensorShape, 2> shapes(num_outputs);
-  InferenceContext ictx(op, inputs, num_inputs, attrs, shapes.data());
-  OF_RETURN_IF_ERROR(op.shape_fn(&ictx));
-  for (size_t i = 0; i < num_outputs; ++i) {
-    if (!shapes[i].IsValid()) {
-      TensorShape checked;
-      Status s = TensorShape::Make(shapes[i].dims(), shapes[i].rank(), &checked);
-      return errors::InvalidArgument("output '", op.outputs[i].name, "': ", s.message());
-    }
-  }
+  OF_RETURN_IF_ERROR(RunShapeFn(op, specs.data(), num_inputs, attrs, shapes.data()));
 
   OpKernelContext kctx(op, inputs, num_inputs, attrs, shapes.data(), outputs);
   OF_RETURN_IF_ERROR(fn(&kctx));
+  OF_RETURN_IF_ERROR(kctx.lookup_error());
   for (size_t i = 0; i < num_outputs; ++i) {
     Tensor& out = outputs[i];
     if (!out.valid()) {
@@ -158,6 +172,20 @@ Status ExecuteImpl(const OpDef& op, const Tensor* inputs, int num_inputs, AttrVa
       OF_RETURN_IF_ERROR(Tensor::Allocate(OutputDType(op, static_cast<int>(i), attrs), shapes[i], &out));
     }
   }
+  return Status::OK();
+}
+
+Status InferImpl(const OpDef& op, const InputSpec* inputs, int num_inputs, AttrValue* attrs,
+                 TensorShape* output_shapes, DType* output_dtypes) {
+  for (int i = 0; i < num_inputs; ++i) {
+    if (inputs[i].shape == nullptr || DTypeSize(inputs[i].dtype) == 0) {
+      return errors::InvalidArgument("input slot ", i, " has no dtype or shape");
+    }
+  }
+  OF_RETURN_IF_ERROR(InferTypeAttrs(op, inputs, num_inputs, attrs));
+  OF_RETURN_IF_ERROR(CompleteAttrs(op, attrs));
+  OF_RETURN_IF_ERROR(RunShapeFn(op, inputs, num_inputs, attrs, output_shapes));
+  for (size_t i = 0; i < op.outputs.size(); ++i) output_dtypes[i] = OutputDType(op, static_cast<int>(i), attrs);
   return Status::OK();
 }
 
@@ -178,6 +206,12 @@ Status OpKernelContext::allocate_output(int i, Tensor** out) {
 Status Execute(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs, Tensor* outputs,
                int device) {
   Status s = ExecuteImpl(op, inputs, num_inputs, attrs, outputs, device);
+  return s.ok() ? s : s.WithPrefix(op.name + ": ");
+}
+
+Status InferOutputs(const OpDef& op, const InputSpec* inputs, int num_inputs, AttrValue* attrs,
+                    TensorShape* output_shapes, DType* output_dtypes) {
+  Status s = InferImpl(op, inputs, num_inputs, attrs, output_shapes, output_dtypes);
   return s.ok() ? s : s.WithPrefix(op.name + ": ");
 }
 

@@ -140,7 +140,10 @@ bool ContainsType(const std::vector<DType>& allowed, DType t) {
 }
 
 // Splits the Doc() text into summary, description and "name: text" blocks.
-void ParseDoc(const std::string& text, OpDef* def) {
+// An unindented "name: ..." line whose name is an identifier but no input,
+// output or attr is an error (a typo would otherwise become prose); `where`
+// names the op and its file:line.
+Status ParseDoc(const std::string& text, const std::string& where, OpDef* def) {
   std::vector<std::string> lines;
   size_t start = 0;
   while (start <= text.size()) {
@@ -160,8 +163,22 @@ void ParseDoc(const std::string& text, OpDef* def) {
   for (const std::string& raw : lines) {
     std::string line = Trim(raw);
     size_t colon = line.find(':');
-    std::string* target = colon == std::string::npos ? nullptr : doc_target(Trim(line.substr(0, colon)));
-    if (target && !raw.empty() && !std::isspace(static_cast<unsigned char>(raw[0]))) {
+    const bool unindented = !raw.empty() && !std::isspace(static_cast<unsigned char>(raw[0]));
+    const std::string label = colon == std::string::npos ? "" : Trim(line.substr(0, colon));
+    std::string* target = label.empty() ? nullptr : doc_target(label);
+    const bool labelled = IsIdentifier(label) && label == line.substr(0, colon) &&
+                          (colon + 1 == line.size() || line[colon + 1] == ' ');
+    if (unindented && !target && labelled) {
+      std::string names;
+      for (const auto* list : {&def->inputs, &def->outputs}) {
+        for (const ArgDef& a : *list) names += (names.empty() ? "" : ", ") + a.name;
+      }
+      for (const AttrDef& a : def->attrs) names += (names.empty() ? "" : ", ") + a.name;
+      return errors::InvalidArgument(where, "Doc line '", line, "' documents '", label,
+                                     "', which is no input, output or attr of the op (", names,
+                                     "); indent the line if it is prose");
+    }
+    if (target && unindented) {
       *target = Trim(line.substr(colon + 1));
       current = target;
     } else if (current && !line.empty()) {
@@ -187,6 +204,161 @@ void ParseDoc(const std::string& text, OpDef* def) {
   }
   def->summary = summary;
   def->description = desc;
+  return Status::OK();
+}
+
+// Named dtype sets the DSL accepts for a type attr, alone ("T: numbertype")
+// or inside braces ("T: {numbertype, bool}"), like TensorFlow's realnumbertype.
+bool DTypeSetFromName(const std::string& name, std::vector<DType>* out) {
+  if (name == "alltypes") {
+    for (int t = 1; t < kNumDTypes; ++t) out->push_back(static_cast<DType>(t));
+    return true;
+  }
+  const bool number = name == "numbertype", floating = name == "floattype", integer = name == "inttype";
+  if (!number && !floating && !integer) return false;
+  for (int t = 1; t < kNumDTypes; ++t) {
+    const DType d = static_cast<DType>(t);
+    if ((IsFloating(d) && (number || floating)) || (IsInteger(d) && (number || integer))) out->push_back(d);
+  }
+  return true;
+}
+
+// Parses "name: type [>= min] [= default]" into `a`; errors are the message only.
+Status ParseAttrSpec(const std::string& text, AttrDef* a) {
+  size_t colon = text.find(':');
+  if (colon == std::string::npos) return errors::InvalidArgument("attr spec '", text, "' lacks ':'");
+  a->name = Trim(text.substr(0, colon));
+  if (!IsIdentifier(a->name)) return errors::InvalidArgument("attr name '", a->name, "' is not an identifier");
+  const std::string where = "attr '" + a->name + "': ";
+  std::string rest = Trim(text.substr(colon + 1));
+  std::string default_text;
+  size_t eq = rest.find('=');
+  // "= default", but not the '=' of ">=".
+  while (eq != std::string::npos && eq > 0 && rest[eq - 1] == '>') eq = rest.find('=', eq + 1);
+  if (eq != std::string::npos) {
+    default_text = Trim(rest.substr(eq + 1));
+    rest = Trim(rest.substr(0, eq));
+    a->has_default = true;
+  }
+  size_t ge = rest.find(">=");
+  if (ge != std::string::npos) {
+    if (!ParseInt(Trim(rest.substr(ge + 2)), &a->minimum)) {
+      return errors::InvalidArgument(where, "bad minimum in '", text, "'");
+    }
+    a->has_minimum = true;
+    rest = Trim(rest.substr(0, ge));
+  }
+  if (!rest.empty() && rest.front() == '{') {
+    if (rest.back() != '}') return errors::InvalidArgument(where, "unterminated '{'");
+    a->type = AttrType::kType;
+    for (const std::string& item : SplitList(rest.substr(1, rest.size() - 2))) {
+      DType t;
+      std::vector<DType> set;
+      if (DTypeFromName(item, &t)) set.push_back(t);
+      else if (!DTypeSetFromName(item, &set)) return errors::InvalidArgument(where, "unknown dtype '", item, "'");
+      for (DType d : set) {
+        if (!ContainsType(a->allowed_types, d)) a->allowed_types.push_back(d);
+      }
+    }
+    if (a->allowed_types.empty()) return errors::InvalidArgument(where, "empty set of dtypes");
+  } else if (DTypeSetFromName(rest, &a->allowed_types)) {
+    a->type = AttrType::kType;
+  } else if (!AttrTypeFromName(rest, &a->type)) {
+    return errors::InvalidArgument(where, "unknown attr type '", rest, "'");
+  }
+  if (a->has_minimum && a->type != AttrType::kInt && a->type != AttrType::kFloat) {
+    return errors::InvalidArgument(where, "'>=' applies only to int and float attrs");
+  }
+  if (!a->has_default) return Status::OK();
+  std::string why;
+  if (!ParseDefault(default_text, a->type, &a->default_value, &why)) {
+    return errors::InvalidArgument(where, "bad default: ", why);
+  }
+  const AttrValue& d = a->default_value;
+  if (d.kind == AttrValue::kValue && a->has_minimum) {
+    double v = a->type == AttrType::kInt ? static_cast<double>(d.i) : d.f;
+    if (v < static_cast<double>(a->minimum)) {
+      return errors::InvalidArgument(where, "default ", d.DebugString(a->type), " is below the minimum ",
+                                     a->minimum);
+    }
+  }
+  if (d.kind == AttrValue::kValue && a->type == AttrType::kType && !a->allowed_types.empty() &&
+      !ContainsType(a->allowed_types, d.type)) {
+    return errors::InvalidArgument(where, "default ", DTypeName(d.type), " is not an allowed dtype");
+  }
+  return Status::OK();
+}
+
+// Parses "name: T", "name: float32" or "name: N * T" against the attrs
+// already in `def` (marking the attrs it infers); errors are the message only.
+Status ParseArgSpec(const std::string& text, bool is_input, OpDef* def, ArgDef* arg) {
+  const std::string what = is_input ? "input" : "output";
+  size_t colon = text.find(':');
+  if (colon == std::string::npos) return errors::InvalidArgument(what, " spec '", text, "' lacks ':'");
+  arg->name = Trim(text.substr(0, colon));
+  if (!IsIdentifier(arg->name)) return errors::InvalidArgument(what, " name '", arg->name, "' is not an identifier");
+  std::string type = Trim(text.substr(colon + 1));
+  size_t star = type.find('*');
+  if (star != std::string::npos) {
+    arg->number_attr = Trim(type.substr(0, star));
+    type = Trim(type.substr(star + 1));
+    int n = def->FindAttr(arg->number_attr);
+    if (n < 0 || def->attrs[n].type != AttrType::kInt) {
+      return errors::InvalidArgument(what, " '", arg->name, "': '", arg->number_attr,
+                                     "' must be a declared int attr");
+    }
+    if (!is_input) return errors::InvalidArgument("output '", arg->name, "': list outputs are not supported");
+    arg->number_attr_index = n;
+    def->attrs[n].inferred = true;
+  }
+  if (!DTypeFromName(type, &arg->fixed_type)) {
+    int t = def->FindAttr(type);
+    if (t < 0 || def->attrs[t].type != AttrType::kType) {
+      return errors::InvalidArgument(what, " '", arg->name, "': '", type, "' is neither a dtype nor a type attr");
+    }
+    arg->type_attr = type;
+    arg->type_attr_index = t;
+    if (is_input) def->attrs[t].inferred = true;
+  }
+  for (const ArgDef& other : is_input ? def->inputs : def->outputs) {
+    if (other.name == arg->name) return errors::InvalidArgument(what, " '", arg->name, "' is declared twice");
+  }
+  if (is_input && def->FindAttr(arg->name) >= 0) {
+    return errors::InvalidArgument("input '", arg->name, "' has the name of an attr");
+  }
+  return Status::OK();
+}
+
+// Which dtype keys the kernel table (see kernel.h).
+void SetKernelDType(OpDef* def) {
+  for (const ArgDef& in : def->inputs) {
+    if (in.type_attr_index >= 0) { def->kernel_type_attr = in.type_attr_index; return; }
+  }
+  if (!def->inputs.empty()) {
+    def->kernel_fixed_type = def->inputs[0].fixed_type;
+    return;
+  }
+  for (size_t i = 0; i < def->attrs.size(); ++i) {
+    if (def->attrs[i].type == AttrType::kType) { def->kernel_type_attr = static_cast<int>(i); return; }
+  }
+}
+
+// The user-visible parameters (inputs and non-inferred attrs) in declaration
+// order: the one contract for codegen's wrappers and the generic execute
+// path. Python needs defaulted parameters after the others.
+Status SetParams(const std::vector<std::string>& declared, OpDef* def) {
+  bool seen_default = false;
+  for (const std::string& name : declared) {
+    int a = def->FindAttr(name);
+    if (a >= 0 && def->attrs[a].inferred) continue;
+    bool has_default = a >= 0 && def->attrs[a].has_default;
+    if (seen_default && !has_default) {
+      return errors::InvalidArgument("'", name, "' has no default but follows a parameter that has one");
+    }
+    seen_default = seen_default || has_default;
+    def->params.push_back(name);
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -237,7 +409,7 @@ OpDefBuilder& OpDefBuilder::NoGradient() {
 
 Status OpDefBuilder::Finalize(OpDef* out) const {
   const std::string where = "op '" + name_ + "' at " + file_ + ":" + std::to_string(line_) + ": ";
-  auto fail = [&](const std::string& msg) { return errors::InvalidArgument(where, msg); };
+  auto fail = [&](const Status& s) { return errors::InvalidArgument(where, s.message()); };
 
   OpDef def;
   def.name = name_;
@@ -246,143 +418,39 @@ Status OpDefBuilder::Finalize(OpDef* out) const {
   def.group = GroupFromFile(file_);
   def.shape_fn = shape_fn_;
   if (!IsIdentifier(name_) || !std::isupper(static_cast<unsigned char>(name_[0]))) {
-    return fail("op names are CamelCase identifiers");
+    return fail(errors::InvalidArgument("op names are CamelCase identifiers"));
   }
 
   // Attrs first, so args can refer to attrs declared after them.
   for (const Spec& spec : specs_) {
     if (spec.kind != Spec::kAttr) continue;
-    size_t colon = spec.text.find(':');
-    if (colon == std::string::npos) return fail("attr spec '" + spec.text + "' lacks ':'");
     AttrDef a;
-    a.name = Trim(spec.text.substr(0, colon));
-    if (!IsIdentifier(a.name)) return fail("attr name '" + a.name + "' is not an identifier");
-    std::string rest = Trim(spec.text.substr(colon + 1));
-    std::string default_text;
-    size_t eq = rest.find('=');
-    // "= default", but not the '=' of ">=".
-    while (eq != std::string::npos && eq > 0 && rest[eq - 1] == '>') eq = rest.find('=', eq + 1);
-    if (eq != std::string::npos) {
-      default_text = Trim(rest.substr(eq + 1));
-      rest = Trim(rest.substr(0, eq));
-      a.has_default = true;
-    }
-    size_t ge = rest.find(">=");
-    if (ge != std::string::npos) {
-      if (!ParseInt(Trim(rest.substr(ge + 2)), &a.minimum)) {
-        return fail("attr '" + a.name + "': bad minimum in '" + spec.text + "'");
-      }
-      a.has_minimum = true;
-      rest = Trim(rest.substr(0, ge));
-    }
-    if (!rest.empty() && rest.front() == '{') {
-      if (rest.back() != '}') return fail("attr '" + a.name + "': unterminated '{'");
-      a.type = AttrType::kType;
-      for (const std::string& item : SplitList(rest.substr(1, rest.size() - 2))) {
-        DType t;
-        if (!DTypeFromName(item, &t)) return fail("attr '" + a.name + "': unknown dtype '" + item + "'");
-        a.allowed_types.push_back(t);
-      }
-      if (a.allowed_types.empty()) return fail("attr '" + a.name + "': empty set of dtypes");
-    } else if (!AttrTypeFromName(rest, &a.type)) {
-      return fail("attr '" + a.name + "': unknown attr type '" + rest + "'");
-    }
-    if (a.has_minimum && a.type != AttrType::kInt && a.type != AttrType::kFloat) {
-      return fail("attr '" + a.name + "': '>=' applies only to int and float attrs");
-    }
-    if (a.has_default) {
-      std::string why;
-      if (!ParseDefault(default_text, a.type, &a.default_value, &why)) {
-        return fail("attr '" + a.name + "': bad default: " + why);
-      }
-      const AttrValue& d = a.default_value;
-      if (d.kind == AttrValue::kValue && a.has_minimum) {
-        double v = a.type == AttrType::kInt ? static_cast<double>(d.i) : d.f;
-        if (v < static_cast<double>(a.minimum)) {
-          return fail("attr '" + a.name + "': default " + d.DebugString(a.type) + " is below the minimum " +
-                      std::to_string(a.minimum));
-        }
-      }
-      if (d.kind == AttrValue::kValue && a.type == AttrType::kType && !a.allowed_types.empty() &&
-          !ContainsType(a.allowed_types, d.type)) {
-        return fail("attr '" + a.name + "': default " + DTypeName(d.type) + " is not an allowed dtype");
-      }
-    }
-    if (def.FindAttr(a.name) >= 0) return fail("attr '" + a.name + "' is declared twice");
+    Status s = ParseAttrSpec(spec.text, &a);
+    if (!s.ok()) return fail(s);
+    if (def.FindAttr(a.name) >= 0) return fail(errors::InvalidArgument("attr '", a.name, "' is declared twice"));
     def.attrs.push_back(std::move(a));
   }
 
+  std::vector<std::string> declared;  // inputs and attrs in declaration order
   for (const Spec& spec : specs_) {
     if (spec.kind == Spec::kAttr) {
-      def.arg_order.push_back(Trim(spec.text.substr(0, spec.text.find(':'))));
+      declared.push_back(Trim(spec.text.substr(0, spec.text.find(':'))));
       continue;
     }
     const bool is_input = spec.kind == Spec::kInput;
-    const char* what = is_input ? "input" : "output";
-    size_t colon = spec.text.find(':');
-    if (colon == std::string::npos) return fail(std::string(what) + " spec '" + spec.text + "' lacks ':'");
     ArgDef arg;
-    arg.name = Trim(spec.text.substr(0, colon));
-    if (!IsIdentifier(arg.name)) return fail(std::string(what) + " name '" + arg.name + "' is not an identifier");
-    std::string type = Trim(spec.text.substr(colon + 1));
-    size_t star = type.find('*');
-    if (star != std::string::npos) {
-      arg.number_attr = Trim(type.substr(0, star));
-      type = Trim(type.substr(star + 1));
-      int n = def.FindAttr(arg.number_attr);
-      if (n < 0 || def.attrs[n].type != AttrType::kInt) {
-        return fail(std::string(what) + " '" + arg.name + "': '" + arg.number_attr + "' must be a declared int attr");
-      }
-      if (!is_input) return fail("output '" + arg.name + "': list outputs are not supported");
-      arg.number_attr_index = n;
-      def.attrs[n].inferred = true;
-    }
-    if (!DTypeFromName(type, &arg.fixed_type)) {
-      int t = def.FindAttr(type);
-      if (t < 0 || def.attrs[t].type != AttrType::kType) {
-        return fail(std::string(what) + " '" + arg.name + "': '" + type + "' is neither a dtype nor a type attr");
-      }
-      arg.type_attr = type;
-      arg.type_attr_index = t;
-      if (is_input) def.attrs[t].inferred = true;
-    }
-    auto& list = is_input ? def.inputs : def.outputs;
-    for (const ArgDef& other : list) {
-      if (other.name == arg.name) return fail(std::string(what) + " '" + arg.name + "' is declared twice");
-    }
-    if (is_input) {
-      if (def.FindAttr(arg.name) >= 0) return fail("input '" + arg.name + "' has the name of an attr");
-      def.arg_order.push_back(arg.name);
-    }
-    list.push_back(std::move(arg));
+    Status s = ParseArgSpec(spec.text, is_input, &def, &arg);
+    if (!s.ok()) return fail(s);
+    if (is_input) declared.push_back(arg.name);
+    (is_input ? def.inputs : def.outputs).push_back(std::move(arg));
   }
-  if (def.outputs.empty()) return fail("an op needs at least one output");
-  if (def.shape_fn == nullptr) return fail("missing SetShapeFn(...)");
+  if (def.outputs.empty()) return fail(errors::InvalidArgument("an op needs at least one output"));
+  if (def.shape_fn == nullptr) return fail(errors::InvalidArgument("missing SetShapeFn(...)"));
 
-  // Which dtype keys the kernel table (see kernel.h).
-  for (const ArgDef& in : def.inputs) {
-    if (in.type_attr_index >= 0) { def.kernel_type_attr = in.type_attr_index; break; }
-  }
-  if (def.kernel_type_attr < 0 && !def.inputs.empty()) def.kernel_fixed_type = def.inputs[0].fixed_type;
-  if (def.kernel_type_attr < 0 && def.inputs.empty()) {
-    for (size_t i = 0; i < def.attrs.size(); ++i) {
-      if (def.attrs[i].type == AttrType::kType) { def.kernel_type_attr = static_cast<int>(i); break; }
-    }
-  }
-
-  // Python needs defaulted parameters after the others.
-  bool seen_default = false;
-  for (const std::string& name : def.arg_order) {
-    int a = def.FindAttr(name);
-    if (a >= 0 && def.attrs[a].inferred) continue;
-    bool has_default = a >= 0 && def.attrs[a].has_default;
-    if (seen_default && !has_default) {
-      return fail("'" + name + "' has no default but follows a parameter that has one");
-    }
-    seen_default = seen_default || has_default;
-  }
-
-  ParseDoc(doc_, &def);
+  SetKernelDType(&def);
+  Status s = SetParams(declared, &def);
+  if (!s.ok()) return fail(s);
+  OF_RETURN_IF_ERROR(ParseDoc(doc_, where, &def));
   // Syntax and names now; the ops a rule calls once all are registered.
   def.gradient_specs = gradients_;
   def.no_gradient = no_gradient_;

@@ -7,7 +7,7 @@
 #include <shared_mutex>
 
 #include "gradient.h"
-#include "opforge/registry.h"
+#include "registry_internal.h"
 
 namespace opforge {
 namespace {
@@ -142,7 +142,7 @@ Status OpRegistry::RegisterKernel(const std::string& op, int device, DType dtype
   return Status::OK();
 }
 
-Status OpRegistry::BeginStaging() {
+Status BeginStaging() {
   RegistryState& s = State();
   std::unique_lock<std::shared_mutex> lock(s.mu);
   if (s.stage) return errors::Internal("an op library is already being loaded");
@@ -150,7 +150,7 @@ Status OpRegistry::BeginStaging() {
   return Status::OK();
 }
 
-void OpRegistry::AbortStaging() {
+void AbortStaging() {
   RegistryState& s = State();
   std::unique_lock<std::shared_mutex> lock(s.mu);
   s.stage.reset();
@@ -235,7 +235,7 @@ Status CheckStageLocked(const RegistryState& s, Stage* stage) {
 
 }  // namespace
 
-Status OpRegistry::CheckStaging(std::string* staged_json) const {
+Status CheckStaging(std::string* staged_json) {
   RegistryState& s = State();
   std::unique_lock<std::shared_mutex> lock(s.mu);
   if (!s.stage) return errors::Internal("CheckStaging without BeginStaging");
@@ -246,7 +246,7 @@ Status OpRegistry::CheckStaging(std::string* staged_json) const {
     ops.push_back(kv.second.get());
     groups.insert(kv.second->group);
   }
-  std::string out = "{\"format\": 1, \"groups\": [";
+  std::string out = "{" + TypeTablesJson() + "\"format\": " + std::to_string(kRegistryFormat) + ", \"groups\": [";
   bool first = true;
   for (const std::string& g : groups) {
     out += std::string(first ? "" : ", ") + "{\"fingerprint\": \"" + FingerprintOf(ops, g) + "\", \"name\": \"" +
@@ -259,7 +259,7 @@ Status OpRegistry::CheckStaging(std::string* staged_json) const {
   return Status::OK();
 }
 
-Status OpRegistry::CommitStaging(std::vector<std::string>* added_ops) {
+Status CommitStaging(std::vector<std::string>* added_ops) {
   RegistryState& s = State();
   std::unique_lock<std::shared_mutex> lock(s.mu);
   if (!s.stage) return errors::Internal("CommitStaging without BeginStaging");

@@ -1,5 +1,5 @@
 #include "gradient.h"
-#include "opforge/registry.h"
+#include "registry_internal.h"
 
 #include <cstdio>
 #include <map>
@@ -88,8 +88,7 @@ std::string JsonList(const std::vector<T>& items, F render) {
 
 std::string OpDefToJson(const OpDef& op, bool full) {
   std::ostringstream os;
-  os << "{\"arg_order\": " << JsonList(op.arg_order, Quote)
-     << ", \"attrs\": " << JsonList(op.attrs, AttrJson) << ", \"description\": " << Quote(op.description)
+  os << "{\"attrs\": " << JsonList(op.attrs, AttrJson) << ", \"description\": " << Quote(op.description)
      << ", \"gradient\": " << GradientJson(op) << ", \"group\": " << Quote(op.group)
      << ", \"inputs\": " << JsonList(op.inputs, ArgJson);
   if (full) {
@@ -108,9 +107,25 @@ std::string OpDefToJson(const OpDef& op, bool full) {
     }
     os << "}";
   }
-  os << ", \"name\": " << Quote(op.name) << ", \"outputs\": " << JsonList(op.outputs, ArgJson);
+  os << ", \"name\": " << Quote(op.name) << ", \"outputs\": " << JsonList(op.outputs, ArgJson)
+     << ", \"params\": " << JsonList(op.params, Quote);
   if (full) os << ", \"source\": {\"file\": " << Quote(op.file) << ", \"line\": " << op.line << "}";
   os << ", \"summary\": " << Quote(op.summary) << "}";
+  return os.str();
+}
+
+std::string TypeTablesJson() {
+  std::ostringstream os;
+  os << "\"attr_types\": [";
+  for (int i = 0; i < kNumAttrTypes; ++i) os << (i ? ", " : "") << Quote(AttrTypeName(static_cast<AttrType>(i)));
+  os << "], \"dtypes\": [";
+  for (int i = 1; i < kNumDTypes; ++i) {
+    const DType t = static_cast<DType>(i);
+    os << (i > 1 ? ", " : "") << "{\"enum\": " << i << ", \"is_floating\": " << (IsFloating(t) ? "true" : "false")
+       << ", \"is_integer\": " << (IsInteger(t) ? "true" : "false") << ", \"name\": " << Quote(DTypeName(t))
+       << ", \"numpy\": " << Quote(DTypeNumpyName(t)) << ", \"size\": " << DTypeSize(t) << "}";
+  }
+  os << "], ";
   return os.str();
 }
 
@@ -120,7 +135,7 @@ std::string RegistryToJson() {
   std::set<std::string> groups;
   for (const OpDef* op : ops) groups.insert(op->group);
   std::ostringstream os;
-  os << "{\"format\": 1, \"groups\": [";
+  os << "{" << TypeTablesJson() << "\"format\": " << kRegistryFormat << ", \"groups\": [";
   bool first = true;
   for (const std::string& g : groups) {
     os << (first ? "" : ", ") << "{\"fingerprint\": " << Quote(reg->Fingerprint(g)) << ", \"name\": " << Quote(g) << "}";

@@ -11,13 +11,29 @@ std::pair<int, int> OpContext::input_range(const std::string& name) const {
     if (arg.name == name) return {begin, begin + n};
     begin += n;
   }
+  UnknownName("input", name);
   return {0, 0};
 }
 
 const AttrValue& OpContext::attr(const std::string& name) const {
   static const AttrValue kMissing;
   int i = op_.FindAttr(name);
-  return i < 0 ? kMissing : attrs_[i];
+  if (i >= 0) return attrs_[i];
+  UnknownName("attr", name);
+  return kMissing;
+}
+
+void OpContext::UnknownName(const char* what, const std::string& name) const {
+  if (!lookup_error_.ok()) return;  // the first one is the one to fix
+  std::string declared;
+  if (std::string(what) == "attr") {
+    for (const AttrDef& a : op_.attrs) declared += (declared.empty() ? "" : ", ") + a.name;
+  } else {
+    for (const ArgDef& a : op_.inputs) declared += (declared.empty() ? "" : ", ") + a.name;
+  }
+  lookup_error_ = errors::Internal("the shape function or kernel looked up ", what, " '", name,
+                                   "', which the op does not declare (its ", what, "s: ",
+                                   declared.empty() ? "none" : declared, ")");
 }
 
 Status BroadcastShapes(const TensorShape& a, const char* a_name, const TensorShape& b, const char* b_name,

@@ -201,7 +201,7 @@ Status SliceShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
-constexpr const char* kAllTypes = "T: {float32, float64, int32, int64, bool}";
+constexpr const char* kAllTypes = "T: alltypes";
 
 }  // namespace
 
@@ -249,7 +249,7 @@ REGISTER_OP("Cast")
     .Input("x: SrcT")
     .Attr("dtype: type")
     .Output("y: dtype")
-    .Attr("SrcT: {float32, float64, int32, int64, bool}")
+    .Attr("SrcT: alltypes")
     .SetShapeFn(shape_fns::Unchanged)
     .Gradient("x = Cast(dy, dtype=SrcT)")
     .Doc(R"doc(

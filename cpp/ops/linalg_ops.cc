@@ -74,7 +74,7 @@ REGISTER_OP("MatMul")
     .Attr("transpose_a: bool = false")
     .Attr("transpose_b: bool = false")
     .Output("product: T")
-    .Attr("T: {float32, float64, int32, int64}")
+    .Attr("T: numbertype")
     .SetShapeFn(MatMulShape)
     .Doc(R"doc(
 Multiplies matrices, with numpy.matmul semantics.

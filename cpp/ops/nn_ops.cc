@@ -47,7 +47,7 @@ REGISTER_OP("Softmax")
     .Input("logits: T")
     .Attr("axis: int = -1")
     .Output("softmax: T")
-    .Attr("T: {float32, float64}")
+    .Attr("T: floattype")
     .SetShapeFn(SoftmaxShape)
     .Doc(R"doc(
 Computes softmax along one axis: exp(logits) normalised to sum to 1.
@@ -70,7 +70,7 @@ REGISTER_OP("RmsNorm")
     .Input("weight: T")
     .Attr("epsilon: float >= 0 = 1e-6")
     .Output("y: T")
-    .Attr("T: {float32, float64}")
+    .Attr("T: floattype")
     .SetShapeFn(RmsNormShape)
     .Doc(R"doc(
 Applies root-mean-square normalisation over the last axis, then a per-feature scale.

@@ -94,7 +94,7 @@ Status ArgReduceShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
-constexpr const char* kNumericTypes = "T: {float32, float64, int32, int64}";
+constexpr const char* kNumericTypes = "T: numbertype";
 
 }  // namespace
 
@@ -185,7 +185,7 @@ REGISTER_OP("Mean")
     .Attr("axis: list(int) = None")
     .Attr("keepdims: bool = false")
     .Output("y: T")
-    .Attr("T: {float32, float64}")
+    .Attr("T: floattype")
     .SetShapeFn(ReduceShape)
     .Doc(R"doc(
 Averages the elements of a tensor over the given axes.

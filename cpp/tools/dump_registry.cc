@@ -2,7 +2,7 @@
 // input of `python -m codegen`. Exits 1 if any declaration was invalid.
 #include <cstdio>
 
-#include "opforge/registry.h"
+#include "registry_internal.h"
 
 int main() {
   const auto errors = opforge::OpRegistry::Global()->registration_errors();

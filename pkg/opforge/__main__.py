@@ -13,11 +13,11 @@ def _registry():
 def _signature(op):
     attrs = {a["name"]: a for a in op["attrs"]}
     params = []
-    for name in op["arg_order"]:
+    for name in op["params"]:
         attr = attrs.get(name)
         if attr is None:
             params.append(name)
-        elif not attr["inferred"]:
+        else:
             params.append(f"{name}={attr['default']!r}" if attr["has_default"] else name)
     outs = ", ".join(o["name"] for o in op["outputs"])
     return f"{op['name']}({', '.join(params)}) -> {outs}"

@@ -1,6 +1,12 @@
-"""The element types an opforge Tensor can hold."""
+"""The element types an opforge Tensor can hold.
+
+Derived from the C++ dtype table (cpp/include/opforge/dtype.h) through the
+extension, so there is no second list to keep in step.
+"""
 
 import numpy as np
+
+from opforge import _pywrap_internal
 
 
 class DType:
@@ -39,15 +45,22 @@ class DType:
         return (as_dtype, (self.name,))
 
 
-# Enum values match opforge::DType in cpp/include/opforge/dtype.h.
-float32 = DType("float32", 1, np.float32)
-float64 = DType("float64", 2, np.float64)
-int32 = DType("int32", 3, np.int32)
-int64 = DType("int64", 4, np.int64)
-bool_ = DType("bool", 5, np.bool_)
+def _from_table():
+    """(name, enum, numpy name, size, is_floating, is_integer) rows -> DTypes by enum."""
+    by_enum = [None]
+    for name, enum, np_name, size, _floating, _integer in _pywrap_internal.dtype_table():
+        d = DType(name, enum, np_name)
+        if enum != len(by_enum) or d.itemsize != size:
+            raise ImportError(f"opforge: dtype table row {name!r} is inconsistent with numpy")
+        by_enum.append(d)
+    return tuple(by_enum)
 
-_BY_ENUM = (None, float32, float64, int32, int64, bool_)
+
+_BY_ENUM = _from_table()
 _BY_NAME = {d.name: d for d in _BY_ENUM[1:]}
+# Python names: "bool" would shadow the builtin, so it is bool_ (as in numpy).
+_PY_NAMES = {d.name: d.name + "_" if d.name == "bool" else d.name for d in _BY_ENUM[1:]}
+globals().update({_PY_NAMES[n]: d for n, d in _BY_NAME.items()})
 
 
 def as_dtype(value):
@@ -63,7 +76,7 @@ def as_dtype(value):
     for d in _BY_ENUM[1:]:
         if np_dtype is not None and d._np == np_dtype:
             return d
-    raise TypeError(f"{value!r} is not an opforge dtype (float32, float64, int32, int64, bool)")
+    raise TypeError(f"{value!r} is not an opforge dtype ({', '.join(_BY_NAME)})")
 
 
-__all__ = ["DType", "float32", "float64", "int32", "int64", "bool_", "as_dtype"]
+__all__ = ["DType", *_PY_NAMES.values(), "as_dtype"]

@@ -12,6 +12,7 @@ namespace opforge {
 enum class AttrType : int32_t {
   kInt, kFloat, kBool, kString, kType, kShape, kListInt, kListFloat, kListType,
 };
+inline constexpr int kNumAttrTypes = 9;
 const char* AttrTypeName(AttrType t);  // "int", "list(int)", ...
 bool AttrTypeFromName(const std::string& name, AttrType* out);
 

@@ -5,30 +5,54 @@
 #include <cstdint>
 #include <string_view>
 
+// The one table of dtypes: everything else (DTypeName, the registry JSON's
+// "dtypes", opforge.dtypes in Python, codegen) is derived from it.
+//   X(Enumerator, value, name, numpy name, C++ type, size, is_floating, is_integer)
+// Values are stable: the Python layer and the registry JSON rely on them.
+#define OPFORGE_DTYPES(X)                                       \
+  X(kFloat32, 1, "float32", "float32", float, 4, true, false)   \
+  X(kFloat64, 2, "float64", "float64", double, 8, true, false)  \
+  X(kInt32, 3, "int32", "int32", int32_t, 4, false, true)       \
+  X(kInt64, 4, "int64", "int64", int64_t, 8, false, true)       \
+  X(kBool, 5, "bool", "bool", bool, 1, false, false)
+
 namespace opforge {
 
-// Values are stable: the Python layer and the registry JSON rely on them.
 enum class DType : int32_t {
   kInvalid = 0,
-  kFloat32 = 1,
-  kFloat64 = 2,
-  kInt32 = 3,
-  kInt64 = 4,
-  kBool = 5,
+#define OPFORGE_DTYPE_ENUM(e, v, ...) e = v,
+  OPFORGE_DTYPES(OPFORGE_DTYPE_ENUM)
+#undef OPFORGE_DTYPE_ENUM
 };
-inline constexpr int kNumDTypes = 6;
+#define OPFORGE_DTYPE_COUNT(...) +1
+inline constexpr int kNumDTypes = 1 OPFORGE_DTYPES(OPFORGE_DTYPE_COUNT);
+#undef OPFORGE_DTYPE_COUNT
 
 const char* DTypeName(DType t);                     // "float32"; "invalid"
+const char* DTypeNumpyName(DType t);                // numpy's name: "float32", "bool"
 bool DTypeFromName(std::string_view name, DType* out);
 size_t DTypeSize(DType t);                          // bytes per element; 0 if invalid
-inline bool IsFloating(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
-inline bool IsInteger(DType t) { return t == DType::kInt32 || t == DType::kInt64; }
+inline bool IsFloating(DType t) {
+  switch (t) {
+#define OPFORGE_DTYPE_FLOATING(e, v, nm, np, ctype, size, fl, in) case DType::e: return fl;
+    OPFORGE_DTYPES(OPFORGE_DTYPE_FLOATING)
+#undef OPFORGE_DTYPE_FLOATING
+    default: return false;
+  }
+}
+inline bool IsInteger(DType t) {
+  switch (t) {
+#define OPFORGE_DTYPE_INTEGER(e, v, nm, np, ctype, size, fl, in) case DType::e: return in;
+    OPFORGE_DTYPES(OPFORGE_DTYPE_INTEGER)
+#undef OPFORGE_DTYPE_INTEGER
+    default: return false;
+  }
+}
 
 template <typename T> struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+#define OPFORGE_DTYPE_OF(e, v, nm, np, ctype, ...) \
+  template <> struct DTypeOf<ctype> { static constexpr DType value = DType::e; };
+OPFORGE_DTYPES(OPFORGE_DTYPE_OF)
+#undef OPFORGE_DTYPE_OF
 
 }  // namespace opforge

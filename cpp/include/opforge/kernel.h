@@ -25,7 +25,9 @@ class OpKernelContext : public OpContext {
   // output_shapes and outputs have one slot per op.outputs.
   OpKernelContext(const OpDef& op, const Tensor* inputs, int num_inputs, const AttrValue* attrs,
                   const TensorShape* output_shapes, Tensor* outputs)
-      : OpContext(op, inputs, num_inputs, attrs), output_shapes_(output_shapes), outputs_(outputs) {}
+      : OpContext(op, num_inputs, attrs), inputs_(inputs), output_shapes_(output_shapes), outputs_(outputs) {}
+
+  const Tensor& input(int i) const { return inputs_[i]; }
 
   int num_outputs() const { return static_cast<int>(op().outputs.size()); }
   // The shape the shape function inferred for output i.
@@ -36,6 +38,7 @@ class OpKernelContext : public OpContext {
   void set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
 
  private:
+  const Tensor* inputs_;
   const TensorShape* output_shapes_;
   Tensor* outputs_;
 };

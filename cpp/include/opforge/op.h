@@ -14,9 +14,14 @@
 //   z: The sum.
 //   )doc");
 //
+// In Doc(), an unindented "name: text" line documents the input, output or
+// attr `name`; naming none of them is an error (indent prose lines).
+//
 // Arg specs:   "name: T" (type attr), "name: float32" (fixed type),
 //              "name: N * T" (a list of N tensors sharing type attr T).
 // Attr specs:  "name: type", "name: {float32, int32}", "name: int = -1",
+//              "name: numbertype" (a dtype set: numbertype = float and int
+//              types, floattype, inttype, alltypes; also inside {...}),
 //              "name: int >= 0", "name: list(int) = None", "name: float = 1e-6",
 //              "name: bool = false", "name: string = 'x'", "name: shape".
 // The group of an op is its file's name less "_ops.cc" (math_ops.cc -> math).
@@ -69,7 +74,9 @@ struct OpDef {
   std::vector<ArgDef> inputs;
   std::vector<ArgDef> outputs;
   std::vector<AttrDef> attrs;
-  std::vector<std::string> arg_order;  // inputs and attrs in declaration order
+  // The user-visible parameters, in order: inputs and non-inferred attrs as
+  // declared. Generated wrappers and the generic execute path follow it.
+  std::vector<std::string> params;
   ShapeFn shape_fn = nullptr;
   const KernelTable* kernels = nullptr;  // set at registration; never null after
   // Gradient declarations as written (see Gradient() below); the registry

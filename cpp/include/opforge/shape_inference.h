@@ -1,23 +1,34 @@
-// Shape functions: compute output shapes from input shapes and attrs, and
-// reject bad shapes before any memory is allocated.
+// Shape functions: compute output shapes from input dtypes and shapes and
+// attrs, and reject bad shapes before any memory is allocated. They never see
+// tensor data, so a graph can infer static shapes with no buffers.
 #pragma once
 
 #include <vector>
 
 #include "opforge/op_context.h"
+#include "opforge/tensor.h"
 
 namespace opforge {
 
+// What shape inference knows of one input slot: its dtype and shape (a view;
+// the shape outlives the inference).
+struct InputSpec {
+  DType dtype = DType::kInvalid;
+  const TensorShape* shape = nullptr;
+};
+
 class InferenceContext : public OpContext {
  public:
-  InferenceContext(const OpDef& op, const Tensor* inputs, int num_inputs, const AttrValue* attrs,
+  InferenceContext(const OpDef& op, const InputSpec* inputs, int num_inputs, const AttrValue* attrs,
                    TensorShape* output_shapes)
-      : OpContext(op, inputs, num_inputs, attrs), output_shapes_(output_shapes) {}
+      : OpContext(op, num_inputs, attrs), inputs_(inputs), output_shapes_(output_shapes) {}
 
-  const TensorShape& input_shape(int i) const { return input(i).shape(); }
+  const TensorShape& input_shape(int i) const { return *inputs_[i].shape; }
+  DType input_dtype(int i) const { return inputs_[i].dtype; }
   void set_output_shape(int i, const TensorShape& s) { output_shapes_[i] = s; }
 
  private:
+  const InputSpec* inputs_;
   TensorShape* output_shapes_;  // one per op.outputs
 };
 

@@ -1,0 +1,174 @@
+"""Shape-only inference: _pywrap_internal.infer against eager execution.
+
+infer() runs what eager execution runs before the kernel (type-attr
+inference, attr completion and validation, the C++ shape function) on
+(dtype, shape) pairs; every registered op must agree with its eager result,
+and bad input must raise the op's usual opforge.errors class.
+"""
+
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import opforge as of
+from opforge import _pywrap_internal as pw
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from codegen import naming  # noqa: E402
+
+REGISTRY = {op["name"]: op for op in json.loads(pw.registry_json())["ops"]}
+BUILTIN = sorted(n for n, op in REGISTRY.items() if hasattr(of.ops, f"gen_{op['group']}_ops"))
+
+rng = np.random.default_rng(0)
+
+
+def arr(shape, dtype=np.float32):
+    if np.dtype(dtype) == np.bool_:
+        return rng.random(shape) > 0.5
+    return (rng.random(shape) * 4 + 1).astype(dtype)
+
+
+F, D, I, L = np.float32, np.float64, np.int32, np.int64
+UNARY_FLOAT = ["Exp", "Log", "Sqrt", "Sin", "Cos", "Tanh", "Sigmoid"]
+UNARY_NUMBER = ["Neg", "Abs", "Square", "Relu", "Identity", "ZerosLike", "OnesLike"]
+BINARY = ["Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow", "Equal", "NotEqual", "Less",
+          "LessEqual", "Greater", "GreaterEqual"]
+REDUCE = ["Sum", "Mean", "Max", "Min", "Prod"]
+
+# op -> list of (inputs, attrs): inputs one per input arg (a list for a list arg).
+CASES = {}
+for op in UNARY_FLOAT:
+    CASES[op] = [((arr((2, 3)),), {}), ((arr((), D),), {}), ((arr((0, 4)),), {})]
+for op in UNARY_NUMBER:
+    CASES[op] = [((arr((2, 3), I),), {}), ((arr((5,), D),), {})]
+for op in BINARY:
+    dt = F if op in ("Div", "Pow") else L
+    CASES[op] = [((arr((2, 1, 3), dt), arr((4, 3), dt)), {}), ((arr((3,), D), arr((), D)), {})]
+for op in REDUCE:
+    CASES[op] = [((arr((2, 3, 4)),), {}), ((arr((2, 3, 4), D),), {"axis": [0, -1]}),
+                 ((arr((2, 3)),), {"axis": 1, "keepdims": True})]
+CASES.update({
+    "LogicalAnd": [((arr((2, 3), bool), arr((3,), bool)), {})],
+    "LogicalOr": [((arr((1, 3), bool), arr((2, 1), bool)), {})],
+    "LogicalNot": [((arr((4,), bool),), {})],
+    "Select": [((arr((2, 3), bool), arr((2, 3), I), arr((3,), I)), {})],
+    "ArgMax": [((arr((2, 5)),), {}), ((arr((2, 5)),), {"axis": 1, "keepdims": True})],
+    "ArgMin": [((arr((2, 5), I),), {"axis": 0})],
+    "Cast": [((arr((2, 3)),), {"dtype": of.int64}), ((arr((4,), bool),), {"dtype": "float64"})],
+    "Concat": [(([arr((2, 3)), arr((1, 3)), arr((4, 3))],), {}), (([arr((2, 3), I)] * 2,), {"axis": -1})],
+    "Fill": [((np.float64(2.5),), {"shape": [2, 0, 3]}), ((np.int32(1),), {"shape": []})],
+    "MatMul": [((arr((2, 3)), arr((3, 4))), {}),
+               ((arr((3, 2), D), arr((4, 3), D)), {"transpose_a": True, "transpose_b": True})],
+    "Reshape": [((arr((2, 6)),), {"shape": [3, -1]}), ((arr((4,), I),), {"shape": [2, 2, 1]})],
+    "RmsNorm": [((arr((2, 8)), arr((8,))), {}), ((arr((3, 4), D), arr((4,), D)), {"epsilon": 0.1})],
+    "Slice": [((arr((4, 5)),), {"begin": [1, 0], "size": [2, -1]})],
+    "Softmax": [((arr((2, 7)),), {}), ((arr((3, 2), D),), {"axis": 0})],
+    "Transpose": [((arr((2, 3, 4)),), {}), ((arr((2, 3, 4), I),), {"perm": [1, 0, 2]})],
+})
+
+
+def call(op, inputs, attrs):
+    """Runs op eagerly, inputs by name (an attr may come first: Fill(shape, value))."""
+    names = [naming.python_ident(i["name"]) for i in REGISTRY[op]["inputs"]]
+    return getattr(of, naming.op_python_name(op))(**dict(zip(names, inputs)), **attrs)
+
+
+def spec(x):
+    if isinstance(x, list):
+        return [spec(v) for v in x]
+    a = np.asarray(x)
+    return (a.dtype, a.shape)
+
+
+def test_every_builtin_op_has_a_case():
+    assert sorted(CASES) == BUILTIN, "add an infer case for each new op"
+
+
+@pytest.mark.parametrize("op", BUILTIN)
+def test_infer_matches_eager(op):
+    for inputs, attrs in CASES[op]:
+        dtypes, shapes, completed = pw.infer(op, tuple(spec(x) for x in inputs), attrs)
+        out = call(op, inputs, attrs)
+        outs = out if isinstance(out, tuple) else (out,)
+        assert len(dtypes) == len(shapes) == len(outs) == len(REGISTRY[op]["outputs"])
+        for d, s, t in zip(dtypes, shapes, outs):
+            assert isinstance(d, of.DType) and d == t.dtype, (op, d, t.dtype)
+            assert s == t.shape, (op, s, t.shape)
+        assert sorted(completed) == sorted(a["name"] for a in REGISTRY[op]["attrs"])
+        for a in REGISTRY[op]["attrs"]:
+            if a["name"] in attrs and a["type"] != "type":
+                given = attrs[a["name"]]
+                want = [given] if a["type"] == "list(int)" and isinstance(given, int) else given
+                want = tuple(want) if a["type"] == "shape" else want  # shapes come back as tuples
+                assert completed[a["name"]] == want, (op, a["name"])
+            elif a["inferred"] and a["type"] == "int":  # N of a list arg
+                arg = next(i for i in REGISTRY[op]["inputs"] if i["number_attr"] == a["name"])
+                pos = [i["name"] for i in REGISTRY[op]["inputs"]].index(arg["name"])
+                assert completed[a["name"]] == len(inputs[pos])
+            elif a["inferred"]:  # T: the dtype of its first input
+                pos = next(k for k, i in enumerate(REGISTRY[op]["inputs"]) if i["type_attr"] == a["name"])
+                first = inputs[pos][0] if isinstance(inputs[pos], list) else inputs[pos]
+                assert completed[a["name"]] == np.asarray(first).dtype
+            elif a["has_default"] and a["default"] is not None and a["type"] != "type":
+                default = a["default"]
+                assert completed[a["name"]] == (tuple(default) if a["type"] == "shape" else default)
+
+
+def test_infer_accepts_every_dtype_spelling_and_needs_no_data():
+    for d in (of.float64, np.float64, np.dtype("float64"), "float64"):
+        dtypes, shapes, attrs = pw.infer("Add", ((d, (2**40, 3)), (d, [1, 3])), {})
+        assert dtypes == (of.float64,) and shapes == ((2**40, 3),) and attrs == {"T": of.float64}
+    dtypes, shapes, attrs = pw.infer("Fill", (("float32", ()),), {"shape": (2, 3)})
+    assert shapes == ((2, 3),) and attrs["shape"] == (2, 3)
+
+
+@pytest.mark.parametrize("op,inputs,attrs,error,needle", [
+    ("Add", (("float32", (2, 3)), ("float32", (4, 3))), {}, of.errors.InvalidArgumentError,
+     r"Add: argument 'x' with shape \[2, 3\] and argument 'y' with shape \[4, 3\] cannot be broadcast"),
+    ("Add", (("float32", (2,)), ("int32", (2,))), {}, of.errors.InvalidArgumentError,
+     r"Add: argument 'y' has dtype int32 but argument 'x' has dtype float32"),
+    ("Div", (("int32", (2,)), ("int32", (2,))), {}, of.errors.InvalidArgumentError,
+     r"Div: argument 'x' has dtype int32, which is not supported"),
+    ("Sum", (("float32", (2, 3)),), {"axis": [5]}, of.errors.InvalidArgumentError, r"Sum: .*axis"),
+    ("Sum", (("float32", (2, 3)),), {"keepdims": 1}, of.errors.InvalidArgumentError,
+     r"Sum: attr 'keepdims' must be a bool"),
+    ("Sum", (("float32", (2, 3)),), {"keepdim": True}, of.errors.InvalidArgumentError,
+     r"Sum: unknown attr 'keepdim'"),
+    ("Cast", (("float32", (2,)),), {}, of.errors.InvalidArgumentError, r"Cast: attr 'dtype' is required"),
+    ("MatMul", (("float32", (2, 3)), ("float32", (2, 3))), {}, of.errors.InvalidArgumentError, r"MatMul: "),
+    ("Reshape", (("float32", (2, 3)),), {"shape": [4, -1]}, of.errors.InvalidArgumentError, r"Reshape: "),
+    ("Add", (("float32", (2,)),), {}, of.errors.InvalidArgumentError, r"Add: infer\(\) got 1 inputs"),
+    ("Add", (("float16", (2,)), ("float32", (2,))), {}, of.errors.InvalidArgumentError,
+     r"Add: argument 'x': dtype must be an opforge dtype"),
+    ("Add", (("float32", (-1,)), ("float32", (2,))), {}, of.errors.InvalidArgumentError, r"Add: argument 'x': "),
+    ("Add", (("float32", "ab"), ("float32", (2,))), {}, of.errors.InvalidArgumentError,
+     r"Add: argument 'x': shape must be a sequence of ints"),
+    ("Add", (("float32", (2.5,)), ("float32", (2,))), {}, of.errors.InvalidArgumentError,
+     r"Add: argument 'x': shape must be a sequence of ints"),
+    ("Add", (np.ones(2), ("float32", (2,))), {}, of.errors.InvalidArgumentError,
+     r"Add: argument 'x' must be a \(dtype, shape\) pair"),
+    ("Concat", (None,), {}, of.errors.InvalidArgumentError,
+     r"Concat: argument 'values' must be a list of \(dtype, shape\) pairs"),
+    ("Concat", ([("float32", (2,)), ("float64", (2,))],), {}, of.errors.InvalidArgumentError,
+     r"Concat: argument 'values'\[1\] has dtype float64 but argument 'values' has dtype float32"),
+    ("NoSuchOp", (), {}, of.errors.NotFoundError, r"NoSuchOp: op is not registered"),
+])
+def test_infer_errors_are_the_ops_errors(op, inputs, attrs, error, needle):
+    with pytest.raises(error, match=needle):
+        pw.infer(op, inputs, attrs)
+
+
+def test_infer_errors_match_eager_errors():
+    for op, inputs, attrs in [("Add", (np.ones((2, 3), np.float32), np.ones((4, 3), np.float32)), {}),
+                              ("MatMul", (np.ones((2, 3)), np.ones((2, 3))), {}),
+                              ("Sum", (np.ones((2, 3)),), {"axis": [2]}),
+                              ("Softmax", (np.ones((2, 3)),), {"axis": 3})]:
+        with pytest.raises(of.errors.OpError) as eager:
+            call(op, inputs, attrs)
+        with pytest.raises(of.errors.OpError) as inferred:
+            pw.infer(op, tuple(spec(x) for x in inputs), attrs)
+        assert type(eager.value) is type(inferred.value)
+        assert str(eager.value) == str(inferred.value)
