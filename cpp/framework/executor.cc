@@ -130,7 +130,7 @@ Status RunShapeFn(const OpDef& op, const InputSpec* inputs, int num_inputs, cons
                   TensorShape* shapes) {
   InferenceContext ictx(op, inputs, num_inputs, attrs, shapes);
   OF_RETURN_IF_ERROR(op.shape_fn(&ictx));
-  OF_RETURN_IF_ERROR(ictx.lookup_error());
+  if (!ictx.lookup_error().ok()) return ictx.lookup_error();
   for (size_t i = 0; i < op.outputs.size(); ++i) {
     if (!shapes[i].IsValid()) {
       TensorShape checked;
@@ -161,7 +161,7 @@ Status ExecuteImpl(const OpDef& op, const Tensor* inputs, int num_inputs, AttrVa
 
   OpKernelContext kctx(op, inputs, num_inputs, attrs, shapes.data(), outputs);
   OF_RETURN_IF_ERROR(fn(&kctx));
-  OF_RETURN_IF_ERROR(kctx.lookup_error());
+  if (!kctx.lookup_error().ok()) return kctx.lookup_error();
   for (size_t i = 0; i < num_outputs; ++i) {
     Tensor& out = outputs[i];
     if (!out.valid()) {
