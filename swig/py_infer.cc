@@ -86,15 +86,12 @@ bool ParsePair(PyObject* pair, const char* op, const std::string& label, DType* 
   return true;
 }
 
-PyObject* IntList(const std::vector<int64_t>& v, bool as_tuple) {
-  PyObject* out = as_tuple ? PyTuple_New(static_cast<Py_ssize_t>(v.size()))
-                           : PyList_New(static_cast<Py_ssize_t>(v.size()));
-  if (!out) return nullptr;
-  for (size_t i = 0; i < v.size(); ++i) {
-    PyObject* x = PyLong_FromLongLong(v[i]);
+PyObject* ShapeTuple(const TensorShape& shape) {
+  PyObject* out = PyTuple_New(shape.rank());
+  for (int i = 0; out && i < shape.rank(); ++i) {
+    PyObject* x = PyLong_FromLongLong(shape.dim(i));
     if (!x) { Py_DECREF(out); return nullptr; }
-    if (as_tuple) PyTuple_SET_ITEM(out, static_cast<Py_ssize_t>(i), x);
-    else PyList_SET_ITEM(out, static_cast<Py_ssize_t>(i), x);
+    PyTuple_SET_ITEM(out, i, x);
   }
   return out;
 }
@@ -104,38 +101,6 @@ PyObject* DTypeRef(DType t) {
   Py_XINCREF(o);
   if (!o) PyErr_SetString(PyExc_RuntimeError, "opforge: the dtype objects are not initialised");
   return o;
-}
-
-PyObject* AttrToPython(const AttrValue& v, AttrType t) {
-  if (v.kind != AttrValue::kValue) Py_RETURN_NONE;
-  switch (t) {
-    case AttrType::kInt: return PyLong_FromLongLong(v.i);
-    case AttrType::kFloat: return PyFloat_FromDouble(v.f);
-    case AttrType::kBool: return PyBool_FromLong(v.b);
-    case AttrType::kString: return PyUnicode_FromStringAndSize(v.s.data(), static_cast<Py_ssize_t>(v.s.size()));
-    case AttrType::kType: return DTypeRef(v.type);
-    case AttrType::kShape: return IntList(v.list_i, true);
-    case AttrType::kListInt: return IntList(v.list_i, false);
-    case AttrType::kListFloat: {
-      PyObject* out = PyList_New(static_cast<Py_ssize_t>(v.list_f.size()));
-      for (size_t i = 0; out && i < v.list_f.size(); ++i) {
-        PyObject* x = PyFloat_FromDouble(v.list_f[i]);
-        if (!x) { Py_DECREF(out); return nullptr; }
-        PyList_SET_ITEM(out, static_cast<Py_ssize_t>(i), x);
-      }
-      return out;
-    }
-    case AttrType::kListType: {
-      PyObject* out = PyList_New(static_cast<Py_ssize_t>(v.list_type.size()));
-      for (size_t i = 0; out && i < v.list_type.size(); ++i) {
-        PyObject* x = DTypeRef(v.list_type[i]);
-        if (!x) { Py_DECREF(out); return nullptr; }
-        PyList_SET_ITEM(out, static_cast<Py_ssize_t>(i), x);
-      }
-      return out;
-    }
-  }
-  Py_RETURN_NONE;
 }
 
 }  // namespace
@@ -225,13 +190,12 @@ PyObject* Infer(const char* op_type, PyObject* inputs, PyObject* attrs) {
     PyObject* d = DTypeRef(out_dtypes[i]);
     if (!d) return nullptr;
     PyTuple_SET_ITEM(py_dtypes.p, static_cast<Py_ssize_t>(i), d);
-    std::vector<int64_t> dims(out_shapes[i].dims(), out_shapes[i].dims() + out_shapes[i].rank());
-    PyObject* sh = IntList(dims, true);
+    PyObject* sh = ShapeTuple(out_shapes[i]);
     if (!sh) return nullptr;
     PyTuple_SET_ITEM(py_shapes.p, static_cast<Py_ssize_t>(i), sh);
   }
   for (size_t i = 0; i < op.attrs.size(); ++i) {
-    Ref v(AttrToPython(values[i], op.attrs[i].type));
+    Ref v(AttrToPython(op.attrs[i], values[i]));  // as OpCall.completed_attrs has them
     if (!v.p || PyDict_SetItemString(py_attrs.p, op.attrs[i].name.c_str(), v.p) != 0) return nullptr;
   }
   return PyTuple_Pack(3, py_dtypes.p, py_shapes.p, py_attrs.p);

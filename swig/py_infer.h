@@ -14,8 +14,8 @@ namespace py {
 // what eager execution runs before the kernel (type-attr inference, attr
 // completion and validation, the C++ shape function) without any tensor,
 // and raises the same opforge.errors. completed_attrs has every attr
-// (inferred T and N and defaults included): lists as lists, shapes as tuples,
-// dtypes as opforge DTypes, "= None" attrs left None.
+// (inferred T and N and defaults included) as OpCall.completed_attrs has
+// them: lists and shapes as tuples, dtypes as opforge DTypes, None for none.
 PyObject* Infer(const char* op_type, PyObject* inputs, PyObject* attrs);
 
 // _pywrap_internal.dtype_table() -> tuple of (name, enum, numpy name, size,

@@ -102,7 +102,7 @@ def test_infer_matches_eager(op):
             if a["name"] in attrs and a["type"] != "type":
                 given = attrs[a["name"]]
                 want = [given] if a["type"] == "list(int)" and isinstance(given, int) else given
-                want = tuple(want) if a["type"] == "shape" else want  # shapes come back as tuples
+                want = tuple(want) if isinstance(want, list) else want  # lists come back as tuples
                 assert completed[a["name"]] == want, (op, a["name"])
             elif a["inferred"] and a["type"] == "int":  # N of a list arg
                 arg = next(i for i in REGISTRY[op]["inputs"] if i["number_attr"] == a["name"])
@@ -114,7 +114,7 @@ def test_infer_matches_eager(op):
                 assert completed[a["name"]] == np.asarray(first).dtype
             elif a["has_default"] and a["default"] is not None and a["type"] != "type":
                 default = a["default"]
-                assert completed[a["name"]] == (tuple(default) if a["type"] == "shape" else default)
+                assert completed[a["name"]] == (tuple(default) if isinstance(default, list) else default)
 
 
 def test_infer_accepts_every_dtype_spelling_and_needs_no_data():
