@@ -31,6 +31,11 @@ def _ratio(case, lib, key):
     return f"{r[key]:.2f}x" if key in r else "-"
 
 
+def _mode_ratio(case, mode):
+    r = case["mode_speedups"].get(mode, {}).get("opforge")
+    return f"{r:.2f}x" if r is not None else "-"
+
+
 def _table(header, rows):
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     line = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
@@ -63,6 +68,13 @@ def render(data):
                 + ([_ratio(c, "opforge", "speedup_vs_torch")] if "torch" in libs else [])
                 for c in cases]
         out += [title] + _table(header, rows) + [""]
+    modal = [c for c in data["cases"].values() if "mode_speedups" in c]
+    if modal:
+        from bench.interleave import MODES
+        rows = [[c["title"]] + [_mode_ratio(c, m) for m in MODES] for c in modal]
+        out += ["Matmul alone and alternating with numpy, warm and cold: opforge speedup vs numpy "
+                "(bench/interleave.py)"]
+        out += _table(["case"] + [m.replace("_", ", ") for m in MODES], rows) + [""]
     imp = data.get("import")
     if imp:
         ms = lambda lib: (f"{imp[lib]['median_s'] * 1e3:.1f} ms" if "median_s" in imp.get(lib, {})
@@ -85,7 +97,7 @@ def render(data):
         out += [f"Peak RSS adding two {mem['bytes_per_input'] / 1e9:.3g} GB float32 arrays "
                 "(ru_maxrss, one subprocess per library)"]
         out += _table(["library", "after inputs", "after add", "add's increase", ""], rows) + [""]
-    out += ["Targets (issue 4)" + ("  [quick mode: sizes are tiny, statuses are not meaningful]"
+    out += ["Targets (issues 4 and 15)" + ("  [quick mode: sizes are tiny, statuses are not meaningful]"
                                    if meta["mode"] == "quick" else "")]
     out += _table(["target", "measured", "status", "note"],
                   [[t["target"], t["shown"], t["status"], t["note"]] for t in data["targets"]])

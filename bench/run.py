@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from bench import cases as cases_mod
-from bench import libs, report, subprocs, targets, timing
+from bench import interleave, libs, report, subprocs, targets, timing
 
 # (repeats, min seconds per timed batch, settle seconds before each batch of a threaded
 # case, import-time runs, elements per RSS input)
@@ -59,8 +59,15 @@ def measure(case, repeats, min_batch_s, settle_s=0.0):
     of, torch = results.get("opforge", {}), results.get("torch", {})
     if "median_s" in of and "median_s" in torch:
         of["speedup_vs_torch"] = torch["median_s"] / of["median_s"]
-    return {"group": case.group, "title": case.title, "shape": list(case.shape),
-            "unit": case.unit, "work": case.work, "results": results}
+    out = {"group": case.group, "title": case.title, "shape": list(case.shape),
+           "unit": case.unit, "work": case.work, "results": results}
+    if case.group == "matmul" and "numpy" in samples:
+        # Issue 15: also cold and alternating with numpy (bench/interleave.py).
+        modes = interleave.measure(runnable, case.namespace, repeats, settle_s,
+                                   {lib: results[lib]["median_s"] for lib in samples})
+        out["modes"] = modes
+        out["mode_speedups"] = interleave.speedups(modes)
+    return out
 
 
 def _loadavg():

@@ -15,6 +15,9 @@ SPEEDUP_TARGETS = [
     ("matmul 1024 float32: >= 0.95x numpy", "matmul.1024", 0.95, False),
     ("matmul 2048 float32: >= 0.95x numpy", "matmul.2048", 0.95, False),
 ]
+# Issue 15: matmul alone and alternating with numpy, warm and cold (bench/interleave.py).
+MODE_TARGETS = [(f"matmul {n} float32, alone/interleaved x warm/cold: each >= 0.95x numpy",
+                 f"matmul.{n}", 0.95) for n in (256, 512, 1024, 2048)]
 IMPORT_BUDGET_S = 0.050
 RSS_BUDGET_BYTES = 3.2e9
 
@@ -38,6 +41,18 @@ def evaluate(cases, imports, memory):
         s = of["speedup_vs_numpy"]
         passed = (s > minimum if strict else s >= minimum) and of["ok"]
         rows.append(_row(name, s, f"{s:.3f}x", passed, "" if of["ok"] else "WRONG RESULT"))
+    for name, case_id, minimum in MODE_TARGETS:
+        case = cases.get(case_id) or {}
+        speedups = {m: s.get("opforge") for m, s in case.get("mode_speedups", {}).items()}
+        of = case.get("results", {}).get("opforge", {})
+        if not speedups or None in speedups.values():
+            rows.append(_row(name, None, "-", False, of.get("error") or "not measured in this run",
+                             error=bool(of.get("error"))))
+            continue
+        worst = min(speedups, key=speedups.get)
+        s = speedups[worst]
+        rows.append(_row(name, s, f"{s:.3f}x", s >= minimum and of.get("ok", False),
+                         f"worst: {worst.replace('_', ', ')}" + ("" if of.get("ok") else "; WRONG RESULT")))
     name = "import opforge (numpy imported) adds < 50 ms"
     if imports and "median_s" in imports.get("opforge", {}):
         # Read strictly: opforge's own import time, with numpy already loaded, is

@@ -29,7 +29,8 @@ def quick_run(tmp_path_factory):
 def test_quick_mode_exits_zero_and_prints_targets(quick_run):
     proc, _ = quick_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "Targets (issue 4)" in proc.stdout
+    assert "Targets (issues 4 and 15)" in proc.stdout
+    assert "Matmul alone and alternating with numpy" in proc.stdout
     assert "WRONG" not in proc.stdout
 
 
@@ -50,6 +51,10 @@ def test_quick_mode_json_has_every_figure(quick_run):
             if case["unit"] != "time":
                 assert r["rate"] > 0
         assert "speedup_vs_numpy" in case["results"]["opforge"]
+        if case["group"] == "matmul":  # issue 15's four modes, each with a positive ratio
+            assert set(case["mode_speedups"]) == {
+                "alone_warm", "alone_cold", "interleaved_warm", "interleaved_cold"}
+            assert all(s["opforge"] > 0 for s in case["mode_speedups"].values())
     assert set(data["import"]) == {"runs"} | libs
     assert set(data["memory"]["results"]) == libs
     for r in data["memory"]["results"].values():
@@ -58,10 +63,11 @@ def test_quick_mode_json_has_every_figure(quick_run):
         # much unless imports had already peaked higher, so only the order is checked.
         assert r["after_add"] >= r["inputs"] >= r["base"] > 0
     statuses = {t["target"]: t["status"] for t in data["targets"]}
-    assert len(statuses) == 10
+    assert len(statuses) == 14
     assert set(statuses.values()) <= {"PASS", "FAIL", "SKIP"}
     # Quick mode measures no 1024/2048 matmul and no 1 GB add.
     assert statuses["matmul 2048 float32: >= 0.95x numpy"] == "SKIP"
+    assert statuses["matmul 256 float32, alone/interleaved x warm/cold: each >= 0.95x numpy"] == "SKIP"
 
 
 def test_a_wrong_answer_is_flagged():

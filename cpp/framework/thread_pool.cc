@@ -1,9 +1,11 @@
 // The intra-op thread pool behind ParallelFor. Workers start on first use
 // (import stays cheap); the calling thread always takes a share of the work.
+// Its size comes from usable_cpus.h (affinity, cgroup quota, env vars).
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -13,11 +15,20 @@
 #include <vector>
 
 #include "opforge/parallel.h"
+#include "usable_cpus.h"
 
 namespace opforge {
 namespace {
 
 thread_local bool in_worker = false;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 
 class ThreadPool {
  public:
@@ -31,8 +42,10 @@ class ThreadPool {
     {
       std::lock_guard<std::mutex> lock(mu_);
       tasks_.push_back(std::move(task));
+      queued_.fetch_add(1, std::memory_order_release);
     }
-    cv_.notify_one();
+    // A spinning worker will see the task: skip the futex wake-up.
+    if (sleeping_.load(std::memory_order_acquire) > 0) cv_.notify_one();
   }
 
   // Runs one queued task on the calling thread, if there is one.
@@ -43,6 +56,7 @@ class ThreadPool {
       if (tasks_.empty()) return false;
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     task();
     return true;
@@ -51,15 +65,38 @@ class ThreadPool {
   bool forked() const { return getpid() != owner_pid_; }
 
  private:
+  // Spin-then-park: after a task, poll for the next one for kSpin before
+  // sleeping. Ops called back to back (the usual Python loop) then find the
+  // worker awake; waking a parked thread costs tens of microseconds, more on
+  // a VM, which is most of a 1 ms op.
+  static constexpr auto kSpin = std::chrono::microseconds(200);
+
+  bool SpinForWork() {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    do {
+      for (int i = 0; i < 64; ++i) {
+        if (queued_.load(std::memory_order_acquire) > 0) return true;
+        CpuRelax();
+      }
+    } while (std::chrono::steady_clock::now() < until);
+    return false;
+  }
+
   void Loop() {
     in_worker = true;
     for (;;) {
+      SpinForWork();
       std::function<void()> task;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return !tasks_.empty(); });
+        if (tasks_.empty()) {
+          sleeping_.fetch_add(1, std::memory_order_acq_rel);
+          cv_.wait(lock, [this] { return !tasks_.empty(); });
+          sleeping_.fetch_sub(1, std::memory_order_acq_rel);
+        }
         task = std::move(tasks_.front());
         tasks_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_relaxed);
       }
       task();
     }
@@ -69,16 +106,13 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
+  std::atomic<int> queued_{0};    // tasks_.size(), readable without the lock
+  std::atomic<int> sleeping_{0};  // workers parked on cv_
   std::vector<std::thread> workers_;
 };
 
-int ConfiguredThreads() {
-  if (const char* env = std::getenv("OPFORGE_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n >= 1) return n;
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+// Threads inside ParallelForImpl right now (callers, not pool workers).
+std::atomic<int> active_callers{0};
 
 ThreadPool* Pool() {
   static ThreadPool* pool = new ThreadPool(NumIntraOpThreads() - 1);
@@ -88,7 +122,7 @@ ThreadPool* Pool() {
 }  // namespace
 
 int NumIntraOpThreads() {
-  static const int n = ConfiguredThreads();
+  static const int n = ConfiguredIntraOpThreads();
   return n;
 }
 
@@ -102,8 +136,19 @@ void ParallelForImpl(int64_t total, int64_t cost_per_unit,
     fn(0, total);
     return;
   }
+  // Never oversubscribe: callers already splitting work (say, a threaded
+  // Dask scheduler's workers) hold cores; this one takes only what is left.
+  struct Active {
+    const int others = active_callers.fetch_add(1, std::memory_order_acq_rel);
+    ~Active() { active_callers.fetch_sub(1, std::memory_order_acq_rel); }
+  } active;
+  const int64_t free_threads = threads - active.others;
+  if (free_threads <= 1) {
+    fn(0, total);
+    return;
+  }
   const int64_t max_chunks = std::max<int64_t>(1, total * cost / (kMinParallelCost / 2));
-  const int64_t chunks = std::min<int64_t>({static_cast<int64_t>(threads), total, max_chunks});
+  const int64_t chunks = std::min<int64_t>({free_threads, total, max_chunks});
   const int64_t step = (total + chunks - 1) / chunks;
 
   struct Join {

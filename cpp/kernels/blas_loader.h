@@ -1,11 +1,21 @@
-// OpenBLAS behind MatMul, loaded on first use with dlopen (so `import
-// opforge` pays nothing for it) from the PyPI wheel scipy-openblas32, a
-// runtime dependency: <site-packages>/scipy_openblas32/lib/libscipy_openblas.so
-// next to <site-packages>/opforge/. Its threading is set to one thread; MatMul
-// splits work over opforge's own pool instead (one pool, no oversubscription).
+// OpenBLAS behind MatMul, found or loaded on first use (so `import opforge`
+// pays nothing for it). Two kinds:
 //
-// OPFORGE_BLAS=<path to a libscipy_openblas.so> picks the library;
-// OPFORGE_BLAS=none disables it (MatMul then uses its own GEMM).
+// - shared: a BLAS this process already loaded, normally numpy's bundled
+//   scipy-openblas64 (numpy.libs/libscipy_openblas64_*.so, ILP64, symbols
+//   scipy_cblas_sgemm64_ ...). It keeps its own threading: one call with the
+//   whole product, on the thread pool numpy's matmul uses too, so alternating
+//   numpy and opforge calls hands work to threads that are already awake
+//   instead of two pools fighting for the cores. Never reconfigured.
+// - private: opforge's own copy from the scipy-openblas32 wheel (a runtime
+//   dependency), set to one thread; callers split rows over opforge's pool.
+//   Used for small batched products (run in parallel over the batch) and when
+//   opforge may use fewer threads than the shared BLAS would.
+//
+// OPFORGE_BLAS: unset or `auto` (both, as above); `numpy` (only the shared
+// one); `bundled` (only the private one: opforge's behaviour before 0.2);
+// `none` (MatMul's built-in GEMM); a path: that library, shared if something
+// in the process already loaded it, else private.
 #pragma once
 
 #include <cstdint>
@@ -14,20 +24,32 @@ namespace opforge {
 namespace blas {
 
 // Row-major C[m, n] = op(A)[m, k] * op(B)[k, n] (beta = 0); trans_a / trans_b
-// as cblas. Dimensions and leading dimensions must fit in int32.
-using SgemmFn = void (*)(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
-                         const float* b, int ldb, float* c, int ldc);
-using DgemmFn = void (*)(bool trans_a, bool trans_b, int m, int n, int k, const double* a, int lda,
-                         const double* b, int ldb, double* c, int ldc);
+// as cblas. Dimensions and leading dimensions must be <= Library::max_dim.
+using SgemmFn = void (*)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                         const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                         int64_t ldc);
+using DgemmFn = void (*)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                         const double* a, int64_t lda, const double* b, int64_t ldb, double* c,
+                         int64_t ldc);
 
 struct Library {
   SgemmFn sgemm;
   DgemmFn dgemm;
+  int64_t max_dim;        // INT32_MAX for LP64 builds
+  int (*num_threads)();   // the library's current thread count (changes: threadpoolctl)
   const char* path;
 };
 
-// The loaded library, or nullptr where it is missing or disabled.
-const Library* Get();
+// Already loaded in the process (numpy's), or nullptr.
+const Library* Shared();
+// opforge's single-threaded copy, loaded on first call, or nullptr.
+const Library* Private();
+
+// Introspection (opforge.config, through ctypes): the libraries' paths or
+// nullptr, and the shared one's thread count (0 without one).
+const char* SharedPath();
+const char* PrivatePath();
+int SharedThreads();
 
 }  // namespace blas
 }  // namespace opforge

@@ -286,15 +286,27 @@ void GemmDirect(const GemmArgs<T>& g, int64_t i0, int64_t i1, int64_t j0, int64_
 }
 
 // OpenBLAS for float and double, when each operand is row- or column-major
-// (transposes need no copy). Rows of C split over the intra-op pool, one
-// single-threaded BLAS call per chunk. False: not handled here.
+// (transposes need no copy). A parallel product goes whole to the BLAS numpy
+// loaded (it threads itself, on the pool numpy's matmul keeps awake) unless
+// that would use more threads than opforge may; otherwise rows of C split
+// over the intra-op pool, one single-threaded call of opforge's own BLAS per
+// chunk (blas_loader.h). False: not handled here.
 template <typename T>
 bool GemmBlas(const GemmArgs<T>& g, bool parallel) {
   if constexpr (!std::is_same_v<T, float> && !std::is_same_v<T, double>) {
     return false;
   } else {
-    const blas::Library* lib = blas::Get();
-    if (lib == nullptr) return false;
+    const blas::Library* shared = blas::Shared();
+    const blas::Library* lib = nullptr;
+    bool whole = false;
+    if (parallel && shared != nullptr && shared->num_threads() <= NumIntraOpThreads()) {
+      lib = shared, whole = true;
+    } else if ((lib = blas::Private()) == nullptr) {
+      // Without a private copy, the shared BLAS in a pool worker (batched
+      // products) is still far faster than the built-in GEMM.
+      if (parallel || shared == nullptr) return false;
+      lib = shared, whole = true;
+    }
     bool ta, tb;
     int64_t lda, ldb;
     if (g.cs_a == 1 && g.rs_a >= std::max<int64_t>(g.k, 1)) {
@@ -311,20 +323,16 @@ bool GemmBlas(const GemmArgs<T>& g, bool parallel) {
     } else {
       return false;
     }
-    constexpr int64_t kMax = std::numeric_limits<int>::max();
+    const int64_t kMax = lib->max_dim;
     if (g.m > kMax || g.n > kMax || g.k > kMax || lda > kMax || ldb > kMax) return false;
-    const int n = static_cast<int>(g.n), k = static_cast<int>(g.k);
     auto rows = [&](int64_t i0, int64_t i1) {
-      const int m = static_cast<int>(i1 - i0);
       if constexpr (std::is_same_v<T, float>) {
-        lib->sgemm(ta, tb, m, n, k, g.a + i0 * g.rs_a, static_cast<int>(lda), g.b,
-                   static_cast<int>(ldb), g.c + i0 * g.n, n);
+        lib->sgemm(ta, tb, i1 - i0, g.n, g.k, g.a + i0 * g.rs_a, lda, g.b, ldb, g.c + i0 * g.n, g.n);
       } else {
-        lib->dgemm(ta, tb, m, n, k, g.a + i0 * g.rs_a, static_cast<int>(lda), g.b,
-                   static_cast<int>(ldb), g.c + i0 * g.n, n);
+        lib->dgemm(ta, tb, i1 - i0, g.n, g.k, g.a + i0 * g.rs_a, lda, g.b, ldb, g.c + i0 * g.n, g.n);
       }
     };
-    if (parallel) {
+    if (parallel && !whole) {
       // A SIMD FMA costs ~1/16 of a ParallelFor "cheap op"; below ~90^3 the
       // product runs inline rather than wake the pool.
       ParallelFor(g.m, std::max<int64_t>(g.n * g.k / 8, 1), rows);

@@ -20,7 +20,7 @@ from opforge import dtypes, errors  # noqa: E402
 from opforge.dtypes import DType, as_dtype, bool_, float32, float64, int32, int64  # noqa: E402
 from opforge.tensor import Tensor, tensor  # noqa: E402
 from opforge import ops  # noqa: E402
-from opforge import sysconfig  # noqa: E402
+from opforge import config, sysconfig  # noqa: E402
 from opforge._op_library import load_op_library  # noqa: E402
 from opforge.autodiff import (RegisterGradient, enable_grad, grad, no_grad,  # noqa: E402,F401
                               value_and_grad)
