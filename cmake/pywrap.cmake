@@ -14,7 +14,8 @@ if(NOT _opforge_jinja2 EQUAL 0)
   message(FATAL_ERROR "opforge: the build runs codegen, which needs jinja2 for ${Python_EXECUTABLE}: pip install jinja2")
 endif()
 set(OPFORGE_GEN_DIR ${CMAKE_BINARY_DIR}/generated)
-file(GLOB OPFORGE_CODEGEN_SOURCES CONFIGURE_DEPENDS codegen/*.py codegen/templates/*.j2)
+file(GLOB OPFORGE_CODEGEN_SOURCES CONFIGURE_DEPENDS codegen/*.py codegen/targets/*.py
+  codegen/templates/*.j2)
 # Which files codegen writes is codegen's to say: it lists them in
 # files.cmake (this build's, once codegen has run here; else the committed
 # one). A changed list re-runs this configure step.

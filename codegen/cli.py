@@ -46,29 +46,29 @@ def load_registry(args: argparse.Namespace) -> Registry:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        files = emit.render(load_registry(args))
+        files = emit.render(load_registry(args))   # a Writer: nothing written yet
     except CodegenError as e:
         for message in e.messages:
             print(f"codegen: error: {message}", file=sys.stderr)
         return 1
     out = args.out
     if args.check:
-        text = emit.diff(out, files)
+        text = files.diff(out)
         if text:
             sys.stdout.write(text)
             print(STALE_MESSAGE, file=sys.stderr)
             return 1
-        print(f"codegen: {out.as_posix()}/ is up to date ({len(files)} files)")
+        print(f"codegen: {out.as_posix()}/ is up to date ({len(files.files)} files)")
         return 0
-    written, removed = emit.write(out, files)
+    written, removed = files.write(out)
     if not args.quiet:
         for rel in removed:
             print(f"codegen: removed {out.as_posix()}/{rel}")
         for rel in written:
             print(f"codegen: wrote {out.as_posix()}/{rel}")
         if not written and not removed:
-            print(f"codegen: {out.as_posix()}/ is up to date ({len(files)} files)")
-    if args.warn_if_stale is not None and emit.diff(args.warn_if_stale, files):
+            print(f"codegen: {out.as_posix()}/ is up to date ({len(files.files)} files)")
+    if args.warn_if_stale is not None and files.diff(args.warn_if_stale):
         print(f"codegen: warning: {args.warn_if_stale.as_posix()}/ does not match the op declarations "
               f"(this build uses fresh wrappers; run `python -m codegen` to update "
               f"{args.warn_if_stale.as_posix()}/ before committing)", file=sys.stderr)

@@ -1,22 +1,24 @@
-"""The registry schema as frozen dataclasses.
+"""The registry schema as frozen dataclasses; it speaks no target language.
 
 ``X.parse(d)`` builds a node from the registry JSON and ``x.to_dict()`` gives
-the same JSON back (``to_dict(parse(d)) == d``, key for key). Parse checks the
-shape of the JSON (keys, JSON types) and names the op's file:line on error;
-semantic checks live in validate.py. The derived properties below (Python
-names, parameters, type hints, docstrings) are all the templates read.
+the same JSON back (``to_dict(parse(d)) == d``, key for key). Parsing checks
+the shape of the JSON (keys, JSON types, values that fit the attr type,
+dtype names that the dtype table knows) and names the op's file:line on
+error. What the C++ registry checks at registration (names, defaults,
+constraints, parameter order) is not checked again. How a target spells any
+of this (Python names and literals, stub hints, C++ types) lives in
+codegen/targets/.
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
-from . import docstrings, naming, pytypes
 from .errors import CodegenError
 
-# 2: "params" (the user-visible parameter order, computed in C++) replaced
-# "arg_order"; the dtype and attr-type tables come from C++ ("dtypes",
-# "attr_types"), not from a copy here.
+# 2: per-op "params" (the user-visible parameter order, computed in C++)
+# replaced "arg_order"; the dtype and attr-type tables come from C++.
 FORMAT = 2
 
 
@@ -33,10 +35,17 @@ def _fields(d: Any, keys: tuple[str, ...], where: str) -> dict:
     return d
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)   # bool is an int subclass
+
+
+def _is_number(v: Any) -> bool:
+    return _is_int(v) or isinstance(v, float)
+
+
 def _typed(value: Any, types: tuple[type, ...], key: str, where: str, nullable=False):
     if value is None and nullable:
         return None
-    # bool is an int subclass: only accept it where bool is asked for.
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
     if not ok:
         names = "/".join(t.__name__ for t in types) + (" or null" if nullable else "")
@@ -58,8 +67,117 @@ def _thaw(value: Any) -> Any:
     return [_thaw(v) for v in value] if isinstance(value, tuple) else value
 
 
-def _tuple_display(names: list[str]) -> str:
-    return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
+# --- dtypes and attr types ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class DType:
+    """One row of the registry's dtype table (OPFORGE_DTYPES in cpp/include/opforge/dtype.h)."""
+    name: str
+    enum: int
+    numpy: str
+    size: int
+    is_floating: bool
+    is_integer: bool
+
+    KEYS = ("name", "enum", "numpy", "size", "is_floating", "is_integer")
+
+    @staticmethod
+    def parse(d: Any, where: str) -> DType:
+        _fields(d, DType.KEYS, where)
+        return DType(
+            name=_typed(d["name"], (str,), "name", where),
+            enum=_typed(d["enum"], (int,), "enum", where),
+            numpy=_typed(d["numpy"], (str,), "numpy", where),
+            size=_typed(d["size"], (int,), "size", where),
+            is_floating=_typed(d["is_floating"], (bool,), "is_floating", where),
+            is_integer=_typed(d["is_integer"], (bool,), "is_integer", where))
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in DType.KEYS}
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DTypeTable:
+    """Dtypes by name; resolving an unknown name is a parse error at ``where``."""
+
+    def __init__(self, dtypes: tuple[DType, ...], where: str = "registry: dtypes"):
+        self.dtypes = dtypes
+        self._by_name = {d.name: d for d in dtypes}
+        if len(self._by_name) != len(dtypes):
+            raise CodegenError(f"{where}: a dtype name is listed twice")
+
+    def get(self, name: Any, key: str, where: str) -> DType:
+        dtype = self._by_name.get(name) if isinstance(name, str) else None
+        if dtype is None:
+            raise CodegenError(f"{where}: {key!r}: {name!r} is not a dtype "
+                               f"(known: {', '.join(self._by_name)})")
+        return dtype
+
+    def get_list(self, names: Any, key: str, where: str) -> tuple[DType, ...]:
+        if not isinstance(names, list):
+            raise CodegenError(f"{where}: {key!r} must be a list of dtype names, got {names!r}")
+        return tuple(self.get(n, key, where) for n in names)
+
+
+class AttrType(enum.Enum):
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    STRING = "string"
+    TYPE = "type"
+    SHAPE = "shape"
+    LIST_INT = "list(int)"
+    LIST_FLOAT = "list(float)"
+    LIST_TYPE = "list(type)"
+
+    @property
+    def is_list(self) -> bool:
+        return self in (AttrType.SHAPE, AttrType.LIST_INT, AttrType.LIST_FLOAT,
+                        AttrType.LIST_TYPE)
+
+    @staticmethod
+    def parse(value: Any, where: str) -> AttrType:
+        try:
+            return AttrType(value)
+        except ValueError:
+            known = ", ".join(t.value for t in AttrType)
+            raise CodegenError(f"{where}: unknown attr type {value!r} (known: {known})") from None
+
+
+# An attr value: a Python scalar, a DType, or a tuple of either (lists).
+AttrValue = Union[int, float, bool, str, DType, tuple]
+
+_SCALAR_CHECKS = {
+    AttrType.INT: (_is_int, "an int"),
+    AttrType.FLOAT: (_is_number, "a number"),
+    AttrType.BOOL: (lambda v: isinstance(v, bool), "true or false"),
+    AttrType.STRING: (lambda v: isinstance(v, str), "a string"),
+}
+_ELEMENT = {AttrType.SHAPE: AttrType.INT, AttrType.LIST_INT: AttrType.INT,
+            AttrType.LIST_FLOAT: AttrType.FLOAT, AttrType.LIST_TYPE: AttrType.TYPE}
+
+
+def _parse_value(t: AttrType, value: Any, dtypes: DTypeTable, where: str) -> AttrValue:
+    if t is AttrType.TYPE:
+        return dtypes.get(value, "default", where)
+    if t.is_list:
+        if not isinstance(value, list):
+            raise CodegenError(f"{where}: default {value!r} is not a list")
+        return tuple(_parse_value(_ELEMENT[t], v, dtypes, where) for v in value)
+    ok, what = _SCALAR_CHECKS[t]
+    if not ok(value):
+        raise CodegenError(f"{where}: default {value!r} is not {what}")
+    return value
+
+
+def _value_json(value: AttrValue) -> Any:
+    if isinstance(value, DType):
+        return value.name
+    if isinstance(value, tuple):
+        return [_value_json(v) for v in value]
+    return value
 
 
 # --- schema --------------------------------------------------------------------
@@ -83,33 +201,6 @@ class Source:
 
 
 @dataclass(frozen=True)
-class DTypeInfo:
-    """One row of the C++ dtype table (cpp/include/opforge/dtype.h)."""
-    name: str
-    enum: int
-    numpy: str
-    size: int
-    is_floating: bool
-    is_integer: bool
-
-    KEYS = ("name", "enum", "numpy", "size", "is_floating", "is_integer")
-
-    @staticmethod
-    def parse(d: Any, where: str = "dtype") -> DTypeInfo:
-        _fields(d, DTypeInfo.KEYS, where)
-        return DTypeInfo(
-            name=_typed(d["name"], (str,), "name", where),
-            enum=_typed(d["enum"], (int,), "enum", where),
-            numpy=_typed(d["numpy"], (str,), "numpy", where),
-            size=_typed(d["size"], (int,), "size", where),
-            is_floating=_typed(d["is_floating"], (bool,), "is_floating", where),
-            is_integer=_typed(d["is_integer"], (bool,), "is_integer", where))
-
-    def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in DTypeInfo.KEYS}
-
-
-@dataclass(frozen=True)
 class Group:
     name: str
     fingerprint: str
@@ -126,47 +217,51 @@ class Group:
 
 @dataclass(frozen=True)
 class ArgDef:
-    """An input or output: ``x: T``, ``x: bool`` or ``values: N * T``."""
+    """An input or output: ``x: T`` (type_attr), ``x: bool`` (fixed_type) or ``values: N * T``."""
     name: str
     type_attr: str | None
-    fixed_type: str | None
+    fixed_type: DType | None
     number_attr: str | None
     doc: str
 
     KEYS = ("name", "type_attr", "fixed_type", "number_attr", "doc")
 
     @staticmethod
-    def parse(d: Any, where: str) -> ArgDef:
+    def parse(d: Any, where: str, dtypes: DTypeTable) -> ArgDef:
         _fields(d, ArgDef.KEYS, where)
+        type_attr = _typed(d["type_attr"], (str,), "type_attr", where, nullable=True)
+        fixed = d["fixed_type"]
+        if (type_attr is None) == (fixed is None):
+            raise CodegenError(f"{where}: needs exactly one of type_attr and fixed_type")
         return ArgDef(
             name=_typed(d["name"], (str,), "name", where),
-            type_attr=_typed(d["type_attr"], (str,), "type_attr", where, nullable=True),
-            fixed_type=_typed(d["fixed_type"], (str,), "fixed_type", where, nullable=True),
+            type_attr=type_attr,
+            fixed_type=None if fixed is None else dtypes.get(fixed, "fixed_type", where),
             number_attr=_typed(d["number_attr"], (str,), "number_attr", where, nullable=True),
             doc=_typed(d["doc"], (str,), "doc", where))
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "type_attr": self.type_attr, "fixed_type": self.fixed_type,
+        return {"name": self.name, "type_attr": self.type_attr,
+                "fixed_type": None if self.fixed_type is None else self.fixed_type.name,
                 "number_attr": self.number_attr, "doc": self.doc}
 
     @property
     def is_list(self) -> bool:
         return self.number_attr is not None
 
-    @property
-    def dtype(self) -> str:
-        """The attr name or fixed dtype that gives this arg's element type."""
-        return self.type_attr if self.type_attr is not None else (self.fixed_type or "?")
-
 
 @dataclass(frozen=True)
 class AttrDef:
-    """An attr: ``axis: list(int) = None``, ``T: {float32, int32}``, ``N: int >= 1``."""
+    """An attr: ``axis: list(int) = None``, ``T: {float32, int32}``, ``N: int >= 1``.
+
+    ``default`` is typed by ``type`` (ints, floats, DTypes, tuples for lists);
+    None with ``has_default`` is a declared ``= None``.
+    """
     name: str
-    type: str
+    type: AttrType
     has_default: bool
-    default: Any            # JSON value, lists frozen to tuples; None = "= None"
-    allowed: tuple[str, ...] | None
+    default: AttrValue | None
+    allowed: tuple[DType, ...] | None
     minimum: int | None
     inferred: bool
     doc: str
@@ -174,23 +269,32 @@ class AttrDef:
     KEYS = ("name", "type", "has_default", "default", "allowed", "minimum", "inferred", "doc")
 
     @staticmethod
-    def parse(d: Any, where: str) -> AttrDef:
+    def parse(d: Any, where: str, dtypes: DTypeTable) -> AttrDef:
         _fields(d, AttrDef.KEYS, where)
+        name = _typed(d["name"], (str,), "name", where)
+        at = f"{where} ({name})"
+        attr_type = AttrType.parse(d["type"], at)
+        has_default = _typed(d["has_default"], (bool,), "has_default", at)
+        default = d["default"]
+        if default is not None:
+            if not has_default:
+                raise CodegenError(f"{at}: has a default value but has_default is false")
+            default = _parse_value(attr_type, default, dtypes, at)
         allowed = d["allowed"]
         return AttrDef(
-            name=_typed(d["name"], (str,), "name", where),
-            type=_typed(d["type"], (str,), "type", where),
-            has_default=_typed(d["has_default"], (bool,), "has_default", where),
-            default=_freeze(d["default"]),
-            allowed=None if allowed is None else _str_list(allowed, "allowed", where),
-            minimum=_typed(d["minimum"], (int,), "minimum", where, nullable=True),
-            inferred=_typed(d["inferred"], (bool,), "inferred", where),
-            doc=_typed(d["doc"], (str,), "doc", where))
+            name=name,
+            type=attr_type,
+            has_default=has_default,
+            default=default,
+            allowed=None if allowed is None else dtypes.get_list(allowed, "allowed", at),
+            minimum=_typed(d["minimum"], (int,), "minimum", at, nullable=True),
+            inferred=_typed(d["inferred"], (bool,), "inferred", at),
+            doc=_typed(d["doc"], (str,), "doc", at))
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "type": self.type, "has_default": self.has_default,
-                "default": _thaw(self.default),
-                "allowed": None if self.allowed is None else list(self.allowed),
+        return {"name": self.name, "type": self.type.value, "has_default": self.has_default,
+                "default": _value_json(self.default),
+                "allowed": None if self.allowed is None else [t.name for t in self.allowed],
                 "minimum": self.minimum, "inferred": self.inferred, "doc": self.doc}
 
     @property
@@ -200,7 +304,7 @@ class AttrDef:
 
 @dataclass(frozen=True)
 class Param:
-    """One Python parameter (and C++ entry-point parameter): an input or a user attr."""
+    """One user-visible parameter of an op: an input, or an attr that is not inferred."""
     input: ArgDef | None
     attr: AttrDef | None
 
@@ -213,50 +317,15 @@ class Param:
         return self.input is not None
 
     @property
-    def py_name(self) -> str:
-        return naming.python_ident(self.name)
-
-    @property
-    def cpp_name(self) -> str:
-        return naming.cpp_ident(self.name)
-
-    @property
     def has_default(self) -> bool:
         return self.attr is not None and self.attr.has_default
 
-    @property
-    def py_default(self) -> str:
-        """The default as Python source ("None", "False", "(0, 1)", '"float32"')."""
-        return pytypes.py_literal(self.attr.type, self.attr.default)
 
-    @property
-    def pyi_hint(self) -> str:
-        if self.input is not None:
-            return "Sequence[TensorLike]" if self.input.is_list else "TensorLike"
-        hint = pytypes.ATTR_HINTS[self.attr.type]
-        return hint + " | None" if self.attr.default_is_none else hint
-
-    @property
-    def py_decl(self) -> str:
-        return f"{self.py_name}={self.py_default}" if self.has_default else self.py_name
-
-    @property
-    def pyi_decl(self) -> str:
-        decl = f"{self.py_name}: {self.pyi_hint}"
-        return f"{decl} = {self.py_default}" if self.has_default else decl
-
-    @property
-    def cpp_type(self) -> str:
-        return "PyObject*" if self.input is not None else pytypes.CPP_ATTR_TYPES[self.attr.type]
-
-    @property
-    def cpp_decl(self) -> str:
-        return f"{self.cpp_type} {self.cpp_name}"
-
-    @property
-    def cpp_value(self) -> str:
-        """How the entry point passes it on: the PyObject* or the moved AttrValue."""
-        return self.cpp_name if self.input is not None else f"std::move({self.cpp_name}.value)"
+@dataclass(frozen=True)
+class Kernels:
+    """The dtypes that have a kernel, per device, in JSON order."""
+    device: str
+    dtypes: tuple[DType, ...]
 
 
 # --- gradient declarations (cpp/framework/gradient.h) -------------------------
@@ -379,15 +448,15 @@ class OpDef:
     inputs: tuple[ArgDef, ...]
     outputs: tuple[ArgDef, ...]
     attrs: tuple[AttrDef, ...]
-    param_names: tuple[str, ...]   # JSON "params": inputs and user attrs, in order (from C++)
-    kernels: tuple[tuple[str, tuple[str, ...]], ...]   # (device, dtypes) in JSON order
+    param_names: tuple[str, ...]    # JSON "params": inputs and non-inferred attrs, in order
+    kernels: tuple[Kernels, ...]
     gradient: Gradient
 
     KEYS = ("name", "group", "source", "summary", "description", "inputs", "outputs",
             "attrs", "params", "kernels", "gradient")
 
     @staticmethod
-    def parse(d: Any, where: str = "op") -> OpDef:
+    def parse(d: Any, dtypes: DTypeTable, where: str = "op") -> OpDef:
         if isinstance(d, dict):  # name the op and its declaration in every error
             name, src = d.get("name"), d.get("source")
             if isinstance(src, dict) and "file" in src and "line" in src:
@@ -398,8 +467,18 @@ class OpDef:
 
         def args(key: str) -> tuple[ArgDef, ...]:
             items = _typed(d[key], (list,), key, where)
-            return tuple(ArgDef.parse(a, f"{where}: {key}[{i}]") for i, a in enumerate(items))
+            return tuple(ArgDef.parse(a, f"{where}: {key}[{i}]", dtypes)
+                         for i, a in enumerate(items))
 
+        attrs = tuple(AttrDef.parse(a, f"{where}: attrs[{i}]", dtypes)
+                      for i, a in enumerate(_typed(d["attrs"], (list,), "attrs", where)))
+        inputs = args("inputs")
+        param_names = _str_list(d["params"], "params", where)
+        declared = {a.name for a in inputs} | {a.name for a in attrs if not a.inferred}
+        unknown = [n for n in param_names if n not in declared]
+        if unknown:
+            raise CodegenError(f"{where}: params names {unknown}, which are neither "
+                               "inputs nor attrs that are not inferred")
         kernels = _typed(d["kernels"], (dict,), "kernels", where)
         return OpDef(
             name=_typed(d["name"], (str,), "name", where),
@@ -407,12 +486,11 @@ class OpDef:
             source=Source.parse(d["source"], f"{where}: source"),
             summary=_typed(d["summary"], (str,), "summary", where),
             description=_typed(d["description"], (str,), "description", where),
-            inputs=args("inputs"),
+            inputs=inputs,
             outputs=args("outputs"),
-            attrs=tuple(AttrDef.parse(a, f"{where}: attrs[{i}]")
-                        for i, a in enumerate(_typed(d["attrs"], (list,), "attrs", where))),
-            param_names=_str_list(d["params"], "params", where),
-            kernels=tuple((dev, _str_list(types, f"kernels.{dev}", where))
+            attrs=attrs,
+            param_names=param_names,
+            kernels=tuple(Kernels(dev, dtypes.get_list(types, f"kernels.{dev}", where))
                           for dev, types in kernels.items()),
             gradient=Gradient.parse(d["gradient"], f"{where}: gradient"))
 
@@ -424,11 +502,10 @@ class OpDef:
             "outputs": [a.to_dict() for a in self.outputs],
             "attrs": [a.to_dict() for a in self.attrs],
             "params": list(self.param_names),
-            "kernels": {dev: list(types) for dev, types in self.kernels},
+            "kernels": {k.device: [t.name for t in k.dtypes] for k in self.kernels},
             "gradient": self.gradient.to_dict(),
         }
 
-    # --- lookups ---------------------------------------------------------------
     @property
     def where(self) -> str:
         """The prefix of every message about this op: ``file:line: op Name``."""
@@ -440,22 +517,11 @@ class OpDef:
     def find_input(self, name: str) -> ArgDef | None:
         return next((a for a in self.inputs if a.name == name), None)
 
-    # --- what the templates read --------------------------------------------------
-    @property
-    def python_name(self) -> str:
-        return naming.op_python_name(self.name)
-
     @property
     def params(self) -> tuple[Param, ...]:
         """Inputs and non-inferred attrs, in the registry's "params" order."""
-        out = []
-        for name in self.param_names:
-            arg, attr = self.find_input(name), self.find_attr(name)
-            if arg is not None:
-                out.append(Param(arg, None))
-            elif attr is not None:
-                out.append(Param(None, attr))
-        return tuple(out)
+        return tuple(Param(self.find_input(n), None) if self.find_input(n) is not None
+                     else Param(None, self.find_attr(n)) for n in self.param_names)
 
     @property
     def input_params(self) -> tuple[Param, ...]:
@@ -465,144 +531,49 @@ class OpDef:
     def attr_params(self) -> tuple[Param, ...]:
         return tuple(p for p in self.params if not p.is_input)
 
-    @property
-    def py_signature(self) -> str:
-        return ", ".join(p.py_decl for p in self.params)
-
-    @property
-    def pyi_signature(self) -> str:
-        return ", ".join(p.pyi_decl for p in self.params)
-
-    @property
-    def py_call_args(self) -> str:
-        return ", ".join(p.py_name for p in self.params)
-
-    @property
-    def py_call_tuple(self) -> str:
-        """The parameters as a tuple display: ``(x, y)``, ``(x,)`` or ``()``."""
-        return _tuple_display([p.py_name for p in self.params])
-
-    @property
-    def py_input_tuple(self) -> str:
-        """The input parameters as a tuple display (the generic execute path's inputs)."""
-        return _tuple_display([p.py_name for p in self.input_params])
-
-    @property
-    def py_attr_tuple(self) -> str:
-        """The attr parameters as a tuple display, in cpp_attr_names order."""
-        return _tuple_display([p.py_name for p in self.attr_params])
-
-    @property
-    def return_hint(self) -> str:
-        hints = ["list[Tensor]" if o.is_list else "Tensor" for o in self.outputs]
-        if not hints:
-            return "None"
-        return hints[0] if len(hints) == 1 else f"tuple[{', '.join(hints)}]"
-
-    @property
-    def docstring(self) -> str:
-        """The Python docstring text (unescaped, unindented)."""
-        return docstrings.op_docstring(self)
-
-    @property
-    def swig_docstring(self) -> str:
-        """The raw extension function's docstring: signature line, then the summary."""
-        sig = f"{self.name}({self.py_signature}) -> {self.return_hint}"
-        return f"{sig}\n\n{self.summary}" if self.summary else sig
-
-    @property
-    def cpp_attr_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.attr_params)
-
-
-@dataclass(frozen=True)
-class GroupModule:
-    """One group's generated modules: the group and its ops, sorted by name."""
-    group: Group
-    ops: tuple[OpDef, ...]
-
-    @property
-    def name(self) -> str:
-        return self.group.name
-
-    @property
-    def fingerprint(self) -> str:
-        return self.group.fingerprint
-
-    @property
-    def module_name(self) -> str:
-        return f"gen_{self.group.name}_ops"
-
-    @property
-    def grads_module_name(self) -> str:
-        return f"gen_{self.group.name}_grads"
-
-    @property
-    def python_names(self) -> tuple[str, ...]:
-        """The module's ``__all__``, sorted."""
-        return tuple(sorted(op.python_name for op in self.ops))
-
-    @property
-    def stub_imports(self) -> tuple[str, ...]:
-        """The .pyi import lines, only of names the stubs use (stdlib block first)."""
-        hints = " ".join(p.pyi_hint for op in self.ops for p in op.params)
-        returns = " ".join(op.return_hint for op in self.ops)
-        lines = []
-        if "Sequence[" in hints:
-            lines += ["from collections.abc import Sequence", ""]
-        if "Tensor" in returns:
-            lines.append("from opforge import Tensor")
-        typing = [n for n in ("DTypeLike", "TensorLike") if n in hints]
-        if typing:
-            lines.append(f"from opforge._typing import {', '.join(typing)}")
-        return tuple(lines)
-
 
 @dataclass(frozen=True)
 class Registry:
     format: int
-    attr_types: tuple[str, ...]
-    dtypes: tuple[DTypeInfo, ...]
+    attr_types: tuple[AttrType, ...]    # C++'s, in its order
+    dtypes: tuple[DType, ...]
     groups: tuple[Group, ...]
     ops: tuple[OpDef, ...]
 
     @staticmethod
     def parse(d: Any) -> Registry:
         where = "registry"
-        if isinstance(d, dict) and d.get("format") != FORMAT:
+        if isinstance(d, dict) and d.get("format") != FORMAT:  # before the keys: they differ
             raise CodegenError(f"{where}: format {d.get('format')!r} is not supported "
-                               f"(expected {FORMAT})")
+                               f"(expected {FORMAT}); rebuild the dump tool")
         _fields(d, ("format", "attr_types", "dtypes", "groups", "ops"), where)
-        fmt = _typed(d["format"], (int,), "format", where)
+        # Every attr type C++ knows must be one this generator can render.
+        attr_types = tuple(AttrType.parse(t, f"{where}: attr_types")
+                           for t in _str_list(d["attr_types"], "attr_types", where))
+        dtypes = tuple(DType.parse(t, f"{where}: dtypes[{i}]")
+                       for i, t in enumerate(_typed(d["dtypes"], (list,), "dtypes", where)))
+        table = DTypeTable(dtypes)
         groups = _typed(d["groups"], (list,), "groups", where)
         ops = _typed(d["ops"], (list,), "ops", where)
-        dtypes = _typed(d["dtypes"], (list,), "dtypes", where)
         return Registry(
-            format=fmt,
-            attr_types=_str_list(d["attr_types"], "attr_types", where),
-            dtypes=tuple(DTypeInfo.parse(t, f"{where}: dtypes[{i}]") for i, t in enumerate(dtypes)),
+            format=d["format"],
+            attr_types=attr_types,
+            dtypes=dtypes,
             groups=tuple(Group.parse(g, f"{where}: groups[{i}]") for i, g in enumerate(groups)),
-            ops=tuple(OpDef.parse(o, f"{where}: ops[{i}]") for i, o in enumerate(ops)))
+            ops=tuple(OpDef.parse(o, table, f"{where}: ops[{i}]") for i, o in enumerate(ops)))
 
     def to_dict(self) -> dict:
-        return {"format": self.format, "attr_types": list(self.attr_types),
+        return {"format": self.format, "attr_types": [t.value for t in self.attr_types],
                 "dtypes": [t.to_dict() for t in self.dtypes],
                 "groups": [g.to_dict() for g in self.groups],
                 "ops": [o.to_dict() for o in self.ops]}
 
     @property
-    def dtype_names(self) -> tuple[str, ...]:
-        return tuple(t.name for t in self.dtypes)
+    def dtype_table(self) -> DTypeTable:
+        return DTypeTable(self.dtypes)
 
-    @property
-    def modules(self) -> tuple[GroupModule, ...]:
-        """One per group, sorted by group name; ops sorted by op name."""
+    def group_ops(self) -> tuple[tuple[Group, tuple[OpDef, ...]], ...]:
+        """Each group with its ops: groups sorted by name, ops by op name."""
         return tuple(
-            GroupModule(g, tuple(sorted((o for o in self.ops if o.group == g.name),
-                                        key=lambda o: o.name)))
+            (g, tuple(sorted((o for o in self.ops if o.group == g.name), key=lambda o: o.name)))
             for g in sorted(self.groups, key=lambda g: g.name))
-
-    @property
-    def python_names(self) -> tuple[str, ...]:
-        """Every public wrapper, sorted: ``opforge.ops.__all__``."""
-        return tuple(sorted(n for m in self.modules for n in m.python_names))

@@ -18,9 +18,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from codegen import cli, emit, naming, registry_source, validate  # noqa: E402
+from codegen import cli, emit, model, naming, registry_source, validate  # noqa: E402
 from codegen.errors import CodegenError  # noqa: E402
-from codegen.model import OpDef, Registry  # noqa: E402
+from codegen.model import AttrType, OpDef, Registry  # noqa: E402
+from codegen.targets import pyi, python, swig  # noqa: E402
+from codegen.writer import Writer  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "registry_sample.json"
 GOLDEN = ROOT / "generated" / "registry.json"
@@ -36,7 +38,20 @@ def _op(data: dict, name: str) -> dict:
 
 
 def _errors(data: dict) -> list[str]:
-    return validate.validate(Registry.parse(data))
+    """Parse errors, or else validation errors."""
+    try:
+        registry = Registry.parse(data)
+    except CodegenError as e:
+        return e.messages
+    return validate.validate(registry)
+
+
+def _files(data: dict) -> dict[str, str]:
+    return emit.render(Registry.parse(data)).files
+
+
+def _py_op(registry: Registry, name: str) -> python.PyOp:
+    return python.PyOp.of(next(o for o in registry.ops if o.name == name))
 
 
 def _keyword_op() -> dict:
@@ -72,17 +87,19 @@ def test_fixture_round_trips(data):
     registry = Registry.parse(data)
     assert registry.to_dict() == data
     for op in data["ops"]:
-        assert OpDef.parse(op).to_dict() == op
+        assert OpDef.parse(op, registry.dtype_table).to_dict() == op
     # The fixture is itself in golden form (sorted keys, indent=2).
+    assert isinstance(registry.ops[0].attrs[0].type, AttrType)
     assert emit.registry_json(registry) == FIXTURE.read_text(encoding="utf-8")
 
 
 @pytest.mark.skipif(not GOLDEN.exists(), reason="generated/registry.json not generated yet")
 def test_golden_registry_round_trips():
     golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
-    assert Registry.parse(golden).to_dict() == golden
+    registry = Registry.parse(golden)
+    assert registry.to_dict() == golden
     for op in golden["ops"]:
-        assert OpDef.parse(op).to_dict() == op
+        assert OpDef.parse(op, registry.dtype_table).to_dict() == op
     assert validate.validate(Registry.parse(golden)) == []
 
 
@@ -110,48 +127,124 @@ def test_params_follow_the_registry_params(data):
     registry = Registry.parse(data)
     for op in registry.ops:
         assert [p.name for p in op.params] == list(op.param_names)
-    cast = next(o for o in registry.ops if o.name == "Cast")
-    assert cast.py_signature == "x, dtype"
+    assert _py_op(registry, "Cast").signature == "x, dtype"
+    assert _py_op(registry, "Fill").signature == 'shape, value=0.0, dtype="float32"'
     fill = next(o for o in registry.ops if o.name == "Fill")
-    assert fill.py_signature == 'shape, value=0.0, dtype="float32"'
-    assert fill.pyi_signature == ('shape: Sequence[int] | int, value: float = 0.0, '
-                                  'dtype: DTypeLike = "float32"')
+    assert pyi.StubOp.of(fill).signature == ('shape: Sequence[int] | int, value: float = 0.0, '
+                                             'dtype: DTypeLike = "float32"')
 
 
-# --- validation ------------------------------------------------------------------
+def test_model_speaks_no_target_language():
+    """model.py is the schema only: it imports no target module, names no target type."""
+    source = (ROOT / "codegen" / "model.py").read_text(encoding="utf-8")
+    imported = {n.module for n in ast.walk(ast.parse(source))
+                if isinstance(n, ast.ImportFrom) and n.level > 0}
+    assert imported == {"errors"}
+    for word in ("PyObject", "TensorLike", "Sequence[", "jinja", "snake_case"):
+        assert word not in source, word
+
+
+def test_attr_types_and_dtypes_are_typed(data):
+    registry = Registry.parse(data)
+    fill = next(o for o in registry.ops if o.name == "Fill")
+    dtype = fill.find_attr("dtype")
+    assert dtype.type is AttrType.TYPE and isinstance(dtype.default, model.DType)
+    assert dtype.default.name == "float32"
+    assert fill.find_attr("shape").type is AttrType.SHAPE and AttrType.SHAPE.is_list
+    assert {t.value for t in AttrType} == {"int", "float", "bool", "string", "type", "shape",
+                                           "list(int)", "list(float)", "list(type)"}
+    add = next(o for o in registry.ops if o.name == "Add")
+    assert all(isinstance(t, model.DType) for k in add.kernels for t in k.dtypes)
+
+
+def test_dtypes_come_from_the_registry_table(data):
+    data["dtypes"].append({"enum": 6, "is_floating": True, "is_integer": False,
+                           "name": "float16", "numpy": "float16", "size": 2})
+    _op(data, "Add")["attrs"][0]["allowed"].append("float16")
+    _op(data, "Add")["kernels"]["cpu"].append("float16")
+    registry = Registry.parse(data)
+    assert registry.to_dict() == data
+    half = registry.dtypes[-1]
+    assert (half.name, half.size, half.is_floating) == ("float16", 2, True)
+    assert half in next(o for o in registry.ops if o.name == "Add").find_attr("T").allowed
+    doc = _py_op(registry, "Add").docstring
+    assert "T in {float32, float64, int32, int64, float16}" in doc
+    assert "Kernels: cpu (float32, float64, int32, int64, float16)." in doc
+
+
+# --- parse and validation errors -------------------------------------------------
 
 def test_fixture_is_valid(data):
     assert _errors(data) == []
 
 
 @pytest.mark.parametrize("mutate, message", [
+    # The JSON's shape and references: parse errors.
     (lambda d: _op(d, "Sum")["attrs"][0].update(type="list(int64)"),
-     r"reduction_ops\.cc:10: op Sum: attr 'axis': unknown attr type 'list\(int64\)'"),
-    (lambda d: _op(d, "Sum")["attrs"][1].update(name="keep-dims"),
-     r"reduction_ops\.cc:10: op Sum: attr name 'keep-dims' is not an identifier"),
-    (lambda d: _op(d, "Add")["inputs"][0].update(name="_x"),
-     r"math_ops\.cc:12: op Add: input name '_x' is not an identifier"),
-    (lambda d: _op(d, "Pad").update(params=["x", "mode", "paddings", "constant_value"]),
-     r"array_ops\.cc:73: op Pad: parameter 'paddings' without a default follows 'mode'"),
+     r"reduction_ops\.cc:10: op Sum: attrs\[0\] \(axis\): unknown attr type 'list\(int64\)'"),
     (lambda d: _op(d, "Concat")["attrs"][0].update(default=1.5),
-     r"array_ops\.cc:24: op Concat: attr 'axis': default 1.5 is not an int"),
-    (lambda d: _op(d, "Concat")["attrs"][2].update(inferred=False),
-     r"array_ops\.cc:24: op Concat: attr 'T': bound by an input, so it must be inferred"),
-    (lambda d: _op(d, "Add")["inputs"][1].update(type_attr="U"),
-     r"math_ops\.cc:12: op Add: input 'y': type attr 'U' is not a `type` attr"),
-    (lambda d: _op(d, "Add").update(params=["x", "T"]),
-     r"math_ops\.cc:12: op Add: params .* is not a permutation"),
+     r"array_ops\.cc:24: op Concat: attrs\[0\] \(axis\): default 1\.5 is not an int"),
+    (lambda d: _op(d, "Fill")["attrs"][2].update(default="float16"),
+     r"array_ops\.cc:\d+: op Fill: attrs\[\d\] \(dtype\): 'default': 'float16' is not a dtype"),
+    (lambda d: _op(d, "Concat")["attrs"][0].update(has_default=False),
+     r"array_ops\.cc:24: op Concat: attrs\[0\] \(axis\): has a default value but "),
+    (lambda d: _op(d, "Add")["inputs"][1].update(fixed_type="float32"),
+     r"math_ops\.cc:12: op Add: inputs\[1\]: needs exactly one of type_attr and fixed_type"),
+    (lambda d: _op(d, "Add")["kernels"].update(cpu=["float32", "complex64"]),
+     r"math_ops\.cc:12: op Add: 'kernels.cpu': 'complex64' is not a dtype"),
+    (lambda d: _op(d, "Add").update(params=["x", "z"]),
+     r"math_ops\.cc:12: op Add: params names \['z'\], which are neither inputs nor attrs"),
+    (lambda d: _op(d, "Add").update(params=["x", "y", "T"]),
+     r"math_ops\.cc:12: op Add: params names \['T'\], which are neither inputs nor attrs "
+     r"that are not inferred"),
     (lambda d: d["dtypes"].pop(),
-     r"array_ops\.cc:\d+: op \w+: .*unknown dtype 'bool'"),
+     r"array_ops\.cc:\d+: op \w+: .*'bool' is not a dtype"),
+    (lambda d: d["attr_types"].append("list(shape)"),
+     r"registry: attr_types: unknown attr type 'list\(shape\)'"),
+    (lambda d: d.update(format=1),
+     r"registry: format 1 is not supported \(expected 2\)"),
+    # What the generated code needs.
+    (lambda d: (_op(d, "Add")["inputs"][0].update(name="_x"),
+                _op(d, "Add").update(params=["_x", "y"])),
+     r"math_ops\.cc:12: op Add: input name '_x' starts with '_'"),
     (lambda d: _op(d, "Add").update(group="maths"),
      r"math_ops\.cc:12: op Add: group 'maths' is not listed"),
     (lambda d: _op(d, "Add").update(summary=""),
      r"math_ops\.cc:12: op Add: no summary"),
+    (lambda d: d["groups"][0].update(name="Array-Ops"),
+     r"registry: group name 'Array-Ops' must match"),
 ])
-def test_validation_errors_carry_file_line(data, mutate, message):
+def test_errors_carry_file_line(data, mutate, message):
     mutate(data)
     errors = _errors(data)
     assert any(re.search(message, e) for e in errors), errors
+
+
+@pytest.mark.parametrize("mutate", [
+    # Checked by the C++ registry at registration (op_def_builder.cc), not again here.
+    lambda d: (_op(d, "Sum")["attrs"][1].update(name="keep-dims"),
+               _op(d, "Sum").update(params=["x", "axis", "keep-dims"])),
+    lambda d: _op(d, "Pad").update(params=["x", "mode", "paddings", "constant_value"]),
+    lambda d: _op(d, "Concat")["attrs"][2].update(inferred=False),
+])
+def test_registration_checks_are_left_to_cpp(data, mutate):
+    mutate(data)
+    assert _errors(data) == []
+
+
+def test_python_and_cpp_spellings_must_differ(data):
+    op = _keyword_op()
+    op["attrs"].append({"name": "from_", "type": "int", "has_default": True, "default": 1,
+                        "allowed": None, "minimum": None, "inferred": False, "doc": ""})
+    op["params"].insert(2, "from_")
+    op["params"].append("default_")
+    op["attrs"].append({"name": "default_", "type": "int", "has_default": True, "default": 1,
+                        "allowed": None, "minimum": None, "inferred": False, "doc": ""})
+    data["ops"] = [op]
+    errors = validate.validate(Registry.parse(data))
+    assert errors == [
+        "cpp/ops/math_ops.cc:99: op Lambda: two parameters are both spelled 'from_' in Python",
+        "cpp/ops/math_ops.cc:99: op Lambda: two parameters are both spelled 'default_' in C++"]
 
 
 def test_duplicate_python_names_are_rejected(data):
@@ -173,12 +266,13 @@ def test_duplicate_op_names_are_rejected(data):
                "math_ops.cc:12" in e for e in errors), errors
 
 
-def test_cli_reports_validation_errors(data, tmp_path, capsys):
+def test_cli_reports_errors(data, tmp_path, capsys):
     _op(data, "Sum")["attrs"][0]["type"] = "tensor"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
     assert cli.main(["--registry", str(bad), "--out", str(tmp_path / "gen")]) == 1
-    assert "cpp/ops/reduction_ops.cc:10: op Sum: attr 'axis'" in capsys.readouterr().err
+    assert ("cpp/ops/reduction_ops.cc:10: op Sum: attrs[0] (axis): unknown attr type 'tensor'"
+            in capsys.readouterr().err)
     assert not (tmp_path / "gen").exists()
 
 
@@ -187,39 +281,39 @@ def test_cli_reports_validation_errors(data, tmp_path, capsys):
 def test_keyword_names_get_trailing_underscore(data):
     data["ops"].append(_keyword_op())
     registry = validate.check(Registry.parse(data))
-    op = next(o for o in registry.ops if o.name == "Lambda")
+    op = _py_op(registry, "Lambda")
     assert op.python_name == "lambda_"
-    assert op.py_signature == "in_, from_, default=(1.5,)"
-    files = emit.render(registry)
+    assert op.signature == "in_, from_, default=(1.5,)"
+    files = emit.render(registry).files
     py = files["python/gen_math_ops.py"]
     assert "def lambda_(in_, from_, default=(1.5,)):" in py
     assert "return _Lambda(in_, from_, default)" in py
     assert '"lambda_",' in py
     compile(py, "gen_math_ops.py", "exec")
-    swig = files["swig/gen_math_ops.i"]
+    swig_text = files["swig/gen_math_ops.i"]
     assert ("PyObject* Lambda(PyObject* in, opforge::py::IntAttr from, "
-            "opforge::py::FloatListAttr default_) {") in swig
-    assert 'static const opforge::py::OpBinding op("Lambda", {"from", "default"});' in swig
-    assert "{std::move(from.value), std::move(default_.value)}" in swig
-    pyi = files["python/gen_math_ops.pyi"]
+            "opforge::py::FloatListAttr default_) {") in swig_text
+    assert 'static const opforge::py::OpBinding op("Lambda", {"from", "default"});' in swig_text
+    assert "{std::move(from.value), std::move(default_.value)}" in swig_text
+    stub = files["python/gen_math_ops.pyi"]
     assert ("def lambda_(in_: TensorLike, from_: int, default: Sequence[float] = (1.5,))"
-            " -> Tensor:") in pyi
-    grads = files["python/gen_math_grads.py"]
-    assert "def _lambda_grad(op, dout):" in grads
-    assert "in_ = op.inputs[0]" in grads
-    assert "return [_ops.lambda_(dout, from_=op.get_attr('from'))]" in grads
-    compile(grads, "gen_math_grads.py", "exec")
+            " -> Tensor:") in stub
+    grads_text = files["python/gen_math_grads.py"]
+    assert "def _lambda_grad(op, dout):" in grads_text
+    assert "in_ = op.inputs[0]" in grads_text
+    assert "return [_ops.lambda_(dout, from_=op.get_attr('from'))]" in grads_text
+    compile(grads_text, "gen_math_grads.py", "exec")
 
 
 # --- rendering ----------------------------------------------------------------------
 
 def test_render_is_deterministic(data):
-    first = emit.render(Registry.parse(data))
-    assert first == emit.render(Registry.parse(data))
+    first = _files(data)
+    assert first == _files(data)
     shuffled = copy.deepcopy(data)
     shuffled["ops"].reverse()
     shuffled["groups"].reverse()
-    again = emit.render(Registry.parse(shuffled))
+    again = _files(shuffled)
     assert {k: v for k, v in again.items() if k != "registry.json"} == \
         {k: v for k, v in first.items() if k != "registry.json"}
     assert sorted(first) == [
@@ -228,7 +322,8 @@ def test_render_is_deterministic(data):
         "python/gen_array_grads.py", "python/gen_array_ops.py", "python/gen_array_ops.pyi",
         "python/gen_linalg_grads.py", "python/gen_linalg_ops.py", "python/gen_linalg_ops.pyi",
         "python/gen_math_grads.py", "python/gen_math_ops.py", "python/gen_math_ops.pyi",
-        "python/gen_reduction_grads.py", "python/gen_reduction_ops.py", "python/gen_reduction_ops.pyi",
+        "python/gen_reduction_grads.py", "python/gen_reduction_ops.py",
+        "python/gen_reduction_ops.pyi",
         "registry.json",
         "swig/gen_array_ops.i", "swig/gen_linalg_ops.i", "swig/gen_math_ops.i",
         "swig/gen_ops.i", "swig/gen_reduction_ops.i",
@@ -236,7 +331,7 @@ def test_render_is_deterministic(data):
 
 
 def test_headers_name_template_and_fingerprint(data):
-    files = emit.render(Registry.parse(data))
+    files = _files(data)
     for path, text in files.items():
         if path == "registry.json":
             continue
@@ -283,28 +378,29 @@ def _exec(text: str, name: str) -> dict:
 
 def test_python_wrappers_compile_and_match_params(data, monkeypatch):
     registry = Registry.parse(data)
-    files = emit.render(registry)
+    files = emit.render(registry).files
     hooks: list = []
     calls = _fake_opforge(monkeypatch, hooks)
-    for module in registry.modules:
+    for module in python.PyPackage.of(registry).modules:
         ns = _exec(files[f"python/{module.module_name}.py"], module.module_name)
         assert ns["__all__"] == sorted(ns["__all__"]) == [o.python_name for o in module.ops]
         assert (module.name, module.fingerprint) in calls.fingerprints
-        for op in module.ops:
-            fn = ns[op.python_name]
+        for view in module.ops:
+            op = view.op
+            fn = ns[view.python_name]
             expected = [naming.python_ident(n) for n in op.param_names]
             sig = inspect.signature(fn)
             assert list(sig.parameters) == expected, op.name
             for p in sig.parameters.values():
                 attr = op.find_attr(p.name)
+                default = None if attr is None else attr.to_dict()["default"]  # JSON value
                 if attr is None or not attr.has_default:
                     assert p.default is inspect.Parameter.empty
-                elif attr.type in ("shape", "list(int)", "list(float)", "list(type)") \
-                        and attr.default is not None:
-                    assert p.default == tuple(attr.default)
+                elif attr.type.is_list and default is not None:
+                    assert p.default == tuple(default)
                 else:
-                    assert p.default == attr.default and type(p.default) is type(attr.default)
-            assert inspect.cleandoc(fn.__doc__) == op.docstring  # escaping round-trips
+                    assert p.default == default and type(p.default) is type(default)
+            assert inspect.cleandoc(fn.__doc__) == view.docstring  # escaping round-trips
             assert f"Declared at {op.source} (op {op.name})." in fn.__doc__
     # Fast path: one call with every parameter, positionally; hooks: dispatch.
     ns = _exec(files["python/gen_reduction_ops.py"], "gen_reduction_ops")
@@ -316,7 +412,7 @@ def test_python_wrappers_compile_and_match_params(data, monkeypatch):
 
 
 def test_docstring_escapes_quotes_and_backslashes(data, monkeypatch):
-    files = emit.render(Registry.parse(data))
+    files = _files(data)
     _fake_opforge(monkeypatch, [])
     ns = _exec(files["python/gen_array_ops.py"], "gen_array_ops")
     doc = inspect.getdoc(ns["pad"])
@@ -331,15 +427,14 @@ def test_docstring_escapes_quotes_and_backslashes(data, monkeypatch):
 
 def test_init_reexports_every_group(data, monkeypatch, tmp_path):
     registry = Registry.parse(data)
-    files = emit.render(registry)
-    emit.write(tmp_path / "gen", files)
+    emit.render(registry).write(tmp_path / "gen")
     pkg_dir = tmp_path / "pkgroot" / "ops_under_test"
     (tmp_path / "gen" / "python").rename(pkg_dir.parent.mkdir() or pkg_dir)
     _fake_opforge(monkeypatch, [])
     monkeypatch.syspath_prepend(str(pkg_dir.parent))
     ops = importlib.import_module("ops_under_test")
     try:
-        assert ops.__all__ == sorted(ops.__all__) == list(registry.python_names)
+        assert ops.__all__ == sorted(ops.__all__) == list(python.PyPackage.of(registry).python_names)
         assert {"add", "sum", "mat_mul", "fill"} <= set(ops.__all__)
         for name in ops.__all__:
             assert callable(getattr(ops, name))
@@ -350,19 +445,20 @@ def test_init_reexports_every_group(data, monkeypatch, tmp_path):
 
 def test_pyi_stubs_compile_and_have_hints(data):
     registry = Registry.parse(data)
-    files = emit.render(registry)
-    for module in registry.modules:
+    files = emit.render(registry).files
+    for group, ops in registry.group_ops():
+        module = pyi.StubModule.of(group, ops)
         text = files[f"python/{module.module_name}.pyi"]
         tree = ast.parse(compile(text, module.module_name + ".pyi", "exec",
                                  flags=ast.PyCF_ONLY_AST))
         defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-        for op in module.ops:
-            fn = defs[op.python_name]
-            assert [a.arg for a in fn.args.args] == [p.py_name for p in op.params]
+        for op in ops:
+            fn = defs[naming.op_python_name(op.name)]
+            assert [a.arg for a in fn.args.args] == [naming.python_ident(p.name) for p in op.params]
             assert ast.get_docstring(fn) == op.summary
-    pyi = files["python/gen_reduction_ops.pyi"]
+    stub = files["python/gen_reduction_ops.pyi"]
     assert ("def moments(x: TensorLike, axis: Sequence[int] | int | None = None, "
-            "keepdims: bool = False) -> tuple[Tensor, Tensor]:") in pyi
+            "keepdims: bool = False) -> tuple[Tensor, Tensor]:") in stub
     assert "def concat(values: Sequence[TensorLike], axis: int = 0) -> Tensor:" in \
         files["python/gen_array_ops.pyi"]
     assert "from collections.abc import Sequence" not in files["python/gen_math_ops.pyi"]
@@ -370,22 +466,93 @@ def test_pyi_stubs_compile_and_have_hints(data):
 
 def test_swig_entry_points(data):
     registry = Registry.parse(data)
-    files = emit.render(registry)
-    for module in registry.modules:
-        text = files[f"swig/{module.module_name}.i"]
-        for op in module.ops:
+    files = emit.render(registry).files
+    for group, ops in registry.group_ops():
+        text = files[f"swig/{python.module_name(group.name)}.i"]
+        for op in ops:
             m = re.search(rf"^PyObject\* {op.name}\((.*)\) \{{$", text, re.M)
             assert m, op.name
             names = [p.split()[-1] for p in m.group(1).split(", ")] if m.group(1) else []
-            assert names == [p.cpp_name for p in op.params]
-    swig = files["swig/gen_array_ops.i"]
+            assert names == [swig.cpp_ident(p.name) for p in op.params]
+    swig_text = files["swig/gen_array_ops.i"]
     assert ('%feature("docstring") opforge::gen::Fill "Fill(shape, value=0.0, '
             'dtype=\\"float32\\") -> Tensor\\n\\nReturns a tensor of the given shape '
-            'filled with value.";') in swig
-    assert "  return op.Call(nullptr, attrs);\n" in swig            # Fill: no inputs
-    assert 'static const opforge::py::OpBinding op("Where", {});' in swig
-    assert "  return op.Call(inputs, nullptr);\n" in swig          # Where: no attrs
-    assert "PyObject* inputs[] = {condition, x, y};" in swig
+            'filled with value.";') in swig_text
+    assert "  return op.Call(nullptr, attrs);\n" in swig_text  # Fill: no inputs
+    assert 'static const opforge::py::OpBinding op("Where", {});' in swig_text
+    assert "  return op.Call(inputs, nullptr);\n" in swig_text  # Where: no attrs
+    assert "PyObject* inputs[] = {condition, x, y};" in swig_text
+
+
+def test_writer_refuses_a_path_twice_and_odd_paths():
+    w = Writer()
+    w.add("python/a.py", "x = 1\n")
+    with pytest.raises(CodegenError, match=r"python/a\.py: generated twice"):
+        w.add("python/a.py", "x = 2\n")
+    for bad in ("../a.py", "/tmp/a.py", "python//a.py", "python/./a.py"):
+        with pytest.raises(CodegenError, match="not a normalised relative path"):
+            w.add(bad, "")
+    assert w.files == {"python/a.py": "x = 1\n"}
+
+
+def test_render_adds_each_file_once(data, monkeypatch):
+    """Every file goes through one Writer: a second rendering of a path is an error."""
+    added = []
+    real_add = Writer.add
+
+    def add(self, path, text):
+        added.append(path)
+        real_add(self, path, text)
+    monkeypatch.setattr(Writer, "add", add)
+    files = _files(data)
+    assert sorted(added) == sorted(files) and len(added) == len(set(added))
+
+
+def test_writer_writes_only_changed_files(tmp_path):
+    out = tmp_path / "gen"
+    w = Writer(("python/gen_*_ops.py",))
+    w.add("python/gen_a_ops.py", "a = 1\n")
+    w.add("python/gen_b_ops.py", "b = 1\n")
+    assert w.write(out) == (["python/gen_a_ops.py", "python/gen_b_ops.py"], [])
+    a, b = out / "python" / "gen_a_ops.py", out / "python" / "gen_b_ops.py"
+    os.utime(a, ns=(1, 1))
+    os.utime(b, ns=(1, 1))
+    w2 = Writer(("python/gen_*_ops.py",))
+    w2.add("python/gen_a_ops.py", "a = 2\n")
+    assert w2.write(out) == (["python/gen_a_ops.py"], ["python/gen_b_ops.py"])
+    assert a.read_text() == "a = 2\n" and a.stat().st_mtime_ns != 1 and not b.exists()
+    assert a.stat().st_mode & 0o777 == 0o666 & ~_umask()
+    assert [p.name for p in (out / "python").iterdir()] == ["gen_a_ops.py"]  # no temp files left
+    os.utime(a, ns=(1, 1))
+    assert w2.write(out) == ([], []) and a.stat().st_mtime_ns == 1
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_render_library_uses_the_generic_entry_point(data, monkeypatch):
+    registry = Registry.parse(data)
+    text, grads_text = emit.render_library(registry, "/libs/libmy_ops.so")
+    assert grads_text.startswith("# @generated by opforge.load_op_library from "
+                                 "codegen/templates/python_grads.py.j2 -- do not edit.\n")
+    compile(grads_text, "my_ops_grads", "exec")
+    assert text.startswith("# @generated by opforge.load_op_library from "
+                           "codegen/templates/python_ops.py.j2 -- do not edit.\n"
+                           "# library: /libs/libmy_ops.so\n")
+    assert "check_fingerprint" not in text
+    calls = _fake_opforge(monkeypatch, [])
+    executed = []
+    sys.modules["opforge._pywrap_internal"].execute = lambda *a: executed.append(a) or "ok"
+    ns = _exec(text, "my_ops")
+    assert ns["__all__"] == sorted(naming.op_python_name(o.name) for o in registry.ops)
+    assert ns["fill"]([2, 3], dtype="int32") == "ok"
+    assert executed == [("Fill", (), ([2, 3], 0.0, "int32"))]
+    assert ns["concat"]([[1], [2]], axis=0) == "ok"
+    assert executed[-1] == ("Concat", ([[1], [2]],), (0,))
+    assert calls.fingerprints == []
 
 
 # --- the command line ----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Docstring text of a generated wrapper, built from the typed model.
+"""Docstring text of a generated Python wrapper, from its view (targets/python.py).
 
 Returns plain text (no escaping, no indentation): the template's ``pydoc``
 filter escapes and indents it.
@@ -8,13 +8,26 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from . import naming
-from .pytypes import ATTR_NOUNS
+from .. import naming
+from ..model import ArgDef, AttrType, OpDef
 
 if TYPE_CHECKING:
-    from .model import ArgDef, OpDef, Param
+    from .python import PyOp, PyParam
 
 WIDTH = 72  # text width; the docstring sits 4 spaces deep
+
+# How docstrings name a value of each attr type: the alternatives accepted.
+ATTR_NOUNS = {
+    AttrType.INT: ("an int",),
+    AttrType.FLOAT: ("a float",),
+    AttrType.BOOL: ("a bool",),
+    AttrType.STRING: ("a string",),
+    AttrType.TYPE: ("a dtype",),
+    AttrType.SHAPE: ("a shape (a sequence of ints)", "an int"),
+    AttrType.LIST_INT: ("a sequence of ints", "an int"),
+    AttrType.LIST_FLOAT: ("a sequence of floats",),
+    AttrType.LIST_TYPE: ("a sequence of dtypes",),
+}
 
 
 def _wrap(text: str, first: str, rest: str) -> list[str]:
@@ -56,7 +69,7 @@ def _sentence(*parts: str) -> str:
 
 def _dtype_ref(op: OpDef, arg: ArgDef) -> str:
     if arg.type_attr is None:
-        return arg.fixed_type or "?"
+        return arg.fixed_type.name
     attr = op.find_attr(arg.type_attr)
     if attr is not None and not attr.inferred:  # a parameter: quote its Python name
         return f"`{naming.python_ident(attr.name)}`"
@@ -72,9 +85,9 @@ def _input_text(op: OpDef, arg: ArgDef) -> str:
     return _sentence(f"A tensor-like of dtype {dtype}.", arg.doc)
 
 
-def _attr_text(param: Param) -> str:
-    attr = param.attr
-    nouns = list(ATTR_NOUNS.get(attr.type, ("a value",)))
+def _attr_text(param: PyParam) -> str:
+    attr = param.param.attr
+    nouns = list(ATTR_NOUNS[attr.type])
     if attr.minimum is not None:
         nouns[0] += f" >= {attr.minimum}"
     if attr.default_is_none:
@@ -84,10 +97,10 @@ def _attr_text(param: Param) -> str:
         else ", ".join(nouns[:-1]) + f", or {nouns[-1]}")
     bits = [noun[0].upper() + noun[1:]]
     if attr.allowed:
-        each = "each " if attr.type == "list(type)" else ""
-        bits.append(f"{each}one of {{{', '.join(attr.allowed)}}}")
-    if attr.has_default:
-        bits.append(f"default {param.py_default}")
+        each = "each " if attr.type is AttrType.LIST_TYPE else ""
+        bits.append(f"{each}one of {{{', '.join(t.name for t in attr.allowed)}}}")
+    if param.default is not None:
+        bits.append(f"default {param.default}")
     return _sentence(", ".join(bits) + ".", attr.doc)
 
 
@@ -112,25 +125,29 @@ def _returns(op: OpDef) -> str:
 def _type_attrs(op: OpDef) -> list[str]:
     lines = []
     for attr in op.attrs:
-        if attr.type == "type" and attr.inferred:
-            dtypes = f"in {{{', '.join(attr.allowed)}}}" if attr.allowed else ": any dtype"
+        if attr.type is AttrType.TYPE and attr.inferred:
+            dtypes = (f"in {{{', '.join(t.name for t in attr.allowed)}}}" if attr.allowed
+                      else ": any dtype")
             lines.append(f"  {attr.name} {dtypes}, inferred from the inputs.".replace(" :", ":"))
     return lines
 
 
 def _kernels(op: OpDef) -> str:
-    devices = [f"{dev} ({', '.join(types)})" for dev, types in sorted(op.kernels) if types]
+    devices = [f"{k.device} ({', '.join(t.name for t in k.dtypes)})"
+               for k in sorted(op.kernels, key=lambda k: k.device) if k.dtypes]
     return "Kernels: " + ("; ".join(devices) if devices else "none registered") + "."
 
 
-def op_docstring(op: OpDef) -> str:
+def op_docstring(view: PyOp) -> str:
+    op = view.op
     sections = [op.summary.strip() or f"The {op.name} op."]
     description = "\n".join(_wrap_prose(op.description.strip("\n")))
     if description.strip():
         sections.append(description)
-    if op.params:
-        entries = [_entry(p.py_name, _input_text(op, p.input) if p.is_input else _attr_text(p))
-                   for p in op.params]
+    if view.params:
+        entries = [_entry(p.py_name, _input_text(op, p.param.input) if p.is_input
+                          else _attr_text(p))
+                   for p in view.params]
         sections.append("Args:\n" + "\n".join(entries))
     sections.append("Returns:\n" + _returns(op))
     type_attrs = _type_attrs(op)

@@ -1,5 +1,6 @@
-"""Gradient declarations -> Python gradient functions (TensorFlow's signature,
-``grad(op, *output_grads)`` returning one gradient per flattened input).
+"""The gradients target: gen_<group>_grads.py, gradient declarations rendered as
+Python gradient functions (TensorFlow's signature, ``grad(op, *output_grads)``
+returning one gradient per flattened input).
 
 The functions call the generated op wrappers, so a gradient is itself
 recorded on the tape (higher derivatives) or added to a graph.
@@ -9,8 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from . import naming
-from .model import GradAttr, GradExpr, OpDef
+from .. import naming
+from ..model import GradAttr, GradExpr, Group, OpDef
 
 
 @dataclass(frozen=True)
@@ -106,3 +107,23 @@ def grad_function(op: OpDef, local_ops: frozenset[str] = frozenset(), local_pref
     body.append(f"return [{', '.join(returned)}]")
     params = ("op",) + tuple(local(f"d{o.name}") for o in op.outputs)
     return GradFunction(op=op.name, name=f"_{naming.snake_case(op.name)}_grad", params=params, body=tuple(body))
+
+
+@dataclass(frozen=True)
+class GradModule:
+    """One gen_<group>_grads module (or an op library's gradient functions)."""
+    group: str
+    functions: tuple[GradFunction, ...]
+    no_gradient: tuple[str, ...]    # ops declared NoGradient(), sorted
+
+    @staticmethod
+    def of(group: Group, ops: tuple[OpDef, ...], library: bool = False) -> GradModule:
+        """For an op library, calls of its own ops go through its module (``_lib``)."""
+        local_ops = frozenset(op.name for op in ops) if library else frozenset()
+        return GradModule(group.name,
+                          tuple(grad_function(op, local_ops) for op in ops if op.gradient.rules),
+                          tuple(sorted(op.name for op in ops if op.gradient.none)))
+
+    @property
+    def module_name(self) -> str:
+        return f"gen_{self.group}_grads"

@@ -1,0 +1,135 @@
+"""The SWIG target: views for generated/swig/gen_<group>_ops.i and the index gen_ops.i.
+
+Each op gets a C++ entry point ``opforge::gen::<Op>(...)`` taking its
+parameters in the op's parameter order: inputs as ``PyObject*``, attrs as
+the ``opforge::py::*Attr`` wrapper types whose typemaps (swig/) convert the
+Python object into their ``AttrValue value`` member. Parameter names that
+are C++ keywords, or names the entry point uses itself, get a trailing ``_``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model import AttrType, Group, OpDef, Param, Registry, Source
+from . import pyi
+from .python import PyOp
+
+CPP_KEYWORDS = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char
+    char8_t char16_t char32_t class compl concept const consteval constexpr
+    constinit const_cast continue co_await co_return co_yield decltype default
+    delete do double dynamic_cast else enum explicit export extern false float
+    for friend goto if inline int long mutable namespace new noexcept not not_eq
+    nullptr operator or or_eq private protected public register reinterpret_cast
+    requires return short signed sizeof static static_assert static_cast struct
+    switch template this thread_local throw true try typedef typeid typename
+    union unsigned using virtual void volatile wchar_t while xor xor_eq
+""".split())  # noqa: SIM905
+# Names the generated entry point uses in its body.
+CPP_RESERVED_LOCALS = frozenset({"op", "inputs", "attrs", "opforge", "std", "PyObject"})
+
+# The entry point's C++ parameter type of an attr.
+CPP_ATTR_TYPES = {
+    AttrType.INT: "opforge::py::IntAttr",
+    AttrType.FLOAT: "opforge::py::FloatAttr",
+    AttrType.BOOL: "opforge::py::BoolAttr",
+    AttrType.STRING: "opforge::py::StringAttr",
+    AttrType.TYPE: "opforge::py::TypeAttr",
+    AttrType.SHAPE: "opforge::py::ShapeAttr",
+    AttrType.LIST_INT: "opforge::py::IntListAttr",
+    AttrType.LIST_FLOAT: "opforge::py::FloatListAttr",
+    AttrType.LIST_TYPE: "opforge::py::TypeListAttr",
+}
+
+
+def cpp_ident(name: str) -> str:
+    """A C++-safe parameter name: keywords and our locals get a trailing ``_``."""
+    if name in CPP_KEYWORDS or name in CPP_RESERVED_LOCALS:
+        return name + "_"
+    return name
+
+
+def cstr(text: str) -> str:
+    """A double-quoted C/SWIG string literal (the ``cstr`` filter)."""
+    out = []
+    for c in text:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif c < " " or c == "\x7f":
+            out.append(f"\\{ord(c):03o}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+@dataclass(frozen=True)
+class SwigParam:
+    name: str         # as declared: the attr name OpBinding is told
+    cpp_name: str
+    cpp_type: str
+    is_input: bool
+
+    @staticmethod
+    def of(param: Param) -> SwigParam:
+        cpp_type = "PyObject*" if param.is_input else CPP_ATTR_TYPES[param.attr.type]
+        return SwigParam(param.name, cpp_ident(param.name), cpp_type, param.is_input)
+
+    @property
+    def decl(self) -> str:
+        return f"{self.cpp_type} {self.cpp_name}"
+
+    @property
+    def value(self) -> str:
+        """How the entry point passes it on: the PyObject* or the moved AttrValue."""
+        return self.cpp_name if self.is_input else f"std::move({self.cpp_name}.value)"
+
+
+@dataclass(frozen=True)
+class SwigOp:
+    name: str
+    source: Source
+    docstring: str
+    params: tuple[SwigParam, ...]
+
+    @staticmethod
+    def of(op: OpDef) -> SwigOp:
+        # The raw extension function's docstring: Python signature line, then the summary.
+        sig = f"{op.name}({PyOp.of(op).signature}) -> {pyi.return_hint(op)}"
+        doc = f"{sig}\n\n{op.summary}" if op.summary else sig
+        return SwigOp(op.name, op.source, doc, tuple(SwigParam.of(p) for p in op.params))
+
+    @property
+    def inputs(self) -> tuple[SwigParam, ...]:
+        return tuple(p for p in self.params if p.is_input)
+
+    @property
+    def attrs(self) -> tuple[SwigParam, ...]:
+        return tuple(p for p in self.params if not p.is_input)
+
+    @property
+    def attr_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.attrs)
+
+
+@dataclass(frozen=True)
+class SwigModule:
+    name: str
+    ops: tuple[SwigOp, ...]
+
+    @staticmethod
+    def of(group: Group, ops: tuple[OpDef, ...]) -> SwigModule:
+        return SwigModule(group.name, tuple(SwigOp.of(o) for o in ops))
+
+
+@dataclass(frozen=True)
+class SwigIndex:
+    """gen_ops.i: %includes every group's file."""
+    groups: tuple[str, ...]
+
+    @staticmethod
+    def of(registry: Registry) -> SwigIndex:
+        return SwigIndex(tuple(g.name for g, _ in registry.group_ops()))
