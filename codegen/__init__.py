@@ -8,7 +8,7 @@
 3. validate.py checks what only the generator needs (the C++ registry has
    checked the declarations); every error starts with the op's file:line.
 4. targets/ translates the schema per output language into the views the
-   templates see: python.py (+ docstrings.py), pyi.py, swig.py.
+   templates see: python.py (+ docstrings.py), pyi.py, swig.py, grads.py.
 5. emit.py renders templates/*.j2 per group into generated/swig/gen_<g>_ops.i,
    generated/python/gen_<g>_ops.py(i), plus python/__init__.py and registry.json,
    all through one writer.Writer, which refuses a path added twice.

@@ -10,4 +10,6 @@ fields are ready to paste into a template:
 - pyi.py:        .pyi stubs (type hints, imports)
 - swig.py:       SWIG .i entry points (C++ parameter types and names, typemap
                  wrappers, the raw function's docstring) and the index .i
+- grads.py:      gen_<group>_grads.py (gradient declarations as Python
+                 gradient functions that call the generated wrappers)
 """
