@@ -24,8 +24,7 @@ import contextlib
 import os
 import threading
 
-from opforge import _bind, _hookpoint, _opinfo
-from opforge import errors as _errors
+from opforge import _bind, _hookpoint, _hooks
 from opforge import _pywrap_internal as _pw
 
 _MODES = ("async", "sync")
@@ -37,25 +36,17 @@ def _forced_sync():
 
 
 def _hook(call):
-    if _forced_sync():
+    # A call the gradient recorder wants recorded runs synchronously (its
+    # inputs, attrs and outputs are recorded from the eager execution).
+    if call.record or _forced_sync():
         return call.run()
     # C++ converts the inputs (partner dtypes, copies of numpy memory) and
     # checks dtypes, attrs and shapes before queueing.
-    op_type, given = call.op_type, call.inputs
-    names = _input_names.get(op_type) or _names(op_type)
-    try:
-        inputs = tuple([given[n] for n in names])
-    except KeyError as e:
-        raise _errors.InvalidArgumentError(f"{op_type}: missing input {e}") from None
-    return _pw.async_submit(op_type, inputs, call.attrs, _bind.caller_location())
-
-
-_input_names = {}
-
-
-def _names(op_type):
-    names = _input_names[op_type] = tuple(a.name for a in _opinfo.get(op_type).inputs)
-    return names
+    op_type, args = call.op_type, call.args
+    sig = _hooks.signature(op_type)
+    inputs = tuple([args[p] for p in sig.input_pos])
+    attrs = {n: args[p] for n, p in zip(sig.attrs, sig.attr_pos)}
+    return _pw.async_submit(op_type, inputs, attrs, _bind.caller_location())
 
 
 def _check(mode):

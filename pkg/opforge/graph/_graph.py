@@ -47,6 +47,7 @@ class SymbolicTensor(_TensorMethods):
 
     __slots__ = ("op", "value_index", "shape", "dtype")
     __hash__ = object.__hash__  # usable as a feed_dict key; == stays element-wise
+    _ag = None  # no eager autograd state (gradients in graphs add nodes instead)
 
     def __init__(self, op, index, dtype, shape):
         self.op, self.value_index, self.dtype, self.shape = op, index, dtype, tuple(shape)
