@@ -221,3 +221,15 @@ def test_constants_copy_writable_arrays():
     a[:] = 100
     with of.Session(g) as sess:
         np.testing.assert_array_equal(sess.run(y), [2, 2, 2])
+
+
+def test_create_op_adds_named_nodes_without_a_wrapper():
+    g = of.Graph()
+    with g.as_default():
+        x = of.placeholder(of.float32, [2, 2], name="in")
+    y = g.create_op("MatMul", {"a": x, "b": np.eye(2, dtype=np.float32)}, {"transpose_a": True}, name="mm")
+    z = g.create_op("Concat", {"values": [y, x]}, {"axis": 1})
+    assert y.name == "mm:0" and z.shape == (2, 4) and y.op.get_attr("transpose_a") is True
+    v = np.arange(4, dtype=np.float32).reshape(2, 2)
+    with of.Session(g) as sess:
+        np.testing.assert_array_equal(sess.run(z, {x: v}), np.concatenate([v.T, v], axis=1))

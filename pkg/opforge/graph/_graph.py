@@ -132,8 +132,19 @@ class Graph:
                             location).outputs[0]
 
     def _hook(self, call):
-        location = _bind.caller_location()
-        op_type = call.op_type
+        return self.create_op(call.op_type, call.inputs, call.attrs, location=_bind.caller_location())
+
+    def create_op(self, op_type, inputs, attrs=None, name=None, location=None):
+        """Adds a node of a registered op; what the wrappers do in ``as_default``.
+
+        `inputs`: by input-arg name (a list for list args): graph tensors,
+        numpy arrays, Tensors or Python scalars (these become constants).
+        `attrs`: user attrs by name. Returns the output tensor (a tuple for
+        several outputs). Errors name the node and `location` (default: the
+        caller's file:line).
+        """
+        location = location or _bind.caller_location()
+        attrs = dict(attrs or {})
 
         def typed(v):
             return v.dtype if isinstance(v, SymbolicTensor) else _bind.dtype_of(v)
@@ -146,16 +157,12 @@ class Graph:
                 return v
             return self._constant(v, location=location)
 
-        bound = _bind.bind(op_type, call.inputs, call.attrs, typed, convert)
+        bound = _bind.bind(op_type, inputs, attrs, typed, convert)
         refs = tuple([t._ref() for t in b] if isinstance(b, list) else b._ref() for b in bound)
-        name = self.unique_name(op_type)
-        try:
-            node, dtypes, shapes, attrs = _pw.graph_add_op(self._handle, op_type, name, location, refs,
-                                                           dict(call.attrs))
-        except _errors.OpError as e:
-            raise type(e)(str(e)) from None  # raised here: the user's line is in the message
-        inputs = [t for b in bound for t in (b if isinstance(b, list) else [b])]
-        op = self._new_op(op_type, name, node, inputs, dtypes, shapes, attrs, location)
+        name = self.unique_name(name or op_type)
+        node, dtypes, shapes, completed = _pw.graph_add_op(self._handle, op_type, name, location, refs, attrs)
+        flat = [t for b in bound for t in (b if isinstance(b, list) else [b])]
+        op = self._new_op(op_type, name, node, flat, dtypes, shapes, completed, location)
         return op.outputs[0] if len(op.outputs) == 1 else op.outputs
 
 
