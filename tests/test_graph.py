@@ -159,8 +159,15 @@ def test_independent_nodes_run_concurrently_on_the_inter_op_pool():
         ref = one.run(outs)
         assert one.last_run_stats["max_concurrent"] == 1
     with of.Session(g, inter_op_threads=2) as two:
-        got = two.run(outs)
-        assert two.last_run_stats["max_concurrent"] >= 2
+        # The OS may start the borrowed pool thread late on a loaded machine:
+        # concurrency must show in one of a few runs.
+        seen = []
+        for _ in range(5):
+            got = two.run(outs)
+            seen.append(two.last_run_stats["max_concurrent"])
+            if seen[-1] >= 2:
+                break
+        assert max(seen) == 2, seen
     for a, b in zip(ref, got):
         np.testing.assert_array_equal(a, b)
 
