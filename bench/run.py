@@ -115,6 +115,9 @@ def main(argv=None):
         print("bench: memory", file=sys.stderr, flush=True)
         data["memory"] = {"bytes_per_input": 4 * rss_n,
                           "results": subprocs.peak_rss(["numpy"] + sub_libs, rss_n)}
+    if wanted("engine"):
+        print("bench: engine", file=sys.stderr, flush=True)
+        data["engine"] = subprocs.engine_cases(args.quick)
     data["meta"]["loadavg_at_end"] = _loadavg()
     data["targets"] = targets.evaluate(data["cases"], data.get("import"), data.get("memory"))
     bad = [f"{id} [{lib}]: {r['error']}" for id, c in data["cases"].items()
@@ -123,9 +126,14 @@ def main(argv=None):
             data.get("import", {}).items() if lib != "runs" and "error" in r]
     bad += [f"memory [{lib}]: {r.get('error') or 'wrong result'}" for lib, r in
             data.get("memory", {}).get("results", {}).items() if not r["ok"]]
+    if "engine" in data and "error" in data["engine"]:
+        bad.append(f"engine: {data['engine']['error']}")
     data["ok"] = not bad
     data["problems"] = bad
     print(report.render(data))
+    if "engine" in data and "error" not in data["engine"]:
+        from bench import engine
+        print("\n" + engine.render(data["engine"]))
     if bad:
         print("\nWRONG RESULTS OR ERRORS:\n  " + "\n  ".join(bad))
     if args.json:

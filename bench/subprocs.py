@@ -81,3 +81,15 @@ def peak_rss(libs, n):
         except RuntimeError as e:
             out[lib] = {"ok": False, "error": str(e)}
     return out
+
+
+def engine_cases(quick):
+    """bench/engine.py's figures, from a subprocess with OPFORGE_NUM_THREADS=1;
+    {"error": ...} if it failed."""
+    import os
+    env = dict(os.environ, OPFORGE_NUM_THREADS="1")
+    args = [sys.executable, "-m", "bench.engine"] + (["--quick"] if quick else [])
+    out = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+    if out.returncode != 0:
+        return {"error": f"bench.engine failed ({out.returncode}): {out.stderr[-1500:]}"}
+    return json.loads(out.stdout.strip().splitlines()[-1])

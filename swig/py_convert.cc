@@ -158,10 +158,15 @@ bool BorrowsWritableMemory(const Tensor& t) {
   return b != nullptr && b->writable();
 }
 
+bool IsBorrowedFromNumpy(const TensorBuffer* buffer) {
+  return buffer != nullptr && dynamic_cast<const NumpyBuffer*>(buffer) != nullptr;
+}
+
 bool ConvertInput(PyObject* obj, const char* op, const std::string& arg, InputSlot* slot) {
   slot->obj = obj;
   slot->pending = false;
   if (IsTensor(obj)) {
+    if (!ResolvePending(obj)) return false;  // async mode: wait for the value
     *slot->tensor = TensorOf(obj);
     return true;
   }

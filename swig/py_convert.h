@@ -39,6 +39,9 @@ bool TensorFromArray(PyObject* array, const char* op, const std::string& arg, Te
 // change after the op call (the gradient recorder copies such inputs).
 bool BorrowsWritableMemory(const Tensor& t);
 
+// True if the buffer borrows a numpy array's memory (releasing it takes the GIL).
+bool IsBorrowedFromNumpy(const TensorBuffer* buffer);
+
 // The attr parameter types of the generated SWIG entry points; the typemaps
 // in opforge_typemaps.i fill them with ConvertAttr. None means "not given".
 struct IntAttr { AttrValue value; };
@@ -63,6 +66,9 @@ bool ConvertAttr(PyObject* o, const char* op, const char* name, TypeListAttr* ou
 
 // A completed attr value as Python sees it (ints, floats, tuples, DTypes, None).
 PyObject* AttrToPython(const AttrDef& def, const AttrValue& v);
+
+// Any attr by its declaration's type (the generic paths: execute, graphs, async).
+bool ConvertAnyAttr(PyObject* o, const char* op, const AttrDef& def, AttrValue* out);
 
 // opforge.DType objects, numpy dtypes / scalar types and names like "float32".
 bool ToDType(PyObject* o, DType* out);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "numpy_api.h"
+#include "py_errors.h"
 
 namespace opforge {
 namespace py {
@@ -16,6 +17,7 @@ struct PyTensor {
   Tensor tensor;
   PyObject* weakrefs;
   PyObject* ag;  // autograd state (opforge/autodiff), or NULL
+  std::shared_ptr<PendingValue> pending;  // async mode: set until the value is read
 };
 
 PyTypeObject* tensor_type = nullptr;
@@ -45,6 +47,7 @@ void Dealloc(PyObject* self) {
   if (t->weakrefs) PyObject_ClearWeakRefs(self);
   Py_CLEAR(t->ag);
   t->tensor.~Tensor();
+  t->pending.~shared_ptr<PendingValue>();
   if (type == tensor_type && free_count < kFreeListMax) {
     free_list[free_count++] = self;
   } else {
@@ -70,9 +73,13 @@ PyObject* GetDType(PyObject* self, void*) {
 PyObject* GetNDim(PyObject* self, void*) { return PyLong_FromLong(TensorOf(self).rank()); }
 PyObject* GetSize(PyObject* self, void*) { return PyLong_FromLongLong(TensorOf(self).NumElements()); }
 
-PyObject* Numpy(PyObject* self, PyObject*) { return TensorToNumpy(TensorOf(self), self); }
+PyObject* Numpy(PyObject* self, PyObject*) {
+  if (!ResolvePending(self)) return nullptr;
+  return TensorToNumpy(TensorOf(self), self);
+}
 
 int GetBuffer(PyObject* self, Py_buffer* view, int flags) {
+  if (!ResolvePending(self)) return -1;
   const Tensor& t = TensorOf(self);
   const bool writable = t.buffer() && t.buffer()->writable();
   if ((flags & PyBUF_WRITABLE) && !writable) {
@@ -226,7 +233,33 @@ PyObject* WrapTensor(Tensor t) {
   new (&pt->tensor) Tensor(std::move(t));
   pt->weakrefs = nullptr;
   pt->ag = nullptr;
+  new (&pt->pending) std::shared_ptr<PendingValue>();
   return obj;
+}
+
+PyObject* WrapPendingTensor(Tensor shell, std::shared_ptr<PendingValue> pending) {
+  PyObject* obj = WrapTensor(std::move(shell));
+  if (obj) reinterpret_cast<PyTensor*>(obj)->pending = std::move(pending);
+  return obj;
+}
+
+std::shared_ptr<PendingValue> PendingOf(PyObject* obj) { return reinterpret_cast<PyTensor*>(obj)->pending; }
+
+bool ResolvePending(PyObject* obj) {
+  PyTensor* pt = reinterpret_cast<PyTensor*>(obj);
+  if (!pt->pending) return true;
+  std::shared_ptr<PendingValue> pending = pt->pending;  // alive while we wait without the GIL
+  Tensor value;
+  Status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = pending->Wait(&value);
+  Py_END_ALLOW_THREADS
+  if (!s.ok()) return SetError(s) != nullptr;  // stays pending: every read raises
+  if (pt->pending == pending) {
+    pt->tensor = std::move(value);
+    pt->pending.reset();
+  }
+  return true;
 }
 
 PyObject* DTypeObject(DType t) {

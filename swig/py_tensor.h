@@ -6,6 +6,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <memory>
+
 #include "opforge/tensor.h"
 
 namespace opforge {
@@ -18,6 +20,20 @@ PyObject* InitTensorType(PyObject* methods, PyObject* dtype_objects);
 bool IsTensor(PyObject* obj);
 const Tensor& TensorOf(PyObject* obj);  // obj must satisfy IsTensor
 PyObject* WrapTensor(Tensor t);         // new reference, or NULL with an error set
+
+// A value still being computed (async mode). A pending Tensor holds a
+// shell (dtype and shape, no storage) until its value is read.
+class PendingValue {
+ public:
+  virtual ~PendingValue() = default;
+  virtual Status Wait(Tensor* out) = 0;  // blocks; called without the GIL
+};
+PyObject* WrapPendingTensor(Tensor shell, std::shared_ptr<PendingValue> pending);
+// The pending value of a Tensor object, or null once its value is there.
+std::shared_ptr<PendingValue> PendingOf(PyObject* obj);
+// Waits (GIL released) and stores the value; false with the op's error set.
+// Everything that reads a Tensor's memory calls this first.
+bool ResolvePending(PyObject* obj);
 
 // The opforge.DType object for a dtype (borrowed reference), or Py_None.
 PyObject* DTypeObject(DType t);

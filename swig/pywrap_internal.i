@@ -4,6 +4,7 @@
 
 %{
 #include "py_binding.h"
+#include "py_engine.h"
 #include "py_infer.h"
 #include "py_module.h"
 #include "py_op_library.h"
@@ -56,6 +57,35 @@ PyObject* Stamp();
 namespace opforge { namespace py {
 PyObject* Infer(const char* op_type, PyObject* inputs, PyObject* attrs);
 PyObject* DTypeTable();
+}}
+
+// The engine: graphs and async mode (py_engine.h).
+%rename(graph_new) opforge::py::GraphNew;
+%rename(graph_placeholder) opforge::py::GraphPlaceholder;
+%rename(graph_constant) opforge::py::GraphConstant;
+%rename(graph_add_op) opforge::py::GraphAddOp;
+%rename(graph_run) opforge::py::GraphRun;
+%rename(async_submit) opforge::py::AsyncSubmit;
+%rename(async_flush) opforge::py::AsyncFlush;
+%rename(async_drain) opforge::py::AsyncDrain;
+%rename(async_queue_size) opforge::py::AsyncQueueSize;
+%rename(async_pending) opforge::py::AsyncPending;
+%rename(is_pending) opforge::py::IsPending;
+%rename(inter_op_threads) opforge::py::InterOpThreads;
+namespace opforge { namespace py {
+PyObject* GraphNew();
+PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, PyObject* shape, const char* where);
+PyObject* GraphConstant(PyObject* graph, const char* name, PyObject* value, const char* where);
+PyObject* GraphAddOp(PyObject* graph, const char* op_type, const char* name, const char* where, PyObject* inputs,
+                     PyObject* attrs);
+PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads);
+PyObject* AsyncSubmit(const char* op_type, PyObject* inputs, PyObject* attrs, const char* where);
+PyObject* AsyncFlush();
+PyObject* AsyncDrain();
+PyObject* AsyncQueueSize();
+PyObject* AsyncPending();
+PyObject* IsPending(PyObject* tensor);
+PyObject* InterOpThreads();
 }}
 
 %include "gen_ops.i"

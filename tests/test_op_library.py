@@ -292,3 +292,19 @@ def test_unknown_attr_lookup_is_an_internal_error(fixture_libs):
     # Shape-only inference works for library ops too; the kernel's typo needs a kernel run.
     assert pw.infer("TypoInKernel", ((of.float32, (2, 5)),), {"scaled": True}) == (
         (of.float32,), ((2, 5),), {"scaled": True})
+
+
+def test_library_ops_work_in_graphs_and_async_mode(example_lib):
+    # No per-op code: the loaded wrappers go through the same hook.
+    m = of.load_op_library(example_lib)
+    x = np.array([-1.0, 0.2, 2.0])
+    g = of.Graph()
+    with g.as_default():
+        p = of.placeholder(of.float64, [3])
+        y = m.soft_shrink(p * 2.0, threshold=1.0)
+        assert y.op.type == "SoftShrink" and y.shape == (3,) and y.op.get_attr("threshold") == 1.0
+    with of.Session(g) as sess:
+        np.testing.assert_allclose(sess.run(y, {p: x}), [-1.0, 0.0, 3.0])
+    with of.execution_mode("async"):
+        z = m.zero_out(m.zero_out(np.array([5, 6, 7], np.int32)))
+        np.testing.assert_array_equal(z.numpy(), [5, 0, 0])

@@ -141,28 +141,20 @@ Status RunShapeFn(const OpDef& op, const InputSpec* inputs, int num_inputs, cons
   return Status::OK();
 }
 
-Status ExecuteImpl(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs, Tensor* outputs,
-                   int device) {
-  InlinedVector<InputSpec, 4> specs(static_cast<size_t>(num_inputs));
-  for (int i = 0; i < num_inputs; ++i) specs[i] = InputSpec{inputs[i].dtype(), &inputs[i].shape()};
-  OF_RETURN_IF_ERROR(InferTypeAttrs(op, specs.data(), num_inputs, attrs));
-  OF_RETURN_IF_ERROR(CompleteAttrs(op, attrs));
-
+// The kernel half of Execute: attrs complete, output shapes known (also a
+// planned graph node's, whose shapes were inferred when it was added).
+Status RunKernelImpl(const OpDef& op, const Tensor* inputs, int num_inputs, const AttrValue* attrs,
+                     const TensorShape* shapes, Tensor* outputs, int device) {
   const DType key = op.kernel_type_attr >= 0 ? attrs[op.kernel_type_attr].type : op.kernel_fixed_type;
   KernelFn fn = op.kernels->fn[device][static_cast<int>(key)];
   if (fn == nullptr) {
     return errors::NotFound("no ", DeviceName(device), " kernel for dtype ", DTypeName(key),
                             "; registered ", DeviceName(device), " kernels: ", KernelDTypes(*op.kernels, device));
   }
-
-  const size_t num_outputs = op.outputs.size();
-  InlinedVector<TensorShape, 2> shapes(num_outputs);
-  OF_RETURN_IF_ERROR(RunShapeFn(op, specs.data(), num_inputs, attrs, shapes.data()));
-
-  OpKernelContext kctx(op, inputs, num_inputs, attrs, shapes.data(), outputs);
+  OpKernelContext kctx(op, inputs, num_inputs, attrs, shapes, outputs);
   OF_RETURN_IF_ERROR(fn(&kctx));
   if (!kctx.lookup_error().ok()) return kctx.lookup_error();
-  for (size_t i = 0; i < num_outputs; ++i) {
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
     Tensor& out = outputs[i];
     if (!out.valid()) {
       // Kernels may skip allocating outputs they never write (empty results).
@@ -173,6 +165,17 @@ Status ExecuteImpl(const OpDef& op, const Tensor* inputs, int num_inputs, AttrVa
     }
   }
   return Status::OK();
+}
+
+Status ExecuteImpl(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs, Tensor* outputs,
+                   int device) {
+  InlinedVector<InputSpec, 4> specs(static_cast<size_t>(num_inputs));
+  for (int i = 0; i < num_inputs; ++i) specs[i] = InputSpec{inputs[i].dtype(), &inputs[i].shape()};
+  OF_RETURN_IF_ERROR(InferTypeAttrs(op, specs.data(), num_inputs, attrs));
+  OF_RETURN_IF_ERROR(CompleteAttrs(op, attrs));
+  InlinedVector<TensorShape, 2> shapes(op.outputs.size());
+  OF_RETURN_IF_ERROR(RunShapeFn(op, specs.data(), num_inputs, attrs, shapes.data()));
+  return RunKernelImpl(op, inputs, num_inputs, attrs, shapes.data(), outputs, device);
 }
 
 Status InferImpl(const OpDef& op, const InputSpec* inputs, int num_inputs, AttrValue* attrs,
@@ -206,6 +209,12 @@ Status OpKernelContext::allocate_output(int i, Tensor** out) {
 Status Execute(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs, Tensor* outputs,
                int device) {
   Status s = ExecuteImpl(op, inputs, num_inputs, attrs, outputs, device);
+  return s.ok() ? s : s.WithPrefix(op.name + ": ");
+}
+
+Status RunKernel(const OpDef& op, const Tensor* inputs, int num_inputs, const AttrValue* attrs,
+                 const TensorShape* output_shapes, Tensor* outputs, int device) {
+  Status s = RunKernelImpl(op, inputs, num_inputs, attrs, output_shapes, outputs, device);
   return s.ok() ? s : s.WithPrefix(op.name + ": ");
 }
 

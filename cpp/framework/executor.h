@@ -23,6 +23,11 @@ Status Execute(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue*
 Status InferOutputs(const OpDef& op, const InputSpec* inputs, int num_inputs, AttrValue* attrs,
                     TensorShape* output_shapes, DType* output_dtypes);
 
+// Runs only the kernel of an op whose attrs are complete and whose output
+// shapes are known (a planned graph node). Errors start with the op's name.
+Status RunKernel(const OpDef& op, const Tensor* inputs, int num_inputs, const AttrValue* attrs,
+                 const TensorShape* output_shapes, Tensor* outputs, int device = kCPU);
+
 // Declared output dtype of output `i` given completed attrs.
 DType OutputDType(const OpDef& op, int i, const AttrValue* attrs);
 

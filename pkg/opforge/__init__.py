@@ -25,6 +25,8 @@ from opforge._op_library import load_op_library  # noqa: E402
 from opforge.autodiff import (RegisterGradient, enable_grad, grad, no_grad,  # noqa: E402,F401
                               value_and_grad)
 from opforge.ops import *  # noqa: E402,F401,F403
+from opforge.graph import Graph, Session, get_default_graph, placeholder, constant  # noqa: E402,F401
+from opforge._async import execution_mode, set_execution_mode, flush, queue_size, pending  # noqa: E402,F401
 
 # numpy's names for ops whose TensorFlow-style names differ.
 matmul = ops.mat_mul

@@ -1,0 +1,302 @@
+#include "engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <thread>
+
+namespace opforge {
+namespace {
+
+class InterOpPool {
+ public:
+  explicit InterOpPool(int threads) : owner_pid_(getpid()) {
+    for (int i = 0; i < threads; ++i) std::thread([this] { Loop(); }).detach();
+  }
+  ~InterOpPool() = delete;  // never destroyed: workers may outlive main()
+
+  // A forked child has no workers: everything runs on the calling thread.
+  bool forked() const { return getpid() != owner_pid_; }
+
+  void Schedule(std::function<void()> fn) {
+    bool wake;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(fn));
+      wake = idle_ > 0;  // busy workers come back for it: no futex call
+    }
+    if (wake) cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ++idle_;
+        cv_.wait(lock, [this] { return !tasks_.empty(); });
+        --idle_;
+        fn = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      fn();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  int idle_ = 0;
+  const pid_t owner_pid_;
+};
+
+int ConfiguredInterOpThreads() {
+  if (const char* env = std::getenv("OPFORGE_INTER_OP_THREADS")) {
+    const int n = std::atoi(env);
+    if (n >= 1) return n;
+  }
+  return std::max(2u, std::thread::hardware_concurrency());
+}
+
+InterOpPool* Pool() {
+  static InterOpPool* pool = new InterOpPool(NumInterOpThreads());
+  return pool;
+}
+
+// The shared state of one RunDag call; lives on the caller's stack, which
+// waits for every helper to leave before returning.
+struct DagState {
+  const std::vector<std::vector<int>>* consumers;
+  const std::function<Status(int)>* fn;
+  int max_parallel;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> deps;
+  std::deque<int> ready;
+  int64_t remaining = 0;
+  int running = 0, helpers = 0, idle = 0, starting = 0;
+  Status status;
+  RunStats* stats;
+};
+
+void Work(DagState* s, bool helper);
+
+// Borrows pool threads for the ready nodes that no thread is about to take.
+void SpawnHelpers(DagState* s) {
+  while (s->helpers < s->max_parallel - 1 && static_cast<int>(s->ready.size()) > s->idle + s->starting) {
+    ++s->helpers;
+    ++s->starting;
+    ScheduleInterOp([s] { Work(s, true); });
+  }
+}
+
+void Work(DagState* s, bool helper) {
+  std::unique_lock<std::mutex> lock(s->mu);
+  if (helper) --s->starting;
+  for (;;) {
+    if (!s->status.ok() || s->remaining == 0) break;
+    if (s->ready.empty()) {
+      if (helper) break;
+      ++s->idle;
+      s->cv.wait(lock);
+      --s->idle;
+      continue;
+    }
+    const int i = s->ready.front();
+    s->ready.pop_front();
+    ++s->running;
+    s->stats->max_concurrent = std::max<int64_t>(s->stats->max_concurrent, s->running);
+    if (!s->ready.empty()) SpawnHelpers(s);
+    lock.unlock();
+    Status st = (*s->fn)(i);
+    lock.lock();
+    --s->running;
+    --s->remaining;
+    ++s->stats->nodes_run;
+    if (!st.ok()) {
+      if (s->status.ok()) s->status = st;
+    } else {
+      for (int c : (*s->consumers)[i]) {
+        if (--s->deps[c] == 0) s->ready.push_back(c);
+      }
+    }
+    s->cv.notify_all();
+  }
+  if (helper) {
+    --s->helpers;
+    s->cv.notify_all();
+    return;
+  }
+  s->cv.wait(lock, [s] { return s->running == 0 && s->helpers == 0; });
+}
+
+}  // namespace
+
+int NumInterOpThreads() {
+  static const int n = ConfiguredInterOpThreads();
+  return n;
+}
+
+void ScheduleInterOp(std::function<void()> fn) {
+  if (Pool()->forked()) {
+    fn();  // no workers in a forked child: run inline
+    return;
+  }
+  Pool()->Schedule(std::move(fn));
+}
+
+Status RunDag(const std::vector<int>& num_deps, const std::vector<std::vector<int>>& consumers, int max_parallel,
+              const std::function<Status(int)>& fn, RunStats* stats) {
+  RunStats local;
+  DagState s;
+  s.consumers = &consumers;
+  s.fn = &fn;
+  s.max_parallel = Pool()->forked() ? 1 : std::max(1, max_parallel);
+  s.deps = num_deps;
+  s.remaining = static_cast<int64_t>(num_deps.size());
+  s.stats = stats ? stats : &local;
+  for (size_t i = 0; i < num_deps.size(); ++i) {
+    if (num_deps[i] == 0) s.ready.push_back(static_cast<int>(i));
+  }
+  Work(&s, false);
+  return s.status;
+}
+
+// ---------------------------------------------------------------- async ops
+
+AsyncOp::AsyncOp(const OpDef* op, std::vector<AttrValue> attrs, std::vector<Tensor> inputs,
+                 std::vector<std::shared_ptr<AsyncOp>> producers, std::vector<int> producer_outputs,
+                 std::string where)
+    : op_(op),
+      attrs_(std::move(attrs)),
+      inputs_(std::move(inputs)),
+      producers_(std::move(producers)),
+      producer_outputs_(std::move(producer_outputs)),
+      where_(std::move(where)) {}
+
+void AsyncOp::Run() {
+  for (size_t k = 0; k < producers_.size(); ++k) {
+    const AsyncOp* p = producers_[k].get();
+    if (p == nullptr) continue;
+    if (!p->status_.ok()) {
+      // Computed from a failed tensor: fail too, naming the op that failed.
+      status_ = Status(p->status_.code(), op_->name + " (submitted at " + where_ + "): input " +
+                                              std::to_string(k) + " comes from a failed op: " +
+                                              p->root_error_->status_.message());
+      root_error_ = p->root_error_;
+      break;
+    }
+    inputs_[k] = p->outputs_[producer_outputs_[k]];
+  }
+  producers_.clear();  // intermediates are freed once their last reader ran
+  if (status_.ok()) {
+    outputs_.resize(op_->outputs.size());
+    Status s = Execute(*op_, inputs_.data(), static_cast<int>(inputs_.size()), attrs_.data(), outputs_.data());
+    if (!s.ok()) {
+      status_ = Status(s.code(), s.message() + " (submitted at " + where_ + ")");
+      root_error_ = shared_from_this();
+      outputs_.clear();
+    }
+  }
+  inputs_.clear();
+  attrs_.clear();
+  AsyncQueue::Global()->Finished(shared_from_this());
+}
+
+Status AsyncOp::Wait(int i, Tensor* out) {
+  if (!done()) {
+    AsyncQueue* q = AsyncQueue::Global();
+    std::unique_lock<std::mutex> lock(q->mu_);
+    q->cv_.wait(lock, [this] { return done(); });
+  }
+  if (!status_.ok()) {
+    MarkObserved();
+    return status_;
+  }
+  *out = outputs_[i];
+  return Status::OK();
+}
+
+void AsyncOp::MarkObserved() {
+  if (!root_error_) return;
+  AsyncQueue* q = AsyncQueue::Global();
+  std::lock_guard<std::mutex> lock(q->mu_);
+  if (root_error_->observed_) return;
+  root_error_->observed_ = true;
+  auto& list = q->unobserved_;
+  list.erase(std::remove(list.begin(), list.end(), root_error_), list.end());
+}
+
+AsyncQueue* AsyncQueue::Global() {
+  static AsyncQueue* q = new AsyncQueue();  // never destroyed: used by detached workers
+  return q;
+}
+
+void AsyncQueue::Submit(std::shared_ptr<AsyncOp> op) {
+  bool ready;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_.fetch_add(1, std::memory_order_relaxed);
+    for (const auto& p : op->producers_) {
+      if (p && !p->done()) {
+        p->dependents_.push_back(op);
+        ++op->waiting_on_;
+      }
+    }
+    ready = op->waiting_on_ == 0;
+  }
+  if (ready) Schedule(std::move(op));
+}
+
+void AsyncQueue::Schedule(std::shared_ptr<AsyncOp> op) {
+  ScheduleInterOp([this, op] {
+    running_.fetch_add(1, std::memory_order_relaxed);  // before queued_ drops: pending() never dips
+    queued_.fetch_sub(1, std::memory_order_relaxed);
+    op->Run();
+  });
+}
+
+void AsyncQueue::Finished(const std::shared_ptr<AsyncOp>& op) {
+  std::vector<std::shared_ptr<AsyncOp>> ready;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    op->done_.store(true, std::memory_order_release);
+    running_.fetch_sub(1, std::memory_order_relaxed);
+    if (op->root_error_ == op) unobserved_.push_back(op);
+    for (auto& d : op->dependents_) {
+      if (--d->waiting_on_ == 0) ready.push_back(std::move(d));
+    }
+    op->dependents_.clear();
+  }
+  cv_.notify_all();
+  for (auto& d : ready) Schedule(std::move(d));
+}
+
+Status AsyncQueue::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return queued_ + running_ == 0; });
+  if (unobserved_.empty()) return Status::OK();
+  std::shared_ptr<AsyncOp> first = unobserved_.front();
+  const size_t more = unobserved_.size() - 1;
+  for (auto& op : unobserved_) op->observed_ = true;
+  unobserved_.clear();
+  std::string msg = first->status_.message();
+  if (more) msg += " (and " + std::to_string(more) + " more failed op" + (more > 1 ? "s" : "") + ")";
+  return Status(first->status_.code(), msg);
+}
+
+void AsyncQueue::Drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return queued_ + running_ == 0; });
+  unobserved_.clear();
+}
+
+int64_t AsyncQueue::queued() const { return queued_.load(std::memory_order_relaxed); }
+
+int64_t AsyncQueue::pending() const {
+  return running_.load(std::memory_order_relaxed) + queued_.load(std::memory_order_relaxed);
+}
+
+}  // namespace opforge

@@ -1,0 +1,311 @@
+#include "graph.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "opforge/inlined_vector.h"
+
+namespace opforge {
+
+struct Graph::Plan {
+  // Where one input of a planned op comes from.
+  struct Source {
+    enum Kind { kNode, kFeed, kConst } kind;
+    int index;                  // plan index or feed index
+    int output;
+    const GraphNode* constant;  // kConst
+  };
+  std::vector<const GraphNode*> nodes;  // the ops to run, in topological order
+  std::vector<std::vector<Source>> sources;
+  std::vector<int> num_deps;
+  std::vector<std::vector<int>> consumers;
+  std::vector<int> uses;        // input edges that read each planned op
+  std::vector<char> fetched;    // outputs of this op are fetched: never freed early
+  std::vector<Source> fetches;
+  std::vector<const GraphNode*> fed;  // per feed, the node it replaces
+  std::vector<int> offset;      // of each op's first output in the run's flat value array
+  int num_values = 0;
+  bool serial = false;          // never two nodes ready at once: run in order, no scheduling
+};
+
+namespace {
+
+// True if the DAG never has two nodes ready at once (a chain).
+bool IsSerial(const std::vector<int>& num_deps, const std::vector<std::vector<int>>& consumers) {
+  std::vector<int> deps = num_deps;
+  std::vector<int> ready;
+  for (size_t i = 0; i < deps.size(); ++i) if (deps[i] == 0) ready.push_back(static_cast<int>(i));
+  while (!ready.empty()) {
+    if (ready.size() > 1) return false;
+    const int i = ready.back();
+    ready.pop_back();
+    for (int c : consumers[i]) if (--deps[c] == 0) ready.push_back(c);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string GraphNode::Label() const {
+  std::string label = "node '" + name + "' (" + (op ? op->name : kind == kPlaceholder ? "Placeholder" : "Const");
+  if (!where.empty()) label += ", built at " + where;
+  return label + ")";
+}
+
+int Graph::AddPlaceholder(std::string name, DType dtype, const TensorShape& shape, std::string where) {
+  GraphNode n;
+  n.kind = GraphNode::kPlaceholder;
+  n.name = std::move(name);
+  n.where = std::move(where);
+  n.dtypes = {dtype};
+  n.shapes = {shape};
+  std::lock_guard<std::mutex> lock(mu_);
+  nodes_.push_back(std::move(n));
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
+int Graph::AddConstant(std::string name, Tensor value, std::string where) {
+  GraphNode n;
+  n.kind = GraphNode::kConstant;
+  n.name = std::move(name);
+  n.where = std::move(where);
+  n.dtypes = {value.dtype()};
+  n.shapes = {value.shape()};
+  n.value = std::move(value);
+  std::lock_guard<std::mutex> lock(mu_);
+  nodes_.push_back(std::move(n));
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
+Status Graph::AddOp(std::string name, const OpDef* op, std::vector<NodeOutput> inputs, std::vector<AttrValue> attrs,
+                    std::string where, int* id) {
+  GraphNode n;
+  n.kind = GraphNode::kOp;
+  n.name = std::move(name);
+  n.where = std::move(where);
+  n.op = op;
+  std::vector<Tensor> shells;  // dtype and shape, no storage: shape functions read no data
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const NodeOutput& in : inputs) {
+      if (in.node < 0 || in.node >= static_cast<int>(nodes_.size()) ||
+          in.index >= static_cast<int>(nodes_[in.node].dtypes.size()) || in.index < 0) {
+        return errors::InvalidArgument(n.Label(), ": input refers to a tensor that is not in this graph");
+      }
+      const GraphNode& src = nodes_[in.node];
+      shells.emplace_back(src.dtypes[in.index], src.shapes[in.index], nullptr);
+    }
+  }
+  attrs.resize(op->attrs.size());
+  n.dtypes.resize(op->outputs.size());
+  n.shapes.resize(op->outputs.size());
+  Status s = InferFromTensors(*op, shells.data(), static_cast<int>(shells.size()), attrs.data(), n.dtypes.data(),
+                          n.shapes.data());
+  if (!s.ok()) return s.WithPrefix(n.Label() + ": ");
+  n.attrs = std::move(attrs);
+  n.inputs = std::move(inputs);
+  std::lock_guard<std::mutex> lock(mu_);
+  nodes_.push_back(std::move(n));
+  *id = static_cast<int>(nodes_.size()) - 1;
+  return Status::OK();
+}
+
+const GraphNode& Graph::node(int id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return nodes_[id];
+}
+
+int Graph::num_nodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(nodes_.size());
+}
+
+Status Graph::GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const std::vector<NodeOutput>& fetches,
+                      std::shared_ptr<const Plan>* out) {
+  std::string key;
+  for (const NodeOutput& f : fetches) key += std::to_string(f.node) + ":" + std::to_string(f.index) + ",";
+  key += "|";
+  for (const auto& f : feeds) key += std::to_string(f.first) + ",";
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) {
+    *out = it->second;
+    return Status::OK();
+  }
+  const int n = static_cast<int>(nodes_.size());
+  auto plan = std::make_shared<Plan>();
+  std::vector<int> feed_of(n, -1);
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const int id = feeds[i].first;
+    if (id < 0 || id >= n) return errors::InvalidArgument("Session.run: a feed is not a tensor of this graph");
+    if (feed_of[id] >= 0) return errors::InvalidArgument("Session.run: ", nodes_[id].Label(), " is fed twice");
+    if (nodes_[id].dtypes.size() != 1) {
+      return errors::InvalidArgument("Session.run: ", nodes_[id].Label(), " has several outputs and cannot be fed");
+    }
+    feed_of[id] = static_cast<int>(i);
+    plan->fed.push_back(&nodes_[id]);
+  }
+  // Node ids are topological (inputs exist before their consumers), so one
+  // backward sweep marks everything the fetches need.
+  std::vector<char> needed(n, 0);
+  for (const NodeOutput& f : fetches) {
+    if (f.node < 0 || f.node >= n || f.index < 0 || f.index >= static_cast<int>(nodes_[f.node].dtypes.size())) {
+      return errors::InvalidArgument("Session.run: a fetch is not a tensor of this graph");
+    }
+    needed[f.node] = 1;
+  }
+  for (int id = n - 1; id >= 0; --id) {
+    const GraphNode& node = nodes_[id];
+    if (!needed[id] || feed_of[id] >= 0) continue;
+    if (node.kind == GraphNode::kPlaceholder) {
+      return errors::InvalidArgument("Session.run: ", node.Label(),
+                                     " must be fed a value (feed_dict) to compute the fetches");
+    }
+    for (const NodeOutput& in : node.inputs) needed[in.node] = 1;
+  }
+  std::vector<int> plan_index(n, -1);
+  auto source = [&](const NodeOutput& o) {
+    if (feed_of[o.node] >= 0) return Plan::Source{Plan::Source::kFeed, feed_of[o.node], 0, nullptr};
+    if (nodes_[o.node].kind == GraphNode::kConstant) {
+      return Plan::Source{Plan::Source::kConst, -1, 0, &nodes_[o.node]};
+    }
+    return Plan::Source{Plan::Source::kNode, plan_index[o.node], o.index, nullptr};
+  };
+  for (int id = 0; id < n; ++id) {
+    const GraphNode& node = nodes_[id];
+    if (!needed[id] || feed_of[id] >= 0 || node.kind != GraphNode::kOp) continue;
+    const int k = static_cast<int>(plan->nodes.size());
+    plan_index[id] = k;
+    plan->nodes.push_back(&node);
+    plan->sources.emplace_back();
+    plan->num_deps.push_back(0);
+    plan->consumers.emplace_back();
+    plan->uses.push_back(0);
+    plan->fetched.push_back(0);
+    plan->offset.push_back(plan->num_values);
+    plan->num_values += static_cast<int>(node.dtypes.size());
+    for (const NodeOutput& in : node.inputs) {
+      const Plan::Source s = source(in);
+      plan->sources[k].push_back(s);
+      if (s.kind == Plan::Source::kNode) {
+        ++plan->num_deps[k];
+        plan->consumers[s.index].push_back(k);
+        ++plan->uses[s.index];
+      }
+    }
+  }
+  for (const NodeOutput& f : fetches) {
+    const Plan::Source s = source(f);
+    if (s.kind == Plan::Source::kNode) plan->fetched[s.index] = 1;
+    plan->fetches.push_back(s);
+  }
+  plan->serial = IsSerial(plan->num_deps, plan->consumers);
+  plans_.emplace(key, plan);
+  *out = plan;
+  return Status::OK();
+}
+
+Status Graph::Run(const std::vector<std::pair<int, Tensor>>& feeds, const std::vector<NodeOutput>& fetches,
+                  int inter_op, std::vector<Tensor>* results, RunStats* stats) {
+  std::shared_ptr<const Plan> plan;
+  OF_RETURN_IF_ERROR(GetPlan(feeds, fetches, &plan));
+  const Plan& p = *plan;
+  // Feeds: the placeholder's dtype; another shape re-infers every planned op.
+  bool reshaped = false;
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const GraphNode& node = *p.fed[i];
+    if (feeds[i].second.dtype() != node.dtypes[0]) {
+      return errors::InvalidArgument("Session.run: the value fed to ", node.Label(), " has dtype ",
+                                     DTypeName(feeds[i].second.dtype()), " but the tensor has dtype ",
+                                     DTypeName(node.dtypes[0]));
+    }
+    reshaped = reshaped || feeds[i].second.shape() != node.shapes[0];
+  }
+  // One flat array holds every planned op's outputs (one allocation per run).
+  std::vector<Tensor> values(p.num_values);
+  auto input_of = [&](const Plan::Source& s) -> const Tensor& {
+    switch (s.kind) {
+      case Plan::Source::kFeed: return feeds[s.index].second;
+      case Plan::Source::kConst: return s.constant->value;  // constants never change
+      default: return values[p.offset[s.index] + s.output];
+    }
+  };
+  // Output shapes: the static ones, or re-inferred from the fed shapes
+  // (before any kernel runs, so a bad feed fails with nothing done).
+  std::vector<TensorShape> reinferred;
+  if (reshaped) {
+    reinferred.resize(p.num_values);
+    for (size_t k = 0; k < p.nodes.size(); ++k) {
+      const GraphNode& node = *p.nodes[k];
+      std::vector<Tensor> in;
+      for (const Plan::Source& s : p.sources[k]) {
+        if (s.kind == Plan::Source::kNode) {
+          in.emplace_back(p.nodes[s.index]->dtypes[s.output],
+                          reinferred[p.offset[s.index] + s.output], nullptr);
+        } else {
+          const Tensor& t = input_of(s);
+          in.emplace_back(t.dtype(), t.shape(), nullptr);
+        }
+      }
+      std::vector<AttrValue> attrs = node.attrs;
+      std::vector<DType> dtypes(node.dtypes.size());
+      Status s = InferFromTensors(*node.op, in.data(), static_cast<int>(in.size()), attrs.data(), dtypes.data(),
+                              reinferred.data() + p.offset[k]);
+      if (!s.ok()) return s.WithPrefix("Session.run: with the fed shapes, " + node.Label() + ": ");
+    }
+  }
+
+  std::unique_ptr<std::atomic<int>[]> uses(new std::atomic<int>[p.nodes.size()]);
+  for (size_t k = 0; k < p.nodes.size(); ++k) uses[k].store(p.uses[k], std::memory_order_relaxed);
+  std::atomic<int64_t> live{0}, peak{0};
+  auto fn = [&](int k) -> Status {
+    const GraphNode& node = *p.nodes[k];
+    const size_t n_out = node.dtypes.size();
+    Tensor* out = values.data() + p.offset[k];
+    {
+      InlinedVector<Tensor, 4> in;
+      for (const Plan::Source& s : p.sources[k]) in.push_back(input_of(s));
+      const TensorShape* shapes = reshaped ? reinferred.data() + p.offset[k] : node.shapes.data();
+      Status s = RunKernel(*node.op, in.data(), static_cast<int>(in.size()), node.attrs.data(), shapes, out);
+      if (!s.ok()) return s.WithPrefix(node.Label() + ": ");
+    }
+    int64_t bytes = 0;
+    for (size_t o = 0; o < n_out; ++o) bytes += static_cast<int64_t>(out[o].TotalBytes());
+    const int64_t now = live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    int64_t prev = peak.load(std::memory_order_relaxed);
+    while (now > prev && !peak.compare_exchange_weak(prev, now, std::memory_order_relaxed)) {}
+    // Free each producer's outputs after their last reader.
+    for (const Plan::Source& src : p.sources[k]) {
+      if (src.kind != Plan::Source::kNode) continue;
+      if (uses[src.index].fetch_sub(1, std::memory_order_acq_rel) == 1 && !p.fetched[src.index]) {
+        Tensor* dead = values.data() + p.offset[src.index];
+        int64_t freed = 0;
+        for (size_t o = 0; o < p.nodes[src.index]->dtypes.size(); ++o) {
+          freed += static_cast<int64_t>(dead[o].TotalBytes());
+          dead[o] = Tensor();
+        }
+        live.fetch_sub(freed, std::memory_order_relaxed);
+      }
+    }
+    return Status::OK();
+  };
+  RunStats local;
+  RunStats* st = stats ? stats : &local;
+  *st = RunStats();
+  if (p.serial || inter_op <= 1) {
+    // Nothing could run beside anything else: in order, on this thread.
+    for (size_t k = 0; k < p.nodes.size(); ++k) {
+      OF_RETURN_IF_ERROR(fn(static_cast<int>(k)));
+      ++st->nodes_run;
+    }
+    st->max_concurrent = p.nodes.empty() ? 0 : 1;
+  } else {
+    OF_RETURN_IF_ERROR(RunDag(p.num_deps, p.consumers, inter_op, fn, st));
+  }
+  st->peak_bytes = peak.load();
+  results->clear();
+  for (const Plan::Source& s : p.fetches) results->push_back(input_of(s));
+  return Status::OK();
+}
+
+}  // namespace opforge

@@ -1,0 +1,82 @@
+"""Session: runs a graph's nodes on the C++ engine."""
+
+import numpy as np
+
+from opforge import _pywrap_internal as _pw
+from opforge import errors as _errors
+from opforge.graph._graph import SymbolicTensor, get_default_graph
+
+
+class Session:
+    """Runs the nodes of `graph` (default: the default graph) that fetches need.
+
+    ``run`` plans once per (fetches, feeds) signature: prunes to what the
+    fetches need, then the C++ engine runs independent nodes concurrently on
+    up to `inter_op_threads` threads (default: the inter-op pool's size;
+    a lone ready node stays on the calling thread), frees intermediates
+    after their last reader, and holds no GIL while it runs.
+    """
+
+    def __init__(self, graph=None, inter_op_threads=None):
+        self.graph = graph if graph is not None else get_default_graph()
+        self.inter_op_threads = int(inter_op_threads or _pw.inter_op_threads())
+        self.last_run_stats = None  # nodes_run, max_concurrent, peak_bytes of the last run
+        self._closed = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self._closed = True
+
+    def run(self, fetches, feed_dict=None):
+        """Values of `fetches` (a tensor, or a list/tuple/dict of them, nested),
+        as numpy arrays in the same structure."""
+        if self._closed:
+            raise _errors.InvalidArgumentError("Session.run: the session is closed")
+        flat = []
+        structure = self._flatten(fetches, flat)
+        feeds = []
+        for key, value in (feed_dict or {}).items():
+            if not isinstance(key, SymbolicTensor) or key.graph is not self.graph:
+                raise _errors.InvalidArgumentError(f"Session.run: feed_dict key {key!r} is not a tensor of this graph")
+            if key.value_index != 0:
+                raise _errors.InvalidArgumentError(f"Session.run: cannot feed '{key.name}', an output other than 0")
+            try:
+                tensor = value if isinstance(value, _pw_tensor()) else _pw.to_tensor(
+                    value, None if isinstance(value, (np.ndarray, np.generic)) else key.dtype)
+            except _errors.OpError as e:
+                raise type(e)(f"Session.run: the value fed to '{key.name}': {e}") from None
+            feeds.append((key.op._id, tensor))
+        results, self.last_run_stats = _pw.graph_run(self.graph._handle, feeds, [t._ref() for t in flat],
+                                                     self.inter_op_threads)
+        values = iter([r.numpy() for r in results])
+        return self._rebuild(structure, values)
+
+    def _flatten(self, fetches, flat):
+        if isinstance(fetches, SymbolicTensor):
+            if fetches.graph is not self.graph:
+                raise _errors.InvalidArgumentError(f"Session.run: fetch '{fetches.name}' is not in this graph")
+            flat.append(fetches)
+            return None
+        if isinstance(fetches, dict):
+            return {k: self._flatten(v, flat) for k, v in fetches.items()}
+        if isinstance(fetches, (list, tuple)):
+            return type(fetches)(self._flatten(v, flat) for v in fetches)
+        raise _errors.InvalidArgumentError(
+            f"Session.run: fetches must be graph tensors, or lists, tuples or dicts of them, not {type(fetches).__name__}")
+
+    def _rebuild(self, structure, values):
+        if structure is None:
+            return next(values)
+        if isinstance(structure, dict):
+            return {k: self._rebuild(v, values) for k, v in structure.items()}
+        return type(structure)(self._rebuild(v, values) for v in structure)
+
+
+def _pw_tensor():
+    from opforge.tensor import Tensor
+    return Tensor
