@@ -16,7 +16,7 @@ endif()
 set(OPFORGE_GEN_DIR ${CMAKE_BINARY_DIR}/generated)
 file(GLOB OPFORGE_CODEGEN_SOURCES CONFIGURE_DEPENDS codegen/*.py codegen/templates/*.j2)
 set(OPFORGE_GEN_FILES ${OPFORGE_GEN_DIR}/registry.json ${OPFORGE_GEN_DIR}/swig/gen_ops.i
-  ${OPFORGE_GEN_DIR}/python/__init__.py)
+  ${OPFORGE_GEN_DIR}/python/__init__.py ${OPFORGE_GEN_DIR}/python/numpy_map.py)
 file(GLOB OPFORGE_OP_FILES CONFIGURE_DEPENDS cpp/ops/*.cc)  # a new file re-runs this
 foreach(f IN LISTS OPFORGE_OP_FILES)
   get_filename_component(g "${f}" NAME_WE)

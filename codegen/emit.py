@@ -14,6 +14,7 @@ import jinja2
 
 from .gradients import grad_function
 from .model import Registry
+from .numpy_map import numpy_equivalents
 from .pytypes import py_str
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -101,6 +102,9 @@ def render(registry: Registry) -> dict[str, str]:
     head = header("swig_index.i.j2", "//", f"registry fingerprints: {prints}")
     files["swig/gen_ops.i"] = env.get_template("swig_index.i.j2").render(
         registry=registry, header=head)
+    head = header("python_numpy_map.py.j2", "#", f"registry fingerprints: {prints}")
+    files["python/numpy_map.py"] = env.get_template("python_numpy_map.py.j2").render(
+        equivalents=numpy_equivalents(registry), header=head)
     files["registry.json"] = registry_json(registry)
     return dict(sorted(files.items()))
 
