@@ -87,6 +87,15 @@ def test_setitem_on_read_only_tensor_raises():
         of.add(np.zeros(3), 0.0)[0] = "abc"
 
 
+def test_setitem_refuses_tensors_that_require_grad():
+    w = of.tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(of.errors.InvalidArgumentError, match="requires grad"):
+        w[0] = 2.0
+    c = w.detach().copy()
+    c[0] = 2.0
+    assert c.numpy()[0] == 2.0 and w.numpy()[0] == 1.0
+
+
 def test_iter():
     t = _tensor(np.arange(6).reshape(3, 2))
     rows = list(t)

@@ -96,6 +96,12 @@ class _TensorMethods:
         return (self[i] for i in range(self.shape[0]))
 
     def __setitem__(self, key, value):
+        ag = self._ag
+        if ag is not None and ag.requires_grad:
+            # The tape may hold this tensor's values: writing them would make gradients wrong.
+            raise _errors.InvalidArgumentError(
+                "Tensor.__setitem__: this tensor requires grad, and writing into it in place would make "
+                "recorded gradients wrong; assign into t.detach().copy() instead")
         view = self.numpy()
         if not view.flags.writeable:
             raise _errors.InvalidArgumentError(
