@@ -84,6 +84,19 @@ def build(sizes, of, torch):
         "np.sum(x, axis=1, keepdims=True)", "of.sum(x, axis=1, keepdims=True)",
         "torch.sum(tx, dim=1, keepdim=True)", {"x": uniform(16, 64)})
 
+    # numpy functions called on opforge Tensors (__array_ufunc__ / __array_function__):
+    # the cost of numpy's protocol dispatch on top of the op; opforge's inputs are
+    # Tensors sharing the arrays' memory.
+    for name, stmt, torch_stmt, title in (
+            ("add", "np.add({x}, {y})", "torch.add(tx, ty)", "np.add on Tensors, 1000 float32"),
+            ("sum", "np.sum({x})", "torch.sum(tx)", "np.sum on a Tensor, 1000 float32")):
+        x = normal(1000)
+        y = normal(1000)
+        add(f"protocol.{name}_1000", "protocol", title, (1000,), "time", 0,
+            stmt.format(x="x", y="y"), stmt.format(x="ox", y="oy"), torch_stmt,
+            {"x": x, "y": y}, rtol=1e-4)
+        cases[-1].namespace.update(ox=of.tensor(x), oy=of.tensor(y))
+
     # Large elementwise: bandwidth, counting each input read and output written once
     # (numpy's sigmoid temporaries are its own overhead, not counted as work).
     n = sizes.large

@@ -3,6 +3,7 @@
 LIBS = ("numpy", "opforge", "torch")
 GROUP_TITLES = {
     "dispatch": "Tiny-op dispatch: time per call (lower is better)",
+    "protocol": "numpy functions on Tensors (opforge: np.add/np.sum called on Tensors): time per call",
     "elementwise": "Large elementwise: GB/s, each input read and output written counted once",
     "reduction": "Reductions: GB/s (input read once)",
     "matmul": "Matmul: GFLOP/s at 2*n^3 flops",

@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 
 from .model import Group, Registry
+from .numpy_map import numpy_equivalents
 from .targets import grads, pyi, python, swig
 from .writer import Writer
 
@@ -69,6 +70,8 @@ def render(registry: Registry) -> Writer:
     add("python/__init__.py", "python_init.py.j2", "#", prints,
         package=python.PyPackage.of(registry))
     add("swig/gen_ops.i", "swig_index.i.j2", "//", prints, index=swig.SwigIndex.of(registry))
+    add("python/numpy_map.py", "python_numpy_map.py.j2", "#", prints,
+        equivalents=numpy_equivalents(registry))
     out.add("registry.json", registry_json(registry))
     # Last: every file written, this one included, for cmake/pywrap.cmake.
     add("files.cmake", "cmake_files.cmake.j2", "#", prints,

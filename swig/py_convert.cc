@@ -1,76 +1,16 @@
 #include "py_convert.h"
 
-#include <atomic>
 #include <cstring>
 #include <limits>
 
 #include "numpy_api.h"
+#include "numpy_buffer.h"
 #include "py_errors.h"
 #include "py_tensor.h"
 
 namespace opforge {
 namespace py {
 namespace {
-
-// Keeps a numpy array alive for exactly as long as a tensor uses its memory.
-class NumpyBuffer final : public TensorBuffer {
- public:
-  explicit NumpyBuffer(PyArrayObject* arr)
-      : TensorBuffer(PyArray_DATA(arr), static_cast<size_t>(PyArray_NBYTES(arr))),
-        array_(arr),
-        writable_(PyArray_ISWRITEABLE(arr)) {
-    Py_INCREF(arr);
-  }
-  bool writable() const override { return writable_; }
-
-  // Borrowing happens on every op call: recycle the small objects through a
-  // spin-locked free list instead of malloc/free.
-  static void* operator new(size_t size);
-  static void operator delete(void* p);
-
- private:
-  // The last reference may drop on any thread, with or without the GIL.
-  ~NumpyBuffer() override {
-    if (PyGILState_Check()) {  // the common case, and much cheaper than Ensure
-      Py_DECREF(array_);
-      return;
-    }
-    PyGILState_STATE gil = PyGILState_Ensure();
-    Py_DECREF(array_);
-    PyGILState_Release(gil);
-  }
-  PyArrayObject* array_;
-  bool writable_;
-};
-
-constexpr int kBufferFreeListMax = 256;
-void* buffer_free_list[kBufferFreeListMax];
-int buffer_free_count = 0;
-std::atomic_flag buffer_free_lock = ATOMIC_FLAG_INIT;
-
-struct SpinLock {
-  SpinLock() { while (buffer_free_lock.test_and_set(std::memory_order_acquire)) {} }
-  ~SpinLock() { buffer_free_lock.clear(std::memory_order_release); }
-};
-
-void* NumpyBuffer::operator new(size_t size) {
-  {
-    SpinLock lock;
-    if (buffer_free_count > 0) return buffer_free_list[--buffer_free_count];
-  }
-  return ::operator new(size);
-}
-
-void NumpyBuffer::operator delete(void* p) {
-  {
-    SpinLock lock;
-    if (buffer_free_count < kBufferFreeListMax) {
-      buffer_free_list[buffer_free_count++] = p;
-      return;
-    }
-  }
-  ::operator delete(p);
-}
 
 bool DTypeFromDescr(PyArray_Descr* d, DType* out) {
   const int size = static_cast<int>(PyDataType_ELSIZE(d));
@@ -112,6 +52,63 @@ bool CopyFailed(const char* op, const std::string& arg) {
   SetError(Status(Code::kResourceExhausted, std::string(op) + ": argument '" + arg +
                                                 "' is not contiguous and copying it failed: " + why));
   return false;
+}
+
+// Objects that share their memory through a protocol numpy reads (DLPack,
+// the array interfaces, __array__, the buffer protocol).
+bool HasArrayProtocol(PyObject* obj) {
+  if (PyObject_CheckBuffer(obj)) return true;
+  for (const char* name : {"__dlpack__", "__array_interface__", "__array_struct__", "__array__"}) {
+    if (PyObject_HasAttrString(obj, name)) return true;
+  }
+  return false;
+}
+
+// The producer's error (a hostile or failing protocol) as InvalidArgumentError.
+bool ProtocolFailed(PyObject* obj, const char* op, const std::string& arg, const char* how) {
+  if (PyErr_ExceptionMatches(PyExc_MemoryError)) return CopyFailed(op, arg);
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyObject* text = value ? PyObject_Str(value) : nullptr;
+  const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
+  const std::string why = utf8 ? utf8 : "unknown error";
+  Py_XDECREF(text);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  PyErr_Clear();
+  SetInvalidArgument(op, "argument '" + arg + "' (a " + TypeName(obj) + ") could not be read through " + how + ": " +
+                             why);
+  return false;
+}
+
+// numpy does the reading: np.from_dlpack for DLPack producers (versioned or
+// legacy capsules), PyArray_FromAny for the rest; both share memory when
+// they can, and TensorFromArray borrows the array they return.
+bool TensorFromProtocol(PyObject* obj, const char* op, const std::string& arg, Tensor* out) {
+  PyObject* arr = nullptr;
+  const char* how = "__dlpack__";
+  if (PyObject_HasAttrString(obj, "__dlpack__")) {
+    static PyObject* from_dlpack = nullptr;  // numpy.from_dlpack, looked up once
+    if (!from_dlpack) {
+      PyObject* numpy = PyImport_ImportModule("numpy");
+      from_dlpack = numpy ? PyObject_GetAttrString(numpy, "from_dlpack") : nullptr;
+      Py_XDECREF(numpy);
+    }
+    arr = from_dlpack ? PyObject_CallOneArg(from_dlpack, obj) : nullptr;
+  } else {
+    how = "the array interface, __array__ or the buffer protocol";
+    arr = PyArray_FromAny(obj, nullptr, 0, 0, 0, nullptr);
+  }
+  if (!arr) return ProtocolFailed(obj, op, arg, how);
+  if (!PyArray_Check(arr)) {
+    Py_DECREF(arr);
+    SetInvalidArgument(op, "argument '" + arg + "' (a " + TypeName(obj) + ") did not give a numpy array through " + how);
+    return false;
+  }
+  const bool ok = TensorFromArray(arr, op, arg, out);
+  Py_DECREF(arr);
+  return ok;
 }
 
 }  // namespace
@@ -182,8 +179,10 @@ bool ConvertInput(PyObject* obj, const char* op, const std::string& arg, InputSl
     slot->pending = true;
     return true;
   }
-  SetInvalidArgument(op, "argument '" + arg + "' must be an opforge.Tensor, a numpy array, a Python scalar or a " +
-                             "nested list of numbers, not " + TypeName(obj));
+  if (HasArrayProtocol(obj)) return TensorFromProtocol(obj, op, arg, slot->tensor);
+  SetInvalidArgument(op, "argument '" + arg + "' must be an opforge.Tensor, a numpy array, a Python scalar, a " +
+                             "nested list of numbers or an object with __dlpack__, __array_interface__, __array__ " +
+                             "or the buffer protocol, not " + TypeName(obj));
   return false;
 }
 

@@ -124,6 +124,13 @@ int GetBuffer(PyObject* self, Py_buffer* view, int flags) {
 
 void ReleaseBuffer(PyObject*, Py_buffer* view) { PyMem_Free(view->internal); }
 
+// Tensors come from ops and opforge.tensor(); a bare Tensor() would hold no storage.
+PyObject* New(PyTypeObject*, PyObject*, PyObject*) {
+  PyErr_SetString(PyExc_TypeError,
+                  "opforge.Tensor cannot be created directly: use opforge.tensor(value) or an op");
+  return nullptr;
+}
+
 PyGetSetDef kGetSet[] = {
     {"shape", GetShape, nullptr, "The shape, a tuple of ints.", nullptr},
     {"dtype", GetDType, nullptr, "The element type, an opforge.DType.", nullptr},
@@ -169,6 +176,7 @@ PyObject* InitTensorType(PyObject* methods, PyObject* dtypes) {
   }
   PyType_Slot slots[] = {
       {Py_tp_dealloc, reinterpret_cast<void*>(Dealloc)},
+      {Py_tp_new, reinterpret_cast<void*>(New)},
       {Py_tp_getset, kGetSet},
       {Py_tp_methods, kMethods},
       {Py_tp_members, kMembers},

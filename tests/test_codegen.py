@@ -324,6 +324,7 @@ def test_render_is_deterministic(data):
         "python/gen_math_grads.py", "python/gen_math_ops.py", "python/gen_math_ops.pyi",
         "python/gen_reduction_grads.py", "python/gen_reduction_ops.py",
         "python/gen_reduction_ops.pyi",
+        "python/numpy_map.py",
         "registry.json",
         "swig/gen_array_ops.i", "swig/gen_linalg_ops.i", "swig/gen_math_ops.i",
         "swig/gen_ops.i", "swig/gen_reduction_ops.i",

@@ -16,17 +16,21 @@ if _registration_errors:
     raise ImportError("opforge: invalid op or kernel registrations in the compiled library:\n  "
                       + "\n  ".join(_registration_errors))
 
-from opforge import dtypes, errors  # noqa: E402
-from opforge.dtypes import DType, as_dtype, bool_, float32, float64, int32, int64  # noqa: E402
-from opforge.tensor import Tensor, tensor  # noqa: E402
-from opforge import ops  # noqa: E402
-from opforge import config, sysconfig  # noqa: E402
-from opforge._op_library import load_op_library  # noqa: E402
-from opforge.autodiff import (RegisterGradient, enable_grad, grad, no_grad,  # noqa: E402,F401
-                              value_and_grad)
+# "X as X": explicit re-exports, so type checkers in strict mode see them.
+from opforge import dtypes as dtypes, errors as errors  # noqa: E402
+from opforge.dtypes import (DType as DType, as_dtype as as_dtype, bool_ as bool_,  # noqa: E402
+                            float32 as float32, float64 as float64, int32 as int32, int64 as int64)
+from opforge.tensor import Tensor as Tensor, from_dlpack as from_dlpack, tensor as tensor  # noqa: E402
+from opforge import ops as ops  # noqa: E402
+from opforge import config as config, sysconfig as sysconfig  # noqa: E402
+from opforge._op_library import load_op_library as load_op_library  # noqa: E402
+from opforge.autodiff import (RegisterGradient as RegisterGradient, enable_grad as enable_grad,  # noqa: E402
+                              grad as grad, no_grad as no_grad, value_and_grad as value_and_grad)
 from opforge.ops import *  # noqa: E402,F401,F403
-from opforge.graph import Graph, Session, get_default_graph, placeholder, constant  # noqa: E402,F401
-from opforge._async import execution_mode, set_execution_mode, flush, queue_size, pending  # noqa: E402,F401
+from opforge.graph import (Graph as Graph, Session as Session, constant as constant,  # noqa: E402
+                           get_default_graph as get_default_graph, placeholder as placeholder)
+from opforge._async import (execution_mode as execution_mode, flush as flush,  # noqa: E402
+                            pending as pending, queue_size as queue_size, set_execution_mode as set_execution_mode)
 
 # numpy's names for ops whose TensorFlow-style names differ.
 matmul = ops.mat_mul

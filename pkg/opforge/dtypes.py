@@ -24,6 +24,11 @@ class DType:
         return self._np
 
     @property
+    def dtype(self):
+        # numpy reads this attribute: np.dtype(of.float32), np.zeros(3, dtype=of.float32).
+        return self._np
+
+    @property
     def itemsize(self):
         return self._np.itemsize
 

@@ -18,6 +18,16 @@ from opforge import ops as _ops  # the generated wrappers (they do not import th
 _add, _sub, _mul, _div, _pow = _ops.add, _ops.sub, _ops.mul, _ops.div, _ops.pow
 _matmul, _and, _or = _ops.mat_mul, _ops.logical_and, _ops.logical_or
 
+_protocols = None
+
+
+def _np_protocols():
+    global _protocols
+    if _protocols is None:  # imported on first use: `import opforge` stays lean
+        from opforge import _numpy_protocols
+        _protocols = _numpy_protocols
+    return _protocols
+
 
 class _TensorMethods:
     # Make `ndarray <op> Tensor` call the Tensor's reflected operator.
@@ -25,10 +35,79 @@ class _TensorMethods:
     __hash__ = None  # == is element-wise, as in numpy
 
     def __array__(self, dtype=None, copy=None):
+        # numpy 2's contract: copy=False must not copy (or raise), True always copies.
         array = self.numpy()
         if dtype is not None and np.dtype(dtype) != array.dtype:
+            if copy is False:
+                raise ValueError(f"Tensor.__array__: converting {self.dtype.name} to {np.dtype(dtype)} "
+                                 "needs a copy, but copy=False was passed")
             return array.astype(dtype)
         return array.copy() if copy else array
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _np_protocols().array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _np_protocols().array_function(func, types, args, kwargs)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Exports the tensor through DLPack (numpy's exporter on the zero-copy view).
+
+        The capsule keeps this tensor's memory alive; read-only tensors are
+        flagged read-only (DLPack >= 1.0, so pass max_version=(1, 0) or newer).
+        """
+        if stream is not None:
+            raise BufferError("Tensor.__dlpack__: opforge tensors live on the CPU; stream must be None")
+        return self.numpy().__dlpack__(max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self):
+        return (1, 0)  # (kDLCPU, device 0)
+
+    # ---- pickle and copies: numpy pickles the view (protocol 5: out of band)
+
+    def __reduce_ex__(self, protocol):
+        return (tensor, (self.numpy(),))
+
+    def __copy__(self):
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
+    def copy(self):
+        """A new tensor with its own (writable) copy of the data."""
+        return _pw.to_tensor(self.numpy().copy(), None)
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    def __format__(self, spec):
+        # numpy's rules: a 0-d tensor formats its value, others only with "".
+        return self.numpy().__format__(spec)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __setitem__(self, key, value):
+        ag = self._ag
+        if ag is not None and ag.requires_grad:
+            # The tape may hold this tensor's values: writing them would make gradients wrong.
+            raise _errors.InvalidArgumentError(
+                "Tensor.__setitem__: this tensor requires grad, and writing into it in place would make "
+                "recorded gradients wrong; assign into t.detach().copy() instead")
+        view = self.numpy()
+        if not view.flags.writeable:
+            raise _errors.InvalidArgumentError(
+                "Tensor.__setitem__: this tensor is read-only (it borrows read-only memory); "
+                "assign into t.copy() instead")
+        view[key] = value
 
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="opforge.Tensor(")
@@ -178,3 +257,14 @@ def tensor(value, dtype=None, requires_grad=False):
     if requires_grad:
         t = _autodiff().make_leaf(t)
     return t
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """A Tensor sharing the memory of any DLPack producer (``__dlpack__``).
+
+    numpy's importer reads the capsule (DLPack 1.x versioned or legacy); the
+    result borrows its memory without a copy unless copy=True (or the data
+    is not in an opforge dtype). CPU memory only, as numpy.
+    """
+    return _pw.to_tensor(np.from_dlpack(x, device=device, copy=copy), None)
+

@@ -1,0 +1,26 @@
+from typing import Any, Final
+
+import numpy as np
+
+class DType:
+    name: str
+    def __init__(self, name: str, enum: int, np_dtype: Any) -> None: ...
+    @property
+    def as_numpy_dtype(self) -> np.dtype[Any]: ...
+    @property
+    def dtype(self) -> np.dtype[Any]: ...
+    @property
+    def itemsize(self) -> int: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+    def __reduce__(self) -> tuple[Any, tuple[str]]: ...
+
+float32: Final[DType]
+float64: Final[DType]
+int32: Final[DType]
+int64: Final[DType]
+bool_: Final[DType]
+
+def as_dtype(value: DType | np.dtype[Any] | type | str) -> DType: ...
+
+__all__ = ["DType", "float32", "float64", "int32", "int64", "bool_", "as_dtype"]
