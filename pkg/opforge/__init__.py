@@ -43,4 +43,14 @@ def __getattr__(name):
 
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # Optional subpackages load on first use, so `import opforge` never imports
+    # their dependencies (onnx).
+    if name == "onnx":
+        import importlib
+        return importlib.import_module("opforge.onnx")
+    raise AttributeError(f"module 'opforge' has no attribute {name!r}")
+
 globals()["bool"] = bool_  # of.bool, like np.bool (set last: it shadows the builtin)
