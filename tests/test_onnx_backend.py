@@ -20,6 +20,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnx.backend.test")
 
+from onnx import numpy_helper  # noqa: E402
+
 import opforge.onnx  # noqa: E402
 from opforge.onnx import backend  # noqa: E402
 
@@ -136,6 +138,7 @@ def test_backend_case(case):
     try:
         rep = backend.prepare(model)
         for inputs, expected in _data_sets(case):
+            expected = [numpy_helper.to_array(e) if isinstance(e, onnx.TensorProto) else e for e in expected]
             outputs = list(rep.run(inputs))
             Runner.assert_similar_outputs(expected, outputs, rtol=case.rtol, atol=case.atol)
     except Exception as e:  # noqa: BLE001 -- a listed case must still fail

@@ -80,21 +80,27 @@ def test_opset_semantics_match_onnxruntime(opset):
 
 def test_converted_models_match_onnxruntime():
     """The suite's converted models that use mapped operators only, against onnxruntime."""
-    from test_onnx_backend import CASES, _data_sets, _load_case_model
+    from test_onnx_backend import CASES, SKIPS, _data_sets, _load_case_model
     checked = 0
     for p in CASES:
         case = p.values[0]
-        if case.model_dir is None:
+        if case.model_dir is None or case.name in SKIPS:
             continue
         model = _load_case_model(case)
         for inputs, _ in _data_sets(case):
             feeds = {vi.name: a for vi, a in zip(
                 [i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}],
                 inputs)}
-            for got, want in zip(opforge.onnx.run(model, feeds), _ort(model, feeds)):
-                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=case.name)
+            try:
+                want = _ort(model, feeds)
+            except Exception as e:  # noqa: BLE001 -- e.g. onnxruntime lacks opset-6 Mul
+                if "NOT_IMPLEMENTED" in str(e):
+                    continue
+                raise
+            for got, w in zip(opforge.onnx.run(model, feeds), want):
+                np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5, err_msg=case.name)
             checked += 1
-    assert checked >= 5
+    assert checked >= 10
 
 
 def test_supported_operators_cover_the_issue_list():
@@ -156,13 +162,13 @@ def test_unsupported_element_types():
 
 
 def test_dims_that_overflow_or_disagree_with_the_data():
-    huge = helper.make_tensor("w", TensorProto.FLOAT, [1 << 40, 1 << 40], [], raw=False)
+    huge = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1 << 40, 1 << 40])
     _raises(errors.InvalidArgumentError, "overflow", _add_model(initializers=[huge]))
     neg = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[-3])
     _raises(errors.InvalidArgumentError, "negative", _add_model(initializers=[neg]))
     short = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[3, 3], raw_data=b"\0" * 16)
     _raises(errors.InvalidArgumentError, r"shape \[3, 3\].*16 bytes", _add_model(initializers=[short]))
-    typed = helper.make_tensor("w", TensorProto.INT64, [5], [1, 2, 3])
+    typed = onnx.TensorProto(name="w", data_type=TensorProto.INT64, dims=[5], int64_data=[1, 2, 3])
     _raises(errors.InvalidArgumentError, "5 elements.*3 values", _add_model(initializers=[typed]))
     const = helper.make_node("Constant", [], ["c"], value=onnx.TensorProto(
         data_type=TensorProto.FLOAT, dims=[1 << 31, 1 << 31, 1 << 31]), name="k")
@@ -189,8 +195,9 @@ def test_unsupported_operator_named_at_import():
 
 
 def test_unsupported_versions_and_attributes():
-    # Add at opset 6 has the legacy broadcast attribute semantics.
-    _raises(errors.UnimplementedError, "opset 6.*versions", _add_model(opset=6))
+    # Cast before opset 6 took its target type as a string.
+    _raises(errors.UnimplementedError, "opset 5.*versions", _model(
+        [helper.make_node("Cast", ["x"], ["y"], to=1)], [_vi("x", [2])], [_vi("y", [2])], opset=5))
     _raises(errors.UnimplementedError, "attribute 'foo'", _model(
         [helper.make_node("Relu", ["x"], ["y"], foo=1, name="r")], [_vi("x", [2])], [_vi("y", [2])]))
     _raises(errors.InvalidArgumentError, "'axis' must be int", _model(
@@ -206,6 +213,20 @@ def test_unsupported_versions_and_attributes():
                   [_vi("y", None, TensorProto.INT64)])
     with pytest.raises(errors.UnimplementedError, match="select_last_index"):
         opforge.onnx.run(last, [x])
+
+
+def test_legacy_broadcast_is_exact():
+    # Opset 6: no broadcasting unless broadcast=1, which aligns B with A at axis.
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    b = np.arange(3, dtype=np.float32)
+    mk = lambda **kw: _model([helper.make_node("Add", ["a", "b"], ["c"], name="add", **kw)],
+                             [_vi("a", [2, 3, 4]), _vi("b", [3])], [_vi("c", [2, 3, 4])], opset=6)
+    (got,) = opforge.onnx.run(mk(broadcast=1, axis=1), [a, b])
+    np.testing.assert_array_equal(got, a + b[:, None])
+    with pytest.raises(errors.InvalidArgumentError, match="broadcast is 0"):
+        opforge.onnx.run(mk(), [a, b])
+    with pytest.raises(errors.InvalidArgumentError, match="does not broadcast"):
+        opforge.onnx.run(mk(broadcast=1), [a, b])  # trailing alignment: 3 vs 4
 
 
 def test_feeds_are_checked():

@@ -62,7 +62,14 @@ class Program:
             if name not in feeds:
                 raise errors.InvalidArgumentError(f"onnx: no value fed for model input {name!r}")
             v = feeds[name]
-            a = v.numpy() if hasattr(v, "numpy") and not isinstance(v, np.ndarray) else np.asarray(v)
+            if isinstance(v, np.ndarray):
+                a = v
+            elif type(v).__name__ == "TensorProto":
+                a = _validate.tensor_to_numpy(v, f"input {name!r}")
+            elif hasattr(v, "numpy"):
+                a = np.asarray(v.numpy())
+            else:
+                a = np.asarray(v)
             if a.dtype != dtype:
                 raise errors.InvalidArgumentError(
                     f"onnx: input {name!r} must be {dtype}, got {a.dtype} (opforge does not cast feeds)")

@@ -1,16 +1,30 @@
 """Elementwise ONNX operators: arithmetic, math, comparison, logic, selection.
 
 ONNX's multidirectional broadcasting (opset >= 7) is numpy's, which is what
-opforge's binary ops do; the legacy `broadcast`/`axis` attributes of opsets 1
-and 6 are not implemented, so those versions are refused.
+opforge's binary ops do. Before opset 7, shapes had to match unless
+`broadcast=1`, which aligns B with A at `axis` (default: trailing) and
+broadcasts B only: `_legacy_operand` implements exactly that.
 """
 
 import numpy as np
 
 from opforge import ops as P
-from opforge.onnx._node import FLOAT, converter, dtype_of
+from opforge.errors import UnimplementedError
+from opforge.onnx._node import FLOAT, INT, converter, dtype_of, shape_of
 
-_BINARY = {"Add": P.add, "Sub": P.sub, "Mul": P.mul, "Div": P.div}
+def _div(x, y):
+    dt = dtype_of(x)
+    if dt == np.int32:
+        # ONNX integer division truncates; float64 holds every int32 and its
+        # correctly rounded quotient never crosses an integer, and Cast truncates.
+        wide = np.dtype(np.float64)
+        return P.cast(P.div(P.cast(x, dtype=wide), P.cast(y, dtype=wide)), dtype=dt)
+    if dt == np.int64:
+        raise UnimplementedError("int64 Div is not supported (no exact integer division kernel)")
+    return P.div(x, y)
+
+
+_BINARY = {"Add": P.add, "Sub": P.sub, "Mul": P.mul, "Div": _div}
 _UNARY = {"Neg": P.neg, "Abs": P.abs, "Exp": P.exp, "Log": P.log, "Sqrt": P.sqrt,
           "Tanh": P.tanh, "Sigmoid": P.sigmoid, "Relu": P.relu}
 _COMPARE = {"Equal": (P.equal, (7, 11, 13, 19)), "Less": (P.less, (7, 9, 13)),
@@ -22,12 +36,44 @@ def _binary(fn):
     return lambda n: fn(n.input(0), n.input(1))
 
 
+def _legacy_operand(n, a, b):
+    """B reshaped for a pre-opset-7 binary op (broadcast/axis attrs), or an error."""
+    sa, sb = shape_of(a), shape_of(b)
+    if not n.attr("broadcast", 0):
+        if sa != sb:
+            raise n.fail(f"shapes {list(sa)} and {list(sb)} differ and attribute broadcast is 0")
+        return b
+    axis = n.attr("axis")
+    start = len(sa) - len(sb) if axis is None else n.axis(axis, len(sa))
+    if start < 0 or start + len(sb) > len(sa) or any(
+            d != 1 and d != sa[start + i] for i, d in enumerate(sb)):
+        raise n.fail(f"B of shape {list(sb)} does not broadcast onto A of shape {list(sa)}"
+                     + ("" if axis is None else f" at axis {axis}"))
+    return P.reshape(b, shape=list(sb) + [1] * (len(sa) - start - len(sb)))
+
+
+def _binary_any_version(fn):
+    def convert(n):
+        a, b = n.input(0), n.input(1)
+        if n.version < 7:
+            b = _legacy_operand(n, a, b)
+        return fn(a, b)
+    return convert
+
+
+def _same_shapes(n, values):
+    """Variadic ops before opset 8 did not broadcast."""
+    if n.version < 8 and len({shape_of(v) for v in values}) > 1:
+        raise n.fail(f"inputs must have one shape before opset 8, got {[list(shape_of(v)) for v in values]}")
+    return values
+
+
 def _unary(fn):
     return lambda n: fn(n.input(0))
 
 
 for _name, _fn in _BINARY.items():
-    converter(_name, (7, 13, 14))(_binary(_fn))
+    converter(_name, (1, 6, 7, 13, 14), {"broadcast": INT, "axis": INT})(_binary_any_version(_fn))
 for _name, _fn in _UNARY.items():
     # Version 1 only differs by the consumed_inputs hint.
     converter(_name, (1, 6, 13, 14) if _name == "Relu" else (1, 6, 13))(_unary(_fn))
@@ -42,9 +88,11 @@ converter("Not", (1,))(_unary(P.logical_not))
 converter("Where", (9, 16))(lambda n: P.select(n.input(0), n.input(1), n.input(2)))
 
 
-@converter("Pow", (7, 12, 13, 15))
+@converter("Pow", (1, 7, 12, 13, 15), {"broadcast": INT, "axis": INT})
 def _pow(n):
     x, y = n.input(0), n.input(1)
+    if n.version < 7:
+        y = _legacy_operand(n, x, y)
     tx, ty = dtype_of(x), dtype_of(y)
     if tx == ty:
         return P.pow(x, y)
@@ -62,27 +110,27 @@ def _fold(fn, values):
     return out
 
 
-@converter("Max", (8, 12, 13))
+@converter("Max", (1, 6, 8, 12, 13))
 def _max(n):
-    vals = n.inputs()
+    vals = _same_shapes(n, n.inputs())
     return P.identity(vals[0]) if len(vals) == 1 else _fold(P.maximum, vals)
 
 
-@converter("Min", (8, 12, 13))
+@converter("Min", (1, 6, 8, 12, 13))
 def _min(n):
-    vals = n.inputs()
+    vals = _same_shapes(n, n.inputs())
     return P.identity(vals[0]) if len(vals) == 1 else _fold(P.minimum, vals)
 
 
-@converter("Sum", (8, 13))
+@converter("Sum", (1, 6, 8, 13))
 def _sum(n):
-    vals = n.inputs()
+    vals = _same_shapes(n, n.inputs())
     return P.identity(vals[0]) if len(vals) == 1 else _fold(P.add, vals)
 
 
-@converter("Mean", (8, 13))
+@converter("Mean", (1, 6, 8, 13))
 def _mean(n):
-    vals = n.inputs()
+    vals = _same_shapes(n, n.inputs())
     total = P.identity(vals[0]) if len(vals) == 1 else _fold(P.add, vals)
     return P.div(total, np.array(len(vals), dtype=dtype_of(vals[0])))
 
@@ -100,11 +148,11 @@ def _leaky_relu(n):
     return P.select(P.greater_equal(x, np.array(0, dtype=dtype_of(x))), x, P.mul(x, alpha))
 
 
-@converter("Clip", (6, 11, 12, 13), {"min": FLOAT, "max": FLOAT})
+@converter("Clip", (1, 6, 11, 12, 13), {"min": FLOAT, "max": FLOAT})
 def _clip(n):
     x = n.input(0)
     dt = dtype_of(x)
-    if n.version == 6:
+    if n.version < 11:
         lo = np.array(n.attr("min", -3.4028234663852886e38), dtype=dt)
         hi = np.array(n.attr("max", 3.4028234663852886e38), dtype=dt)
     else:

@@ -20,7 +20,8 @@ def _matmul(n):
     return P.mat_mul(n.input(0), n.input(1))
 
 
-@converter("Gemm", (7, 9, 11, 13), {"alpha": FLOAT, "beta": FLOAT, "transA": INT, "transB": INT})
+@converter("Gemm", (1, 6, 7, 9, 11, 13),
+           {"alpha": FLOAT, "beta": FLOAT, "transA": INT, "transB": INT, "broadcast": INT})
 def _gemm(n):
     a, b = n.input(0), n.input(1)
     if len(shape_of(a)) != 2 or len(shape_of(b)) != 2:
@@ -34,6 +35,8 @@ def _gemm(n):
         if beta != 1.0:
             c = P.mul(c, _scalar(beta, c))
         mn = shape_of(y)
+        if n.version < 7 and not n.attr("broadcast", 0) and shape_of(c) != mn:
+            raise n.fail(f"C of shape {list(shape_of(c))} must be {list(mn)} when broadcast is 0")
         y = P.add(y, c)
         if shape_of(y) != mn:  # C broadcasts to (M, N) one way only
             raise n.fail(f"C of shape {list(shape_of(c))} does not broadcast to {list(mn)}")
@@ -95,7 +98,23 @@ def _reduce(fn, axes_input_since):
                 raise n.fail("noop_with_empty_axes needs axes as an input")
             axes = n.attr("axes", [])
         axes = sorted({n.axis(a, rank, "axes entry") for a in axes}) if axes else list(range(rank))
-        return fn(x, axis=axes, keepdims=bool(n.attr("keepdims", 1)))
+        keepdims = bool(n.attr("keepdims", 1))
+        shape = shape_of(x)
+        dt = dtype_of(x)
+        if fn in (P.max, P.min) and any(shape[a] == 0 for a in axes):
+            # ONNX (opset 18+) defines max/min over nothing as the identity: -inf/+inf, or the type's bounds.
+            out = [1 if i in axes else d for i, d in enumerate(shape) if keepdims or i not in axes]
+            if dt == np.bool_:
+                value = fn is P.min
+            elif dt.kind == "f":
+                value = -np.inf if fn is P.max else np.inf
+            else:
+                value = np.iinfo(dt).min if fn is P.max else np.iinfo(dt).max
+            return np.full(out, value, dtype=dt)
+        if dt == np.bool_ and fn in (P.max, P.min):  # max = any, min = all
+            wide = np.dtype(np.int32)
+            return P.cast(fn(P.cast(x, dtype=wide), axis=axes, keepdims=keepdims), dtype=dt)
+        return fn(x, axis=axes, keepdims=keepdims)
     return convert
 
 

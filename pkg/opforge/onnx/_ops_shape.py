@@ -21,10 +21,17 @@ def _identity(n):
     return P.identity(n.input(0))
 
 
-@converter("Reshape", (5, 13, 14, 19, 21, 23, 24, 25), {"allowzero": INT})
+@converter("Reshape", (1, 5, 13, 14, 19, 21, 23, 24, 25), {"allowzero": INT, "shape": INTS})
 def _reshape(n):
     x = n.input(0)
-    target = n.static_ints(1, "shape")
+    if n.version == 1:
+        if not n.has_attr("shape"):
+            raise n.fail("attribute 'shape' is required")
+        target = n.attr("shape")
+    elif n.has_attr("shape"):
+        raise n.fail("shape is an input since opset 5, not an attribute")
+    else:
+        target = n.static_ints(1, "shape")
     in_shape = shape_of(x)
     if not n.attr("allowzero", 0):
         # 0 copies the input's dim at that position.
@@ -60,13 +67,13 @@ def _flatten(n):
                                int(np.prod(shape[axis:], dtype=np.int64))])
 
 
-@converter("Concat", (4, 11, 13), {"axis": INT})
+@converter("Concat", (1, 4, 11, 13), {"axis": INT})
 def _concat(n):
-    if not n.has_attr("axis"):
+    if not n.has_attr("axis") and n.version > 1:
         raise n.fail("attribute 'axis' is required")
     vals = n.inputs()
     rank = len(shape_of(vals[0]))
-    return P.concat(vals, axis=n.axis(n.attr("axis"), rank))
+    return P.concat(vals, axis=n.axis(n.attr("axis", 1), rank))
 
 
 def _squeeze_axes(n):
@@ -107,14 +114,23 @@ def _unsqueeze(n):
     return P.reshape(x, shape=shape)
 
 
-@converter("Slice", (10, 11, 13))
+@converter("Slice", (1, 10, 11, 13), {"starts": INTS, "ends": INTS, "axes": INTS})
 def _slice(n):
     x = n.input(0)
     shape = shape_of(x)
-    starts = n.static_ints(1, "starts")
-    ends = n.static_ints(2, "ends")
-    axes = n.static_ints(3, "axes") if n.has(3) else list(range(len(starts)))
-    steps = n.static_ints(4, "steps") if n.has(4) else [1] * len(starts)
+    if n.version == 1:  # attributes, no steps
+        if not (n.has_attr("starts") and n.has_attr("ends")):
+            raise n.fail("attributes 'starts' and 'ends' are required")
+        starts, ends = n.attr("starts"), n.attr("ends")
+        axes = n.attr("axes", list(range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        if n.node.attribute:
+            raise n.fail("starts, ends and axes are inputs since opset 10, not attributes")
+        starts = n.static_ints(1, "starts")
+        ends = n.static_ints(2, "ends")
+        axes = n.static_ints(3, "axes") if n.has(3) else list(range(len(starts)))
+        steps = n.static_ints(4, "steps") if n.has(4) else [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise n.fail("starts, ends, axes and steps must have one entry each per sliced axis")
     begin, size = [0] * len(shape), list(shape)
