@@ -116,6 +116,22 @@ def test_import_opforge_does_not_import_onnx():
     subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ))
 
 
+def test_import_model_builds_a_graph():
+    import opforge as of
+    rng = np.random.default_rng(2)
+    model = _mlp(rng, sizes=(16, 8, 8, 4), batch=4)
+    if not hasattr(of, "Graph"):
+        with pytest.raises(errors.UnimplementedError, match="graph mode"):
+            opforge.onnx.import_model(model)
+        return
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    imported = opforge.onnx.import_model(model)
+    assert list(imported.inputs) == ["x"] and list(imported.outputs) == ["y"]
+    with of.Session(imported.graph) as sess:
+        got = sess.run(imported.outputs["y"], feed_dict={imported.inputs["x"]: x})
+    np.testing.assert_allclose(got, opforge.onnx.run(model, [x])[0], rtol=1e-6, atol=1e-7)
+
+
 # --- hostile or unsupported models ------------------------------------------------
 
 def _add_model(**kw):
@@ -241,6 +257,26 @@ def test_feeds_are_checked():
     with pytest.raises(errors.InvalidArgumentError, match="not inputs"):
         prog.run({"x": one, "y": one, "q": one})
     np.testing.assert_array_equal(prog.run([one, one])[0], 2 * one)
+
+
+def test_outputs_never_alias_weights_or_feeds():
+    w = numpy_helper.from_array(np.arange(6, dtype=np.float32), "w")
+    m = _model([helper.make_node("Reshape", ["w", "s"], ["y"]), helper.make_node("Identity", ["x"], ["z"])],
+               [_vi("x", [2])], [_vi("y", None), _vi("z", None)],
+               [w, numpy_helper.from_array(np.array([2, 3], np.int64), "s")])
+    prog = opforge.onnx.load(m)
+    x = np.ones(2, np.float32)
+    y, z = prog.run([x])
+    y[...] = -1
+    z[...] = -1
+    np.testing.assert_array_equal(prog.run([x])[0], np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(x, 1)
+
+
+def test_bool_initializer_bytes_are_normalized():
+    t = onnx.TensorProto(name="c", data_type=TensorProto.BOOL, dims=[3], raw_data=bytes([0, 1, 7]))
+    m = _model([helper.make_node("Not", ["c"], ["y"])], [], [_vi("y", [3], TensorProto.BOOL)], [t])
+    np.testing.assert_array_equal(opforge.onnx.run(m, {})[0], [True, False, False])
 
 
 def test_kernel_errors_name_the_node():

@@ -105,12 +105,18 @@ class Program:
     def run(self, feeds):
         """Runs the model eagerly; returns the outputs as numpy arrays, in the model's order."""
         env = dict(self.initializers)
-        env.update(self.check_feeds(feeds))
+        fed = self.check_feeds(feeds)
+        env.update(fed)
         self.evaluate(env)
+        # Reshape and Identity share buffers: never hand out a view of the
+        # model's weights or of a feed, which the caller might then modify.
+        owned = list(fed.values()) + list(self.initializers.values())
         results = []
         for name, (dtype, _) in self.outputs.items():
             v = env[name]
             a = v if isinstance(v, np.ndarray) else v.numpy()
+            if any(np.may_share_memory(a, o) for o in owned):
+                a = a.copy()
             if dtype is not None and a.dtype != dtype:
                 raise errors.InternalError(
                     f"onnx: output {name!r} came out {a.dtype}, but the model declares {dtype}")

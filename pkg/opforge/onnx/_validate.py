@@ -86,6 +86,8 @@ def tensor_to_numpy(t, what):
             raise InvalidArgumentError(
                 f"onnx: {what} has shape {list(dims)} ({n} elements of {dtype}) but "
                 f"{len(t.raw_data)} bytes of data; expected {n * dtype.itemsize}")
+        if t.data_type == _dtypes.BOOL:  # any nonzero byte is True; never a bool byte other than 0/1
+            return (np.frombuffer(t.raw_data, dtype=np.uint8) != 0).reshape(dims)
         return np.frombuffer(t.raw_data, dtype=dtype.newbyteorder("<")).astype(dtype).reshape(dims)
     field = getattr(t, _dtypes.TYPED_FIELD[t.data_type])
     if len(field) != n:
