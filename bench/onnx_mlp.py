@@ -47,6 +47,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.onnx_mlp", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=11)
+    p.add_argument("--quick", action="store_true", help="one repeat, no settle pauses: proves the harness works")
     p.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0: its default)")
     args = p.parse_args(argv)
     import onnxruntime as ort
@@ -68,9 +69,10 @@ def main(argv=None):
         if not np.allclose(got, ref, rtol=1e-4, atol=1e-6):
             print(f"bench.onnx_mlp: {lib} differs from numpy", file=sys.stderr)
             return 1
-    samples = timing.interleaved(stmts, ns, args.repeats, 0.02, settle_s=0.3)
+    repeats, settle = (1, 0.0) if args.quick else (args.repeats, 0.3)
+    samples = timing.interleaved(stmts, ns, repeats, 0.02, settle_s=settle)
     med = {lib: timing.summarize(s)["median_s"] for lib, s in samples.items()}
-    print("ONNX MLP, batch 64, 784-512-512-10 float32, median of", args.repeats, "interleaved repeats")
+    print("ONNX MLP, batch 64, 784-512-512-10 float32, median of", repeats, "interleaved repeats")
     print(f"{'library':<14}{'ms/batch':>10}")
     for lib, t in med.items():
         print(f"{lib:<14}{t * 1e3:>10.3f}")

@@ -44,6 +44,10 @@ def _mlp(rng, sizes=(784, 512, 512, 10), batch=None):
 
 
 def _ort(model, feeds):
+    if os.environ.get("OPFORGE_SANITIZED"):
+        # onnxruntime is the oracle, not under test: keep its uninstrumented
+        # allocator out of the ASan run (opforge's side runs in test_onnx_backend).
+        pytest.skip("onnxruntime is not run under the sanitizer preload")
     ort = pytest.importorskip("onnxruntime")
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
@@ -101,6 +105,17 @@ def test_converted_models_match_onnxruntime():
                 np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5, err_msg=case.name)
             checked += 1
     assert checked >= 10
+
+
+def test_onnx_mlp_bench_runs():
+    pytest.importorskip("onnxruntime")
+    if os.environ.get("OPFORGE_SANITIZED"):
+        pytest.skip("onnxruntime is not run under the sanitizer preload")
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "bench.onnx_mlp", "--quick"], cwd=root, check=True,
+                         capture_output=True, text=True).stdout
+    assert "onnxruntime / opforge:" in out
 
 
 def test_supported_operators_cover_the_issue_list():

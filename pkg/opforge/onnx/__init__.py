@@ -39,9 +39,11 @@ def supported_operators():
     return {name: sorted(c.versions) for name, c in sorted(CONVERTERS.items())}
 
 
-def import_model(model_or_path):
+def import_model(model_or_path, input_shapes=None):
     """Builds an opforge Graph from a model: initializers become constants, inputs placeholders.
 
+    input_shapes: dict name -> shape for inputs with symbolic dims (e.g. a batch
+    dim "N"); Session.run re-infers shapes for feeds of another shape.
     Returns ImportedModel(graph, inputs, outputs), the latter two dicts name -> tensor.
     """
     from opforge import errors
@@ -52,15 +54,27 @@ def import_model(model_or_path):
     import numpy as np
     prog = model_or_path if isinstance(model_or_path, Program) else Program(model_or_path)
     graph = of.Graph()
+    input_shapes = dict(input_shapes or {})
+    unknown = set(input_shapes) - set(prog.inputs)
+    if unknown:
+        raise errors.InvalidArgumentError(f"onnx: input_shapes names {sorted(unknown)}, which are not model inputs")
     with graph.as_default():
-        # Initializers stay numpy arrays in the walk, so shape-like inputs are
-        # static; ops that take them turn them into graph constants.
-        env = dict(prog.initializers)
+        # One constant per initializer; its numpy value stays known, so
+        # shape-like inputs (Reshape's shape, ...) are static.
+        env = {name: of.constant(value, name=name) for name, value in prog.initializers.items()}
         inputs = {}
         for name, (dtype, dims) in prog.inputs.items():
-            inputs[name] = env[name] = of.placeholder(
-                dtype, shape=None if dims is None else [-1 if d is None else d for d in dims], name=name)
-        prog.evaluate(env)
+            shape = input_shapes.get(name, dims)
+            if shape is None or any(d is None for d in shape):
+                raise errors.InvalidArgumentError(
+                    f"onnx: input {name!r} has symbolic dims {dims}: give its shape in input_shapes")
+            shape = [int(d) for d in shape]
+            if dims is not None and (len(shape) != len(dims) or any(
+                    d is not None and d != s for d, s in zip(dims, shape))):
+                raise errors.InvalidArgumentError(
+                    f"onnx: input_shapes[{name!r}] = {shape} does not fit the model's {list(dims)}")
+            inputs[name] = env[name] = of.placeholder(dtype, shape=shape, name=name)
+        prog.evaluate(env, consts=prog.initializers)
         outputs = {}
         for name in prog.outputs:
             v = env[name]

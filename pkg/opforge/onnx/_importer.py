@@ -81,10 +81,13 @@ class Program:
             out[name] = a
         return out
 
-    def evaluate(self, env):
-        """Runs every node's converter over env (name -> value), in order; returns env."""
+    def evaluate(self, env, consts=None):
+        """Runs every node's converter over env (name -> value), in order; returns env.
+
+        consts: numpy values of names whose env entry is a graph constant.
+        """
         for node, conv, version, i in self.steps:
-            ctx = _node.NodeCtx(node, version, env, i)
+            ctx = _node.NodeCtx(node, version, env, i, consts)
             try:
                 result = conv.fn(ctx)
             except errors.OpError as e:

@@ -78,8 +78,9 @@ def check_supported(node, opset, index=None):
 class NodeCtx:
     """One node as its converter sees it: inputs by position, attrs by name."""
 
-    def __init__(self, node, version, env, index=None):
+    def __init__(self, node, version, env, index=None, consts=None):
         self.node, self.version, self._env = node, version, env
+        self._consts = consts or {}  # name -> numpy value known at import (graph mode's initializers)
         self.where = _validate.describe(node, index)
         self._attrs = {a.name: a for a in node.attribute}
 
@@ -101,6 +102,9 @@ class NodeCtx:
 
     def static(self, i, what):
         """An input's value as a numpy array; it must be known without running the graph."""
+        v = self._consts.get(self.node.input[i]) if self.has(i) else None
+        if v is not None:
+            return v
         v = self.input(i)
         if isinstance(v, np.ndarray):
             return v

@@ -72,7 +72,13 @@ def element_count(dims, what):
 
 
 def tensor_to_numpy(t, what):
-    """A TensorProto's value as a numpy array, after checking its size against its shape."""
+    """A TensorProto's value as a read-only numpy array, after checking its size against its shape."""
+    a = _tensor_to_numpy(t, what)
+    a.flags.writeable = False  # the model's weights: shared, never modified
+    return a
+
+
+def _tensor_to_numpy(t, what):
     if t.data_location == 1 or len(t.external_data):
         raise UnimplementedError(f"onnx: {what} keeps its data in an external file; "
                                  "opforge only reads weights stored inside the model")
