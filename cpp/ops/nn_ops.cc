@@ -1,4 +1,4 @@
-// Neural-network ops: Softmax, LogSoftmax and RmsNorm.
+// Neural-network ops: Softmax and RmsNorm.
 #include <cstdint>
 
 #include "opforge/op.h"
