@@ -149,6 +149,11 @@ def _norm_axes(n, x):
 def _layer_norm(n):
     x, scale = n.input(0), n.input(1)
     axes = _norm_axes(n, x)
+    shape = shape_of(x)
+    last = shape[-1:]
+    if (hasattr(P, "layer_norm") and axes == [len(shape) - 1] and shape_of(scale) == last
+            and n.has(2) and shape_of(n.input(2)) == last and len([o for o in n.node.output if o]) == 1):
+        return P.layer_norm(x, scale, n.input(2), epsilon=n.attr("epsilon", 1e-5))
     mean = P.mean(x, axis=axes, keepdims=True)
     d = P.sub(x, mean)
     var = P.mean(P.mul(d, d), axis=axes, keepdims=True)
