@@ -43,6 +43,8 @@ class Program:
         for node in order:
             i = index[id(node)]
             conv, version = _node.check_supported(node, self.opset, i)
+            if conv.check is not None:
+                conv.check(_node.NodeCtx(node, version, {}, i))
             self.steps.append((node, conv, version, i))
 
     def check_feeds(self, feeds):

@@ -20,20 +20,23 @@ CONVERTERS = {}  # op_type -> Converter
 
 
 class Converter:
-    __slots__ = ("op_type", "versions", "attrs", "fn")
+    __slots__ = ("op_type", "versions", "attrs", "fn", "check")
 
-    def __init__(self, op_type, versions, attrs, fn):
+    def __init__(self, op_type, versions, attrs, fn, check):
         self.op_type, self.versions, self.attrs, self.fn = op_type, frozenset(versions), attrs, fn
+        self.check = check
 
 
-def converter(op_type, versions, attrs=None):
+def converter(op_type, versions, attrs=None, check=None):
     """Registers fn(node_ctx) -> output value or tuple of them for op_type.
 
     versions: the schema since_versions whose semantics fn implements exactly.
     attrs: attribute name -> kind (INT, FLOAT, ...) that fn reads.
+    check: check(node_ctx) raising for attribute values fn does not
+    implement; runs at import, before any node runs (the ctx has no inputs).
     """
     def register(fn):
-        CONVERTERS[op_type] = Converter(op_type, versions, dict(attrs or {}), fn)
+        CONVERTERS[op_type] = Converter(op_type, versions, dict(attrs or {}), fn, check)
         return fn
     return register
 

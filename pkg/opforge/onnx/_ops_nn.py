@@ -122,30 +122,37 @@ for _name, (_fn, _versions, _since) in _REDUCE.items():
     converter(_name, _versions, {"axes": INTS, "keepdims": INT, "noop_with_empty_axes": INT})(_reduce(_fn, _since))
 
 
+def _check_arg(n):
+    if n.attr("select_last_index", 0):
+        raise n.fail("select_last_index=1 is not supported (opforge returns the first index)",
+                     UnimplementedError)
+
+
 def _arg(fn):
     def convert(n):
-        if n.attr("select_last_index", 0):
-            raise n.fail("select_last_index=1 is not supported (opforge returns the first index)",
-                         UnimplementedError)
         x = n.input(0)
         axis = n.axis(n.attr("axis", 0), len(shape_of(x)))
         return fn(x, axis=axis, keepdims=bool(n.attr("keepdims", 1)))
     return convert
 
 
-converter("ArgMax", (1, 11, 12, 13), {"axis": INT, "keepdims": INT, "select_last_index": INT})(_arg(P.arg_max))
-converter("ArgMin", (1, 11, 12, 13), {"axis": INT, "keepdims": INT, "select_last_index": INT})(_arg(P.arg_min))
+_ARG_ATTRS = {"axis": INT, "keepdims": INT, "select_last_index": INT}
+converter("ArgMax", (1, 11, 12, 13), _ARG_ATTRS, check=_check_arg)(_arg(P.arg_max))
+converter("ArgMin", (1, 11, 12, 13), _ARG_ATTRS, check=_check_arg)(_arg(P.arg_min))
+
+
+def _check_stash(n):
+    if n.attr("stash_type", 1) != 1:
+        raise n.fail("only stash_type=1 (float32 statistics) is supported", UnimplementedError)
 
 
 def _norm_axes(n, x):
     rank = len(shape_of(x))
     axis = n.axis(n.attr("axis", -1), rank)
-    if n.attr("stash_type", 1) != 1:
-        raise n.fail("only stash_type=1 (float32 statistics) is supported", UnimplementedError)
     return list(range(axis, rank))
 
 
-@converter("LayerNormalization", (17,), {"axis": INT, "epsilon": FLOAT, "stash_type": INT})
+@converter("LayerNormalization", (17,), {"axis": INT, "epsilon": FLOAT, "stash_type": INT}, check=_check_stash)
 def _layer_norm(n):
     x, scale = n.input(0), n.input(1)
     axes = _norm_axes(n, x)
@@ -164,7 +171,7 @@ def _layer_norm(n):
     return y, mean, inv_std
 
 
-@converter("RMSNormalization", (23,), {"axis": INT, "epsilon": FLOAT, "stash_type": INT})
+@converter("RMSNormalization", (23,), {"axis": INT, "epsilon": FLOAT, "stash_type": INT}, check=_check_stash)
 def _rms_norm(n):
     x, scale = n.input(0), n.input(1)
     axes = _norm_axes(n, x)

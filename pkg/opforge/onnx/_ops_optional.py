@@ -11,14 +11,15 @@ from opforge import ops as P
 from opforge.onnx._node import STRING, converter, dtype_of, shape_of
 
 if hasattr(P, "gelu"):
-    @converter("Gelu", (20,), {"approximate": STRING})
+    def _check_gelu(n):
+        if n.attr("approximate", "none") not in ("none", "tanh"):
+            raise n.fail(f"approximate must be 'none' or 'tanh', got {n.attr('approximate')!r}")
+
+    @converter("Gelu", (20,), {"approximate": STRING}, check=_check_gelu)
     def _gelu(n):
         x = n.input(0)
-        mode = n.attr("approximate", "none")
-        if mode == "none":
+        if n.attr("approximate", "none") == "none":
             return P.gelu(x)
-        if mode != "tanh":
-            raise n.fail(f"approximate must be 'none' or 'tanh', got {mode!r}")
         dt = dtype_of(x)
         c = lambda v: np.array(v, dtype=dt)  # noqa: E731
         inner = P.mul(c(np.sqrt(2 / np.pi)), P.add(x, P.mul(c(0.044715), P.mul(x, P.mul(x, x)))))

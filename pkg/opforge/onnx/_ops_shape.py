@@ -150,13 +150,17 @@ def _slice(n):
     return P.slice(x, begin=begin, size=size)
 
 
-@converter("Cast", (6, 9, 13, 19, 21, 23, 24, 25, 28), {"to": INT, "saturate": INT, "round_mode": STRING})
-def _cast(n):
+def _cast_to(n):
     if not n.has_attr("to"):
         raise n.fail("attribute 'to' is required")
     # saturate and round_mode only affect float8/float4 targets, which opforge lacks.
-    to = _dtypes.to_numpy(n.attr("to"), f"onnx: node {n.where}: attribute 'to'")
-    return P.cast(n.input(0), dtype=to)
+    return _dtypes.to_numpy(n.attr("to"), f"onnx: node {n.where}: attribute 'to'")
+
+
+@converter("Cast", (6, 9, 13, 19, 21, 23, 24, 25, 28), {"to": INT, "saturate": INT, "round_mode": STRING},
+           check=_cast_to)
+def _cast(n):
+    return P.cast(n.input(0), dtype=_cast_to(n))
 
 
 @converter("Shape", (1, 13, 15, 19, 21, 23, 24, 25), {"start": INT, "end": INT})
@@ -171,7 +175,7 @@ def _shape(n):
 
 @converter("Constant", (1, 9, 11, 12, 13, 19, 21, 23, 24, 25),
            {"value": TENSOR, "value_float": FLOAT, "value_floats": FLOATS,
-            "value_int": INT, "value_ints": INTS})
+            "value_int": INT, "value_ints": INTS}, check=lambda n: _constant(n))
 def _constant(n):
     if len(n.node.attribute) != 1:
         raise n.fail("exactly one value attribute is required")
