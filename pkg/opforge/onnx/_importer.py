@@ -43,9 +43,11 @@ class Program:
         for node in order:
             i = index[id(node)]
             conv, version = _node.check_supported(node, self.opset, i)
+            ctx = _node.NodeCtx(node, version, {}, i)
             if conv.check is not None:
-                conv.check(_node.NodeCtx(node, version, {}, i))
-            self.steps.append((node, conv, version, i))
+                conv.check(ctx)
+            outputs = [(k, name) for k, name in enumerate(node.output) if name]
+            self.steps.append((ctx, conv.fn, outputs))
 
     def check_feeds(self, feeds):
         """Feeds as numpy arrays, checked against the declared inputs' dtypes and dims."""
@@ -88,19 +90,17 @@ class Program:
 
         consts: numpy values of names whose env entry is a graph constant.
         """
-        for node, conv, version, i in self.steps:
-            ctx = _node.NodeCtx(node, version, env, i, consts)
+        for proto_ctx, fn, outputs in self.steps:
+            ctx = proto_ctx.bind(env, consts)
             try:
-                result = conv.fn(ctx)
+                result = fn(ctx)
             except errors.OpError as e:
                 msg = str(e)
                 if msg.startswith("onnx:"):
                     raise
                 raise type(e)(f"onnx: node {ctx.where}: {msg}") from e
             results = result if isinstance(result, tuple) else (result,)
-            for k, name in enumerate(node.output):
-                if not name:
-                    continue
+            for k, name in outputs:
                 if k >= len(results):
                     raise errors.UnimplementedError(
                         f"onnx: node {ctx.where}: output {k} ({name!r}) is not supported")

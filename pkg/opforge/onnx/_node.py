@@ -79,33 +79,47 @@ def check_supported(node, opset, index=None):
 
 
 class NodeCtx:
-    """One node as its converter sees it: inputs by position, attrs by name."""
+    """One node as its converter sees it: inputs by position, attrs by name.
+
+    Built once per node at import; `bind` makes the per-run view (cheap, and
+    each run gets its own, so one model can run in several threads).
+    """
+
+    __slots__ = ("node", "version", "where", "_attrs", "_inputs", "_env", "_consts")
 
     def __init__(self, node, version, env, index=None, consts=None):
         self.node, self.version, self._env = node, version, env
         self._consts = consts or {}  # name -> numpy value known at import (graph mode's initializers)
         self.where = _validate.describe(node, index)
         self._attrs = {a.name: a for a in node.attribute}
+        self._inputs = list(node.input)
+
+    def bind(self, env, consts=None):
+        ctx = NodeCtx.__new__(NodeCtx)
+        ctx.node, ctx.version, ctx.where, ctx._attrs, ctx._inputs = (
+            self.node, self.version, self.where, self._attrs, self._inputs)
+        ctx._env, ctx._consts = env, consts or {}
+        return ctx
 
     # -- inputs ------------------------------------------------------------
     @property
     def num_inputs(self):
-        return len(self.node.input)
+        return len(self._inputs)
 
     def has(self, i):
-        return i < len(self.node.input) and bool(self.node.input[i])
+        return i < len(self._inputs) and bool(self._inputs[i])
 
     def input(self, i):
         if not self.has(i):
             raise InvalidArgumentError(f"onnx: node {self.where}: required input {i} is missing")
-        return self._env[self.node.input[i]]
+        return self._env[self._inputs[i]]
 
     def inputs(self):
-        return [self.input(i) for i in range(len(self.node.input))]
+        return [self.input(i) for i in range(len(self._inputs))]
 
     def static(self, i, what):
         """An input's value as a numpy array; it must be known without running the graph."""
-        v = self._consts.get(self.node.input[i]) if self.has(i) else None
+        v = self._consts.get(self._inputs[i]) if self.has(i) else None
         if v is not None:
             return v
         v = self.input(i)
@@ -163,4 +177,4 @@ def dtype_of(v):
 
 
 def shape_of(v):
-    return tuple(int(d) for d in v.shape)
+    return tuple(map(int, v.shape))
