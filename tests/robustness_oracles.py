@@ -259,6 +259,18 @@ def softmax(logits, axis):
     return (e / e.sum(axis, keepdims=True)).astype(logits.dtype)
 
 
+@quiet
+def log_softmax(logits, axis):
+    if logits.ndim == 0:
+        raise ValueError("0-d")
+    np.empty(logits.shape).sum(axis)  # raises AxisError like the op
+    if logits.size == 0:
+        return logits.copy()
+    x = logits.astype(np.float64)
+    s = x - x.max(axis, keepdims=True)
+    return (s - np.log(np.exp(s).sum(axis, keepdims=True))).astype(logits.dtype)
+
+
 def rms_norm_gen(draw, dtype):
     x = array(draw, dtype, draw(shapes()), small=True)
     wshape = draw(st.one_of(st.just(x.shape[-1:]), shapes(0, 2)))
@@ -294,10 +306,10 @@ ORACLES = {
     "MatMul": (matmul_gen, matmul), "Cast": (cast_gen, cast), "Concat": (concat_gen, concat),
     "Fill": (fill_gen, fill), "Reshape": (reshape_gen, reshape), "Slice": (slice_gen, slice_),
     "Transpose": (transpose_gen, quiet(lambda x, perm: np.transpose(x, perm))), "Softmax": (softmax_gen, softmax),
-    "RmsNorm": (rms_norm_gen, rms_norm),
+    "LogSoftmax": (softmax_gen, log_softmax), "RmsNorm": (rms_norm_gen, rms_norm),
 }
 
 # Float ops whose results are sums or transcendental: compared to a tolerance
 # (scaled by the inputs' magnitude for the sums); everything else is exact.
-SUMS = {"Sum", "Mean", "Prod", "MatMul", "Softmax", "RmsNorm"}
+SUMS = {"Sum", "Mean", "Prod", "MatMul", "Softmax", "LogSoftmax", "RmsNorm"}
 EmptyOf = _EmptyOf

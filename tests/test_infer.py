@@ -66,6 +66,7 @@ CASES.update({
     "RmsNorm": [((arr((2, 8)), arr((8,))), {}), ((arr((3, 4), D), arr((4,), D)), {"epsilon": 0.1})],
     "Slice": [((arr((4, 5)),), {"begin": [1, 0], "size": [2, -1]})],
     "Softmax": [((arr((2, 7)),), {}), ((arr((3, 2), D),), {"axis": 0})],
+    "LogSoftmax": [((arr((2, 7)),), {}), ((arr((3, 2), D),), {"axis": 0})],
     "Transpose": [((arr((2, 3, 4)),), {}), ((arr((2, 3, 4), I),), {"perm": [1, 0, 2]})],
 })
 

@@ -1,4 +1,4 @@
-// Neural-network kernels: Softmax and RmsNorm.
+// Neural-network kernels: Softmax, LogSoftmax and RmsNorm.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -119,7 +119,30 @@ void SoftmaxRow(const T* OF_RESTRICT x, T* OF_RESTRICT y, int64 n) {
   for (int64 i = 0; i < n; ++i) y[i] *= inv;
 }
 
+// Log-softmax of one contiguous row: x - max - log(sum(exp(x - max))), sum in double.
 template <typename T>
+void LogSoftmaxRow(const T* OF_RESTRICT x, T* OF_RESTRICT y, int64 n) {
+  const T m = RowMax(x, n);
+  double lanes[kLanes] = {};
+  int64 i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      y[i + l] = x[i + l] - m;
+      lanes[l] += static_cast<double>(ExpNonPositive(y[i + l]));
+    }
+  }
+  double s = 0;
+  for (; i < n; ++i) {
+    y[i] = x[i] - m;
+    s += static_cast<double>(ExpNonPositive(y[i]));
+  }
+  for (int l = 0; l < kLanes; ++l) s += lanes[l];
+  const T log_s = static_cast<T>(std::log(s));
+  for (int64 i = 0; i < n; ++i) y[i] -= log_s;
+}
+
+// Softmax (kLog false) or log-softmax (kLog true) along one axis.
+template <typename T, bool kLog>
 Status SoftmaxKernel(OpKernelContext* ctx) {
   const Tensor& x = ctx->input(0);
   Tensor* out = nullptr;
@@ -137,7 +160,13 @@ Status SoftmaxKernel(OpKernelContext* ctx) {
 
   if (inner == 1) {
     ParallelFor(outer, n * kExpCost, [&](int64 b, int64 e) {
-      for (int64 o = b; o < e; ++o) SoftmaxRow(in + o * n, y + o * n, n);
+      for (int64 o = b; o < e; ++o) {
+        if (kLog) {
+          LogSoftmaxRow(in + o * n, y + o * n, n);
+        } else {
+          SoftmaxRow(in + o * n, y + o * n, n);
+        }
+      }
     });
     return Status::OK();
   }
@@ -162,13 +191,26 @@ Status SoftmaxKernel(OpKernelContext* ctx) {
       for (int64 r = 0; r < n; ++r) {
         const T* row = src + r * inner;
         T* orow = dst + r * inner;
-        for (int64 k = 0; k < w; ++k) orow[k] = ExpNonPositive(row[k] - m[k]);
-        for (int64 k = 0; k < w; ++k) s[k] += static_cast<double>(orow[k]);
+        if (kLog) {
+          for (int64 k = 0; k < w; ++k) orow[k] = row[k] - m[k];
+          for (int64 k = 0; k < w; ++k) s[k] += static_cast<double>(ExpNonPositive(orow[k]));
+        } else {
+          for (int64 k = 0; k < w; ++k) orow[k] = ExpNonPositive(row[k] - m[k]);
+          for (int64 k = 0; k < w; ++k) s[k] += static_cast<double>(orow[k]);
+        }
       }
-      for (int64 k = 0; k < w; ++k) m[k] = static_cast<T>(1.0 / s[k]);  // reuse m as 1/sum
-      for (int64 r = 0; r < n; ++r) {
-        T* orow = dst + r * inner;
-        for (int64 k = 0; k < w; ++k) orow[k] *= m[k];
+      if (kLog) {
+        for (int64 k = 0; k < w; ++k) m[k] = static_cast<T>(std::log(s[k]));  // reuse m as log(sum)
+        for (int64 r = 0; r < n; ++r) {
+          T* orow = dst + r * inner;
+          for (int64 k = 0; k < w; ++k) orow[k] -= m[k];
+        }
+      } else {
+        for (int64 k = 0; k < w; ++k) m[k] = static_cast<T>(1.0 / s[k]);  // reuse m as 1/sum
+        for (int64 r = 0; r < n; ++r) {
+          T* orow = dst + r * inner;
+          for (int64 k = 0; k < w; ++k) orow[k] *= m[k];
+        }
       }
     }
   });
@@ -201,8 +243,10 @@ Status RmsNormKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
-REGISTER_KERNEL("Softmax", kCPU, DType::kFloat32, SoftmaxKernel<float>);
-REGISTER_KERNEL("Softmax", kCPU, DType::kFloat64, SoftmaxKernel<double>);
+REGISTER_KERNEL("Softmax", kCPU, DType::kFloat32, (SoftmaxKernel<float, false>));
+REGISTER_KERNEL("Softmax", kCPU, DType::kFloat64, (SoftmaxKernel<double, false>));
+REGISTER_KERNEL("LogSoftmax", kCPU, DType::kFloat32, (SoftmaxKernel<float, true>));
+REGISTER_KERNEL("LogSoftmax", kCPU, DType::kFloat64, (SoftmaxKernel<double, true>));
 REGISTER_KERNEL("RmsNorm", kCPU, DType::kFloat32, RmsNormKernel<float>);
 REGISTER_KERNEL("RmsNorm", kCPU, DType::kFloat64, RmsNormKernel<double>);
 

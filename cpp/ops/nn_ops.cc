@@ -65,6 +65,27 @@ axis: The axis to normalise over; negative values count from the end. Defaults t
 softmax: Probabilities with the shape and dtype of logits; each slice along axis sums to 1.
 )doc");
 
+REGISTER_OP("LogSoftmax")
+    .Input("logits: T")
+    .Attr("axis: int = -1")
+    .Output("logsoftmax: T")
+    .Attr("T: {float32, float64}")
+    .SetShapeFn(SoftmaxShape)
+    .Doc(R"doc(
+Computes log(softmax(logits)) along one axis, without forming softmax.
+
+Equivalent to the numpy expression
+s = logits - logits.max(axis, keepdims=True); s - numpy.log(numpy.exp(s).sum(axis, keepdims=True)).
+Subtracting the maximum first keeps exp from overflowing, and working in log
+space keeps tiny probabilities finite (log(softmax) would give -inf). The sum
+is kept in double. NaN and infinities propagate as in that expression; a -inf
+logit gives -inf. Empty tensors are allowed; 0-d tensors are an error.
+
+logits: The unnormalised log-probabilities, of rank >= 1.
+axis: The axis to normalise over; negative values count from the end. Defaults to the last axis.
+logsoftmax: Log-probabilities with the shape and dtype of logits; exp of each slice along axis sums to 1.
+)doc");
+
 REGISTER_OP("RmsNorm")
     .Input("x: T")
     .Input("weight: T")

@@ -1,0 +1,168 @@
+"""Elementwise ONNX operators: arithmetic, math, comparison, logic, selection.
+
+ONNX's multidirectional broadcasting (opset >= 7) is numpy's, which is what
+opforge's binary ops do. Before opset 7, shapes had to match unless
+`broadcast=1`, which aligns B with A at `axis` (default: trailing) and
+broadcasts B only: `_legacy_operand` implements exactly that.
+"""
+
+import numpy as np
+
+from opforge import ops as P
+from opforge.errors import UnimplementedError
+from opforge.onnx._node import FLOAT, INT, converter, dtype_of, shape_of
+
+def _div(x, y):
+    dt = dtype_of(x)
+    if dt == np.int32:
+        # ONNX integer division truncates; float64 holds every int32 and its
+        # correctly rounded quotient never crosses an integer, and Cast truncates.
+        wide = np.dtype(np.float64)
+        return P.cast(P.div(P.cast(x, dtype=wide), P.cast(y, dtype=wide)), dtype=dt)
+    if dt == np.int64:
+        raise UnimplementedError("int64 Div is not supported (no exact integer division kernel)")
+    return P.div(x, y)
+
+
+_BINARY = {"Add": P.add, "Sub": P.sub, "Mul": P.mul, "Div": _div}
+_UNARY = {"Neg": P.neg, "Abs": P.abs, "Exp": P.exp, "Log": P.log, "Sqrt": P.sqrt,
+          "Tanh": P.tanh, "Sigmoid": P.sigmoid, "Relu": P.relu}
+_COMPARE = {"Equal": (P.equal, (7, 11, 13, 19)), "Less": (P.less, (7, 9, 13)),
+            "Greater": (P.greater, (7, 9, 13)), "LessOrEqual": (P.less_equal, (12, 16)),
+            "GreaterOrEqual": (P.greater_equal, (12, 16))}
+
+
+def _binary(fn):
+    return lambda n: fn(n.input(0), n.input(1))
+
+
+def _legacy_operand(n, a, b):
+    """B reshaped for a pre-opset-7 binary op (broadcast/axis attrs), or an error."""
+    sa, sb = shape_of(a), shape_of(b)
+    if not n.attr("broadcast", 0):
+        if sa != sb:
+            raise n.fail(f"shapes {list(sa)} and {list(sb)} differ and attribute broadcast is 0")
+        return b
+    axis = n.attr("axis")
+    start = len(sa) - len(sb) if axis is None else n.axis(axis, len(sa))
+    if start < 0 or start + len(sb) > len(sa) or any(
+            d != 1 and d != sa[start + i] for i, d in enumerate(sb)):
+        raise n.fail(f"B of shape {list(sb)} does not broadcast onto A of shape {list(sa)}"
+                     + ("" if axis is None else f" at axis {axis}"))
+    return P.reshape(b, shape=list(sb) + [1] * (len(sa) - start - len(sb)))
+
+
+def _binary_any_version(fn):
+    def convert(n):
+        a, b = n.input(0), n.input(1)
+        if n.version < 7:
+            b = _legacy_operand(n, a, b)
+        return fn(a, b)
+    return convert
+
+
+def _same_shapes(n, values):
+    """Variadic ops before opset 8 did not broadcast."""
+    if n.version < 8 and len({shape_of(v) for v in values}) > 1:
+        raise n.fail(f"inputs must have one shape before opset 8, got {[list(shape_of(v)) for v in values]}")
+    return values
+
+
+def _unary(fn):
+    return lambda n: fn(n.input(0))
+
+
+for _name, _fn in _BINARY.items():
+    converter(_name, (1, 6, 7, 13, 14), {"broadcast": INT, "axis": INT})(_binary_any_version(_fn))
+for _name, _fn in _UNARY.items():
+    # Version 1 only differs by the consumed_inputs hint.
+    converter(_name, (1, 6, 13, 14) if _name == "Relu" else (1, 6, 13))(_unary(_fn))
+converter("Sin", (7, 22))(_unary(P.sin))
+converter("Cos", (7, 22))(_unary(P.cos))
+for _name, (_fn, _versions) in _COMPARE.items():
+    converter(_name, _versions)(_binary(_fn))
+converter("And", (7,))(_binary(P.logical_and))
+converter("Or", (7,))(_binary(P.logical_or))
+converter("Xor", (7,))(_binary(P.not_equal))
+converter("Not", (1,))(_unary(P.logical_not))
+converter("Where", (9, 16))(lambda n: P.select(n.input(0), n.input(1), n.input(2)))
+
+
+@converter("Pow", (1, 7, 12, 13, 15), {"broadcast": INT, "axis": INT})
+def _pow(n):
+    x, y = n.input(0), n.input(1)
+    if n.version < 7:
+        y = _legacy_operand(n, x, y)
+    tx, ty = dtype_of(x), dtype_of(y)
+    if tx == ty:
+        return P.pow(x, y)
+    # Since opset 12 the exponent may have another type; the result has the base's.
+    if tx.kind == "f":
+        return P.pow(x, P.cast(y, dtype=tx))
+    wide = np.dtype(np.float64)
+    return P.cast(P.pow(P.cast(x, dtype=wide), P.cast(y, dtype=wide)), dtype=tx)
+
+
+def _fold(fn, values):
+    out = values[0]
+    for v in values[1:]:
+        out = fn(out, v)
+    return out
+
+
+@converter("Max", (1, 6, 8, 12, 13))
+def _max(n):
+    vals = _same_shapes(n, n.inputs())
+    return P.identity(vals[0]) if len(vals) == 1 else _fold(P.maximum, vals)
+
+
+@converter("Min", (1, 6, 8, 12, 13))
+def _min(n):
+    vals = _same_shapes(n, n.inputs())
+    return P.identity(vals[0]) if len(vals) == 1 else _fold(P.minimum, vals)
+
+
+@converter("Sum", (1, 6, 8, 13))
+def _sum(n):
+    vals = _same_shapes(n, n.inputs())
+    return P.identity(vals[0]) if len(vals) == 1 else _fold(P.add, vals)
+
+
+@converter("Mean", (1, 6, 8, 13))
+def _mean(n):
+    vals = _same_shapes(n, n.inputs())
+    total = P.identity(vals[0]) if len(vals) == 1 else _fold(P.add, vals)
+    return P.div(total, np.array(len(vals), dtype=dtype_of(vals[0])))
+
+
+@converter("Reciprocal", (1, 6, 13))
+def _reciprocal(n):
+    x = n.input(0)
+    return P.div(np.array(1, dtype=dtype_of(x)), x)
+
+
+@converter("LeakyRelu", (6, 16), {"alpha": FLOAT})
+def _leaky_relu(n):
+    x = n.input(0)
+    alpha = np.array(n.attr("alpha", 0.01), dtype=dtype_of(x))
+    return P.select(P.greater_equal(x, np.array(0, dtype=dtype_of(x))), x, P.mul(x, alpha))
+
+
+@converter("Clip", (1, 6, 11, 12, 13), {"min": FLOAT, "max": FLOAT})
+def _clip(n):
+    x = n.input(0)
+    dt = dtype_of(x)
+    if n.version < 11:
+        lo = np.array(n.attr("min", -3.4028234663852886e38), dtype=dt)
+        hi = np.array(n.attr("max", 3.4028234663852886e38), dtype=dt)
+    else:
+        if n.has_attr("min") or n.has_attr("max"):
+            raise n.fail("min/max are inputs since opset 11, not attributes")
+        lo = n.input(1) if n.has(1) else None
+        hi = n.input(2) if n.has(2) else None
+    # min first, then max, as ONNX defines it (min > max gives max everywhere).
+    if lo is not None:
+        x = P.maximum(x, lo)
+    if hi is not None:
+        x = P.minimum(x, hi)
+    return x if lo is not None or hi is not None else P.identity(x)
