@@ -127,8 +127,9 @@ def build(sizes, of, torch):
     add("backward.rms_norm_grad", "backward", f"rms_norm_grad, ({rows:,}, {r}) float32", (rows, r), "GB/s",
         4 * F32 * rows * r, rms_np, "of.rms_norm_grad(x, w, g)", rms_torch,
         {"x": normal(rows, r), "w": normal(r), "g": normal(rows, r)}, rtol=1e-3, atol=1e-3)
-    for (bm, k, n_) in ((64, 784, 256), (4096, 256, 256)):
-        add(f"backward.matmul_grad_{bm}x{k}x{n_}", "backward", f"mat_mul_grad [{bm}, {k}] @ [{k}, {n_}] float32",
+    tall = 4096 if sizes is FULL else 256
+    for name, (bm, k, n_) in (("mlp", (64, 784, 256)), ("tall", (tall, 256, 256))):
+        add(f"backward.matmul_grad_{name}", "backward", f"mat_mul_grad [{bm}, {k}] @ [{k}, {n_}] float32",
             (bm, k, n_), "GFLOP/s", 4.0 * bm * k * n_, "(g @ b.T, a.T @ g)", "of.mat_mul_grad(a, b, g)",
             "(tg @ tb.T, ta.T @ tg)", {"a": normal(bm, k), "b": normal(k, n_), "g": normal(bm, n_)},
             rtol=1e-3, atol=1e-3 * bm)
