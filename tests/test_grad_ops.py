@@ -407,3 +407,41 @@ def test_ops_are_exported_with_docs():
     for name in ["softmax_grad", "rms_norm_grad", "mat_mul_grad", "reduce_grad", "slice_grad", "concat_grad"]:
         fn = getattr(of, name)
         assert fn is getattr(G, name) and len(fn.__doc__) > 100
+
+
+# ------------------------------------- through the tape: forward ops' gradients
+
+from opforge.testing import check_gradients  # noqa: E402
+
+TAPE_CASES = [
+    ("softmax", lambda x: of.softmax(x, axis=0), [(3, 4)]),
+    ("softmax_last", lambda x: of.softmax(x), [(2, 3, 4)]),
+    ("rms_norm", lambda x, w: of.rms_norm(x, w, epsilon=1e-3), [(3, 4), (4,)]),
+    ("matmul", lambda a, b: of.matmul(a, b), [(2, 1, 3, 4), (2, 4, 2)]),
+    ("matmul_t", lambda a, b: of.matmul(a, b, transpose_a=True, transpose_b=True), [(4, 3), (2, 2, 4)]),
+    ("matmul_1d", lambda a, b: of.matmul(a, b), [(4,), (3, 4, 2)]),
+    ("sum", lambda x: of.sum(x, axis=[0, 2], keepdims=True), [(2, 3, 2)]),
+    ("mean", lambda x: of.mean(x, axis=[-1]), [(3, 4)]),
+    ("max", lambda x: of.max(x, axis=[1]), [(3, 4)]),
+    ("min", lambda x: of.min(x), [(3, 4)]),
+    ("prod", lambda x: of.prod(x, axis=[0]), [(3, 2)]),
+    ("slice", lambda x: of.slice(x, begin=[1, 0], size=[-1, 2]), [(3, 4)]),
+    ("concat", lambda a, b: of.concat([a, b], axis=-1), [(2, 1), (2, 3)]),
+]
+
+
+@pytest.mark.parametrize("name,fn,shapes", TAPE_CASES, ids=[c[0] for c in TAPE_CASES])
+def test_forward_op_gradients_use_the_backward_ops(name, fn, shapes):
+    inputs = [rand(s) for s in shapes]
+    check_gradients(fn, inputs, atol=1e-6, rtol=1e-5, delta=1e-5)
+
+
+def test_backward_through_mlp_with_softmax_matches_numpy():
+    x, w, t = rand((5, 4)), rand((4, 3)), np.eye(3)[[0, 2, 1, 1, 0]]
+    wt = of.tensor(w, requires_grad=True)
+    loss = of.sum(of.mul(of.log(of.softmax(of.matmul(x, wt))), -t))
+    loss.backward()
+    z = x @ w
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.testing.assert_allclose(_np(wt.grad), x.T @ (p - t), rtol=1e-12, atol=1e-12)
