@@ -406,6 +406,32 @@ def reduce_grad(x, y, grad, reduction, axis, keepdims):
     return np.asarray(out, dtype=x.dtype)
 
 
+def reduce_grad_grad_gen(draw, dtype):
+    (x, y, g), attrs = reduce_grad_gen(draw, dtype)
+    return (x, y, g, grad_array(draw, dtype, like_or_other(draw, x.shape))), attrs
+
+
+@quiet
+def reduce_grad_grad(x, y, grad, doutput, reduction, axis, keepdims):
+    reduce_grad(x, y, grad, reduction, axis, keepdims)  # raises like ReduceGrad
+    if doutput.shape != x.shape:
+        raise ValueError("doutput must have x's shape")
+    if reduction != "prod":
+        return np.zeros(x.shape, x.dtype)
+    axis = [axis] if isinstance(axis, int) else axis
+    ax = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in axis)
+    x64, d = x.astype(np.float64), doutput.astype(np.float64)
+    g = np.broadcast_to(grad.astype(np.float64).reshape(np.sum(x64, ax, keepdims=True).shape), x.shape)
+    out = np.zeros(x.shape)
+    for j in np.ndindex(x.shape):
+        for i in np.ndindex(x.shape):
+            if i != j and all(i[k] == j[k] for k in range(x.ndim) if k not in ax):
+                others = x64.copy()
+                others[i] = others[j] = 1
+                out[j] += d[i] * np.prod(others[tuple(slice(None) if k in ax else j[k] for k in range(x.ndim))])
+    return (g * out).astype(x.dtype)  # grad times the sum (even an empty one, as the kernel)
+
+
 def slice_grad_gen(draw, dtype):
     (x, begin, size), _ = slice_gen(draw, dtype)
     try:
@@ -469,13 +495,14 @@ ORACLES = {
     "RmsNorm": (rms_norm_gen, rms_norm),
     "SoftmaxGrad": (softmax_grad_gen, softmax_grad), "RmsNormGrad": (rms_norm_grad_gen, rms_norm_grad),
     "MatMulGrad": (mat_mul_grad_gen, mat_mul_grad), "ReduceGrad": (reduce_grad_gen, reduce_grad),
+    "ReduceGradGrad": (reduce_grad_grad_gen, reduce_grad_grad),
     "SliceGrad": (slice_grad_gen, slice_grad), "ConcatGrad": (concat_grad_gen, concat_grad),
 }
 
 # Float ops whose results are sums or transcendental: compared to a tolerance
 # (scaled by the inputs' magnitude for the sums); everything else is exact.
 SUMS = {"Sum", "Mean", "Prod", "MatMul", "Softmax", "RmsNorm", "SoftmaxGrad", "RmsNormGrad", "MatMulGrad",
-        "ReduceGrad"}
+        "ReduceGrad", "ReduceGradGrad"}
 # Sums of products of two inputs: the tolerance scales with magnitude squared.
 PRODUCTS = {"MatMul", "MatMulGrad", "SoftmaxGrad", "RmsNormGrad"}
 EmptyOf = _EmptyOf

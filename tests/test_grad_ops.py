@@ -445,3 +445,54 @@ def test_backward_through_mlp_with_softmax_matches_numpy():
     p = np.exp(z - z.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
     np.testing.assert_allclose(_np(wt.grad), x.T @ (p - t), rtol=1e-12, atol=1e-12)
+
+
+def test_second_derivative_through_slice():
+    # d/dx sum(d/dx sum(tanh(x[1:3])**2)): SliceGrad's own gradient is Slice.
+    x = rand((4,))
+    f = lambda v: of.sum(of.square(of.tanh(of.slice(v, begin=[1], size=[2]))))
+    got = _np(of.grad(lambda v: of.sum(of.grad(f)(v)))(x))
+    t = np.tanh(x)
+    want = 2 * (1 - t**2) ** 2 - 4 * t**2 * (1 - t**2)  # d2/dx2 tanh(x)**2
+    want[[0, 3]] = 0
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def reduce_grad_grad_np(x, g, d, reduction, axis, keepdims):
+    """sum over i != j of d[i] * g * product of x without i and j, per group (prod); else 0."""
+    if reduction != "prod":
+        return np.zeros(x.shape)
+    x, d = x.astype(np.float64), d.astype(np.float64)
+    ax = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in axis)
+    gb = np.broadcast_to(g if keepdims else np.expand_dims(g, ax), x.shape)
+    out = np.zeros(x.shape)
+    for j in np.ndindex(x.shape):
+        for i in np.ndindex(x.shape):
+            same_group = all(i[k] == j[k] for k in range(x.ndim) if k not in ax)
+            if i != j and same_group:
+                others = x.copy()
+                others[i] = others[j] = 1
+                group = tuple(slice(None) if k in ax else j[k] for k in range(x.ndim))
+                out[j] += d[i] * gb[j] * np.prod(others[group])
+    return out
+
+
+@pytest.mark.parametrize("reduction", list(FORWARD))
+@pytest.mark.parametrize("shape,axis,keepdims", [((3, 4), [1], False), ((2, 3, 2), [0, 2], True), ((4,), None, False),
+                                                 ((2, 3), [], False)])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_reduce_grad_grad_matches_definition(dtype, reduction, shape, axis, keepdims):
+    x = RNG.integers(-2, 3, shape).astype(dtype)  # zeros included
+    ax = None if axis is None else tuple(axis)
+    y = np.asarray(FORWARD[reduction](x, axis=ax, keepdims=keepdims), dtype)
+    g, d = rand(y.shape, dtype), rand(shape, dtype)
+    got = G.reduce_grad_grad(x, y, g, d, reduction=reduction, axis=axis, keepdims=keepdims)
+    _close(got, reduce_grad_grad_np(x, g, d, reduction, axis, keepdims), dtype)
+
+
+@pytest.mark.parametrize("reduction", list(FORWARD))
+def test_second_derivatives_of_reductions(reduction):
+    op = {"sum": of.sum, "mean": of.mean, "max": of.max, "min": of.min, "prod": of.prod}[reduction]
+    c = rand((3,))
+    first = lambda x: of.grad(lambda v: of.sum(of.mul(of.tanh(op(of.mul(v, 0.5), axis=[1])), c)))(x)
+    check_gradients(first, [rand((3, 4))], atol=1e-6, rtol=1e-5, delta=1e-5)

@@ -1,4 +1,4 @@
-// Backward-op kernels: SoftmaxGrad, RmsNormGrad, ReduceGrad, SliceGrad,
+// Backward-op kernels: SoftmaxGrad, RmsNormGrad, ReduceGrad (and ReduceGradGrad), SliceGrad,
 // ConcatGrad (MatMulGrad sits beside the GEMM in linalg_kernels.cc).
 // Sums over rows are accumulated in double, as the forward kernels do.
 #include <algorithm>
@@ -302,6 +302,66 @@ Status ReduceGradKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
+// ---- ReduceGradGrad: zeros, or for prod the second-order term --------------
+//
+// Along one group with running products, for element r:
+//   A_r = sum_{i<r} d_i prod_{k<r, k!=i} x_k   (A_{r+1} = A_r x_r + d_r prefix_r)
+//   B_r = sum_{i>r} d_i prod_{k>r, k!=i} x_k   (B_{r-1} = B_r x_r + d_r suffix_r)
+//   output_r = g (A_r suffix_r + prefix_r B_r)
+// with prefix_r / suffix_r the products before / after r.
+template <typename T>
+Status ReduceGradGradKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const Tensor& grad = ctx->input(2);
+  const Tensor& dout = ctx->input(3);
+  Tensor* out = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
+  ZeroFill(out, sizeof(T));
+  const int64 total = x.NumElements();
+  if (total == 0 || ctx->attr("reduction").s != "prod") return Status::OK();
+  const ReduceLayout L = MakeLayout(ctx, x.shape());
+  int red[kMaxRank], kept[kMaxRank], nred = 0, nkept = 0;
+  for (int i = 0; i < L.rank; ++i) (L.reduced[i] ? red[nred++] : kept[nkept++]) = i;
+  auto offset = [&](int64 idx, const int* axes, int naxes) {
+    int64 off = 0;
+    for (int j = naxes - 1; j >= 0; --j) {
+      off += (idx % L.dims[axes[j]]) * L.x_stride[axes[j]];
+      idx /= L.dims[axes[j]];
+    }
+    return off;
+  };
+  const T* xs = x.data<T>();
+  const T* g = grad.data<T>();
+  const T* d = dout.data<T>();
+  T* o = out->data<T>();
+  const int64 n = L.count;
+  ParallelFor(total / n, n * 12, [&](int64 q0, int64 q1) {
+    std::vector<double> prefix(static_cast<size_t>(n)), a(static_cast<size_t>(n));
+    for (int64 q = q0; q < q1; ++q) {
+      const int64 base = offset(q, kept, nkept);
+      double p = 1, acc = 0;
+      for (int64 r = 0; r < n; ++r) {
+        const int64 at = base + offset(r, red, nred);
+        prefix[r] = p, a[r] = acc;
+        // An empty sum stays out of products, so a NaN or inf in x reaches only
+        // the terms that hold it, as in the definition.
+        acc = (r ? acc * static_cast<double>(xs[at]) : 0.0) + static_cast<double>(d[at]) * p;
+        p *= static_cast<double>(xs[at]);
+      }
+      double suffix = 1, b = 0;
+      const double gq = static_cast<double>(g[q]);
+      for (int64 r = n - 1; r >= 0; --r) {
+        const int64 at = base + offset(r, red, nred);
+        const double before = r ? a[r] * suffix : 0.0, after = r < n - 1 ? prefix[r] * b : 0.0;
+        o[at] = static_cast<T>(gq * (before + after));
+        b = (r < n - 1 ? b * static_cast<double>(xs[at]) : 0.0) + static_cast<double>(d[at]) * suffix;
+        suffix *= static_cast<double>(xs[at]);
+      }
+    }
+  });
+  return Status::OK();
+}
+
 // ---- SliceGrad: zeros with grad written at the slice ------------------------
 
 template <typename T>
@@ -376,6 +436,8 @@ REGISTER_KERNEL("RmsNormGrad", kCPU, DType::kFloat32, RmsNormGradKernel<float>);
 REGISTER_KERNEL("RmsNormGrad", kCPU, DType::kFloat64, RmsNormGradKernel<double>);
 REGISTER_KERNEL("ReduceGrad", kCPU, DType::kFloat32, ReduceGradKernel<float>);
 REGISTER_KERNEL("ReduceGrad", kCPU, DType::kFloat64, ReduceGradKernel<double>);
+REGISTER_KERNEL("ReduceGradGrad", kCPU, DType::kFloat32, ReduceGradGradKernel<float>);
+REGISTER_KERNEL("ReduceGradGrad", kCPU, DType::kFloat64, ReduceGradGradKernel<double>);
 REGISTER_KERNEL("SliceGrad", kCPU, DType::kFloat32, SliceGradKernel<float>);
 REGISTER_KERNEL("SliceGrad", kCPU, DType::kFloat64, SliceGradKernel<double>);
 REGISTER_KERNEL("ConcatGrad", kCPU, DType::kFloat32, ConcatGradKernel<float>);

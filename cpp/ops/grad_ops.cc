@@ -156,6 +156,11 @@ Status ReduceGradShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
+Status ReduceGradGradShape(InferenceContext* ctx) {
+  OF_RETURN_IF_ERROR(ReduceGradShape(ctx));
+  return ExpectShape("doutput", ctx->input_shape(3), ctx->input_shape(0), "argument 'x'");
+}
+
 // Slice's rules (array_ops.cc): begin in [0, dim], size -1 or in [0, dim - begin].
 Status SliceGradShape(InferenceContext* ctx) {
   const TensorShape& x = ctx->input_shape(0);
@@ -323,6 +328,12 @@ REGISTER_OP("ReduceGrad")
     .Output("output: T")
     .Attr(kFloatTypes)
     .SetShapeFn(ReduceGradShape)
+    // output = W * broadcast(grad), W = ReduceGrad(x, y, ones): linear in grad;
+    // y only picks ties (piecewise constant); x enters through W (prod only).
+    .Gradient("x = ReduceGradGrad(x, y, grad, doutput, reduction=reduction, axis=axis, keepdims=keepdims)")
+    .Gradient("y = ZerosLike(y)")
+    .Gradient("grad = Sum(Mul(doutput, ReduceGrad(x, y, OnesLike(grad), reduction=reduction, axis=axis, "
+              "keepdims=keepdims)), axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
 The gradient of a reduction (Sum, Mean, Max, Min, Prod) with respect to its input.
 
@@ -342,6 +353,36 @@ keepdims: The reduction's keepdims: whether y and grad keep reduced axes with le
 output: The gradient with respect to x, with x's shape.
 )doc");
 
+REGISTER_OP("ReduceGradGrad")
+    .Input("x: T")
+    .Input("y: T")
+    .Input("grad: T")
+    .Input("doutput: T")
+    .Attr("reduction: string")
+    .Attr("axis: list(int) = None")
+    .Attr("keepdims: bool = false")
+    .Output("output: T")
+    .Attr(kFloatTypes)
+    .SetShapeFn(ReduceGradGradShape)
+    .Doc(R"doc(
+The gradient of ReduceGrad's output with respect to x: second derivatives of a reduction.
+
+For "sum" and "mean" ReduceGrad does not depend on x, and for "max" and "min"
+it is piecewise constant in x, so the result is zeros (x is not read). For
+"prod", element j gets grad * sum over the other elements i of its group of
+doutput[i] * (the product of the group without i and j), computed in one
+pass each way with running products in float64, so zeros need no special case.
+
+x: The reduction's input.
+y: The reduction's result, of the reduced shape (not read).
+grad: The gradient ReduceGrad was given, of the reduced shape.
+doutput: The gradient flowing into ReduceGrad's output, of x's shape.
+reduction: Which reduction: "sum", "mean", "max", "min" or "prod".
+axis: The reduction's axes (as ReduceGrad).
+keepdims: The reduction's keepdims (as ReduceGrad).
+output: The gradient with respect to x, with x's shape.
+)doc");
+
 REGISTER_OP("SliceGrad")
     .Input("x: T")
     .Input("grad: T")
@@ -350,6 +391,8 @@ REGISTER_OP("SliceGrad")
     .Output("output: T")
     .Attr(kFloatTypes)
     .SetShapeFn(SliceGradShape)
+    .Gradient("x = ZerosLike(x)")  // only x's shape is read
+    .Gradient("grad = Slice(doutput, begin=begin, size=size)")
     .Doc(R"doc(
 The gradient of Slice(x, begin, size) with respect to x.
 
