@@ -20,7 +20,7 @@ EXPECTED_OPS = {
     "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "Select", "Sum", "Mean",
     "Max", "Min", "Prod", "ArgMax", "ArgMin", "MatMul", "Reshape", "Transpose", "Cast", "Fill",
     "ZerosLike", "OnesLike", "Concat", "Slice", "Identity", "Softmax", "RmsNorm",
-    "SoftmaxGrad", "RmsNormGrad", "MatMulGrad", "ReduceGrad", "SliceGrad", "ConcatGrad",
+    "SoftmaxGrad", "RmsNormGrad", "MatMulGrad", "ReduceGrad", "ReduceGradGrad", "SliceGrad", "ConcatGrad",
 }
 
 
