@@ -496,3 +496,15 @@ def test_second_derivatives_of_reductions(reduction):
     c = rand((3,))
     first = lambda x: of.grad(lambda v: of.sum(of.mul(of.tanh(op(of.mul(v, 0.5), axis=[1])), c)))(x)
     check_gradients(first, [rand((3, 4))], atol=1e-6, rtol=1e-5, delta=1e-5)
+
+
+def test_shapes_infer_without_data():
+    # Graph mode needs static shapes from (dtype, shape) pairs alone.
+    from opforge import _pywrap_internal as pw
+    f32 = of.float32
+    assert pw.infer("ConcatGrad", ((f32, (5, 3)), [(f32, (2, 3)), (f32, (3, 3))]), {"index": 1})[1] == ((3, 3),)
+    assert pw.infer("MatMulGrad", ((f32, (4,)), (f32, (2, 4, 3)), (f32, (2, 3))), {})[1] == ((4,), (2, 4, 3))
+    assert pw.infer("ReduceGrad", ((f32, (2, 3)), (f32, (2,)), (f32, (2,))),
+                    {"reduction": "max", "axis": [1]})[1] == ((2, 3),)
+    with pytest.raises(errors.InvalidArgumentError, match="SliceGrad: argument 'grad'"):
+        pw.infer("SliceGrad", ((f32, (2, 3)), (f32, (1, 1))), {"begin": [1, 0], "size": [1, 2]})
