@@ -17,7 +17,10 @@ def load_torch():
 
 
 def as_numpy(result):
-    """opforge.Tensor and torch.Tensor both expose .numpy(); numpy scalars pass through."""
+    """opforge.Tensor and torch.Tensor both expose .numpy(); numpy scalars pass through;
+    a tuple (a multi-output op) is compared as its outputs flattened and joined."""
+    if isinstance(result, tuple):
+        return np.concatenate([as_numpy(r).ravel() for r in result])
     if hasattr(result, "numpy"):
         return np.asarray(result.numpy())
     return np.asarray(result)

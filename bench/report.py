@@ -7,6 +7,7 @@ GROUP_TITLES = {
     "elementwise": "Large elementwise: GB/s, each input read and output written counted once",
     "reduction": "Reductions: GB/s (input read once)",
     "matmul": "Matmul: GFLOP/s at 2*n^3 flops",
+    "backward": "Backward ops: GB/s (each input read and output written once); mat_mul_grad GFLOP/s at 4*m*k*n",
 }
 
 

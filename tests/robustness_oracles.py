@@ -286,6 +286,204 @@ def rms_norm(x, weight, epsilon):
     return (x64 / np.sqrt(np.mean(x64 ** 2, axis=-1, keepdims=True) + epsilon) * weight).astype(x.dtype)
 
 
+# ---- backward ops (gen_grad_ops): the gradient of sum(grad * forward(x)).
+# Values are quarter-integers (plus NaN/inf) so float64 formulas in numpy
+# and the kernels' float64 accumulation round alike.
+
+def grad_elements(dtype):
+    return st.one_of(st.integers(-12, 12).map(lambda v: v / 4), st.sampled_from([np.nan, np.inf, -np.inf, 0.0]))
+
+
+def grad_array(draw, dtype, shape):
+    return draw(hnp.arrays(np.dtype(dtype), shape, elements=grad_elements(dtype)))
+
+
+def like_or_other(draw, shape):
+    """Usually `shape`; sometimes an arbitrary one (a mismatch to reject)."""
+    return tuple(shape) if draw(st.integers(0, 4)) else draw(shapes())
+
+
+def softmax_grad_gen(draw, dtype):
+    s = grad_array(draw, dtype, draw(shapes()))
+    g = grad_array(draw, dtype, like_or_other(draw, s.shape))
+    return (s, g), {"axis": draw(st.integers(-s.ndim - 1, s.ndim))}
+
+
+@quiet
+def softmax_grad(softmax, grad, axis):
+    if softmax.ndim == 0 or grad.shape != softmax.shape:
+        raise ValueError("bad softmax_grad input")
+    np.empty(softmax.shape).sum(axis)  # raises AxisError like the op
+    s, g = softmax.astype(np.float64), grad.astype(np.float64)
+    return (s * (g - (g * s).sum(axis, keepdims=True))).astype(softmax.dtype)
+
+
+def rms_norm_grad_gen(draw, dtype):
+    x = grad_array(draw, dtype, draw(shapes()))
+    wshape = draw(st.one_of(st.just(x.shape[-1:]), shapes(0, 2)))
+    eps = draw(st.one_of(st.just(1e-6), st.just(0.25), st.floats(-1, -1e-9), st.just(float("nan"))))
+    return (x, grad_array(draw, dtype, wshape), grad_array(draw, dtype, like_or_other(draw, x.shape))), \
+        {"epsilon": eps}
+
+
+@quiet
+def rms_norm_grad(x, weight, grad, epsilon):
+    if x.ndim == 0 or weight.shape != x.shape[-1:] or grad.shape != x.shape or not epsilon >= 0:
+        raise ValueError("bad rms_norm_grad input")
+    x64, w, g = x.astype(np.float64), weight.astype(np.float64), grad.astype(np.float64)
+    d = x.shape[-1]
+    r = 1 / np.sqrt(np.mean(x64 * x64, -1, keepdims=True) + epsilon)
+    gx = r * g * w - x64 * (r * r * r / d) * np.sum(g * w * x64, -1, keepdims=True)
+    gw = np.sum(g * x64 * r, tuple(range(x.ndim - 1)))
+    return gx.astype(x.dtype), gw.astype(x.dtype)
+
+
+def mat_mul_grad_gen(draw, dtype):
+    (a, b), attrs = matmul_gen(draw, dtype)
+    try:
+        shape = matmul(a, b, **attrs).shape
+    except ValueError:
+        shape = draw(shapes())
+    return (a, b, grad_array(draw, dtype, like_or_other(draw, shape))), attrs
+
+
+def _unbroadcast(g, shape):
+    g = g.sum(tuple(range(g.ndim - len(shape)))) if g.ndim > len(shape) else g
+    return g.sum(tuple(i for i, d in enumerate(shape) if d == 1 and g.shape[i] != 1), keepdims=True)
+
+
+@quiet
+def mat_mul_grad(a, b, grad, transpose_a, transpose_b):
+    if matmul(a, b, transpose_a, transpose_b).shape != grad.shape:
+        raise ValueError("grad must have the product's shape")
+    ta, tb = transpose_a and a.ndim >= 2, transpose_b and b.ndim >= 2
+    a2 = a[None, :] if a.ndim == 1 else (np.swapaxes(a, -1, -2) if ta else a)
+    b2 = b[:, None] if b.ndim == 1 else (np.swapaxes(b, -1, -2) if tb else b)
+    g2 = grad if a.ndim > 1 else np.expand_dims(grad, -1 if b.ndim == 1 else -2)
+    g2 = g2[..., None] if b.ndim == 1 else g2
+    a2, b2, g2 = (v.astype(np.float64) for v in (a2, b2, g2))
+    da = _unbroadcast(g2 @ np.swapaxes(b2, -1, -2), a2.shape)
+    db = _unbroadcast(np.swapaxes(a2, -1, -2) @ g2, b2.shape)
+    da = da.reshape(a.shape) if a.ndim == 1 else (np.swapaxes(da, -1, -2) if ta else da)
+    db = db.reshape(b.shape) if b.ndim == 1 else (np.swapaxes(db, -1, -2) if tb else db)
+    return da.astype(a.dtype), db.astype(b.dtype)
+
+
+REDUCTIONS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}
+
+
+def reduce_grad_gen(draw, dtype):
+    x = grad_array(draw, dtype, draw(shapes(max_side=3)))
+    reduction = draw(st.sampled_from(list(REDUCTIONS) + ["median", ""]))
+    axis, keepdims = axis_list(draw, x.ndim), draw(st.booleans())
+    try:
+        y = np.asarray(REDUCTIONS[reduction](x, axis=tuple(axis) if isinstance(axis, list) else axis,
+                                             keepdims=keepdims), dtype)
+        shape = y.shape
+    except (KeyError, ValueError, IndexError):
+        y, shape = grad_array(draw, dtype, draw(shapes())), None
+    g = grad_array(draw, dtype, like_or_other(draw, y.shape if shape is None else shape))
+    return (x, y, g), {"reduction": reduction, "axis": axis, "keepdims": keepdims}
+
+
+@quiet
+def reduce_grad(x, y, grad, reduction, axis, keepdims):
+    if reduction not in REDUCTIONS:
+        raise ValueError("unknown reduction")
+    ax = tuple(axis) if isinstance(axis, list) else axis
+    if x.ndim == 0 and ax not in (None, ()):
+        raise ValueError("numpy's legacy axis 0 of a 0-d array: opforge rejects it")
+    reduced = np.sum(np.empty(x.shape), axis=ax, keepdims=True)  # raises on bad axes
+    if reduction in ("max", "min"):
+        np.max(np.empty(x.shape), axis=ax)  # raises on zero-size reductions
+    out_shape = np.sum(np.empty(x.shape), axis=ax, keepdims=keepdims).shape
+    if y.shape != out_shape or grad.shape != out_shape:
+        raise ValueError("y and grad must have the reduced shape")
+    x64 = x.astype(np.float64)
+    y64 = y.astype(np.float64).reshape(reduced.shape)
+    g = np.broadcast_to(grad.astype(np.float64).reshape(reduced.shape), x.shape)
+    if reduction == "sum":
+        out = g
+    elif reduction == "mean":
+        out = g / max(x.size // max(reduced.size, 1), 1)
+    elif reduction in ("max", "min"):
+        mask = (x64 == y64) | (np.isnan(x64) & np.isnan(y64))
+        out = np.where(mask, g / np.maximum(mask.sum(ax, keepdims=True), 1), 0)
+    else:
+        out = np.empty_like(x64)
+        for i in np.ndindex(x.shape):
+            others = x64.copy()
+            others[i] = 1
+            out[i] = np.broadcast_to(np.prod(others, ax, keepdims=True), x.shape)[i] * g[i]
+    return np.asarray(out, dtype=x.dtype)
+
+
+def reduce_grad_grad_gen(draw, dtype):
+    (x, y, g), attrs = reduce_grad_gen(draw, dtype)
+    return (x, y, g, grad_array(draw, dtype, like_or_other(draw, x.shape))), attrs
+
+
+@quiet
+def reduce_grad_grad(x, y, grad, doutput, reduction, axis, keepdims):
+    reduce_grad(x, y, grad, reduction, axis, keepdims)  # raises like ReduceGrad
+    if doutput.shape != x.shape:
+        raise ValueError("doutput must have x's shape")
+    if reduction != "prod":
+        return np.zeros(x.shape, x.dtype)
+    axis = [axis] if isinstance(axis, int) else axis
+    ax = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in axis)
+    x64, d = x.astype(np.float64), doutput.astype(np.float64)
+    g = np.broadcast_to(grad.astype(np.float64).reshape(np.sum(x64, ax, keepdims=True).shape), x.shape)
+    out = np.zeros(x.shape)
+    for j in np.ndindex(x.shape):
+        for i in np.ndindex(x.shape):
+            if i != j and all(i[k] == j[k] for k in range(x.ndim) if k not in ax):
+                others = x64.copy()
+                others[i] = others[j] = 1
+                out[j] += d[i] * np.prod(others[tuple(slice(None) if k in ax else j[k] for k in range(x.ndim))])
+    return (g * out).astype(x.dtype)  # grad times the sum (even an empty one, as the kernel)
+
+
+def slice_grad_gen(draw, dtype):
+    (x, begin, size), _ = slice_gen(draw, dtype)
+    try:
+        shape = slice_(x, begin, size).shape
+    except ValueError:
+        shape = draw(shapes())
+    return (x, grad_array(draw, dtype, like_or_other(draw, shape))), {"begin": begin, "size": size}
+
+
+def slice_grad(x, grad, begin, size):
+    index = slice_(np.empty(x.shape, bool), begin, size)  # raises like Slice
+    if grad.shape != index.shape:
+        raise ValueError("grad must have the slice's shape")
+    out = np.zeros(x.shape, x.dtype)
+    out[tuple(slice(b, b + n) for b, n in zip(begin, index.shape))] = grad
+    return out
+
+
+def concat_grad_gen(draw, dtype):
+    (values,), attrs = concat_gen(draw, dtype)
+    try:
+        shape = np.concatenate([np.empty(v.shape) for v in values], attrs["axis"]).shape
+    except (ValueError, IndexError):
+        shape = draw(shapes())
+    index = draw(st.integers(-1, len(values)))
+    return (grad_array(draw, dtype, like_or_other(draw, shape)), values), {**attrs, "index": index}
+
+
+def concat_grad(grad, values, axis, index):
+    if not 0 <= index < len(values):
+        raise ValueError("index out of range")
+    joined = np.concatenate([np.empty(v.shape) for v in values], axis)  # raises like Concat
+    if grad.shape != joined.shape:
+        raise ValueError("grad must have the joined shape")
+    start = sum(v.shape[axis] for v in values[:index])
+    piece = [slice(None)] * grad.ndim
+    piece[axis] = slice(start, start + values[index].shape[axis])
+    return grad[tuple(piece)].copy()
+
+
 # op name -> (draw(draw, dtype) -> (args, kwargs), numpy oracle)
 ORACLES = {
     "Abs": unary(np.abs), "Cos": unary(np.cos), "Exp": unary(np.exp), "Log": unary(np.log),
@@ -306,10 +504,18 @@ ORACLES = {
     "MatMul": (matmul_gen, matmul), "Cast": (cast_gen, cast), "Concat": (concat_gen, concat),
     "Fill": (fill_gen, fill), "Reshape": (reshape_gen, reshape), "Slice": (slice_gen, slice_),
     "Transpose": (transpose_gen, quiet(lambda x, perm: np.transpose(x, perm))), "Softmax": (softmax_gen, softmax),
-    "LogSoftmax": (softmax_gen, log_softmax), "RmsNorm": (rms_norm_gen, rms_norm),
+    "LogSoftmax": (softmax_gen, log_softmax),
+    "RmsNorm": (rms_norm_gen, rms_norm),
+    "SoftmaxGrad": (softmax_grad_gen, softmax_grad), "RmsNormGrad": (rms_norm_grad_gen, rms_norm_grad),
+    "MatMulGrad": (mat_mul_grad_gen, mat_mul_grad), "ReduceGrad": (reduce_grad_gen, reduce_grad),
+    "ReduceGradGrad": (reduce_grad_grad_gen, reduce_grad_grad),
+    "SliceGrad": (slice_grad_gen, slice_grad), "ConcatGrad": (concat_grad_gen, concat_grad),
 }
 
 # Float ops whose results are sums or transcendental: compared to a tolerance
 # (scaled by the inputs' magnitude for the sums); everything else is exact.
-SUMS = {"Sum", "Mean", "Prod", "MatMul", "Softmax", "LogSoftmax", "RmsNorm"}
+SUMS = {"Sum", "Mean", "Prod", "MatMul", "Softmax", "LogSoftmax", "RmsNorm", "SoftmaxGrad", "RmsNormGrad",
+        "MatMulGrad", "ReduceGrad", "ReduceGradGrad"}
+# Sums of products of two inputs: the tolerance scales with magnitude squared.
+PRODUCTS = {"MatMul", "MatMulGrad", "SoftmaxGrad", "RmsNormGrad"}
 EmptyOf = _EmptyOf

@@ -36,7 +36,7 @@ from opforge import errors
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from codegen import naming  # noqa: E402
-from robustness_oracles import NP, ORACLES, SUMS, EmptyOf
+from robustness_oracles import NP, ORACLES, PRODUCTS, SUMS, EmptyOf
 
 settings.register_profile("opforge-ci", max_examples=40, deadline=None, print_blob=True,
                           suppress_health_check=list(HealthCheck))
@@ -197,6 +197,11 @@ def magnitude(values):
 
 
 def assert_same(op, got, want, inputs):
+    if isinstance(want, tuple):  # a multi-output op
+        assert isinstance(got, tuple) and len(got) == len(want), f"{op}: {got!r} != {want!r}"
+        for g, w in zip(got, want):
+            assert_same(op, g, w, inputs)
+        return
     if isinstance(want, EmptyOf):
         assert got.shape == want.shape and got.dtype == want.dtype and got.size == 0
         return
@@ -215,7 +220,7 @@ def assert_same(op, got, want, inputs):
     atol = 1e-37 if f32 else 1e-300
     if op in SUMS:
         scale = 1.0 + magnitude(inputs)
-        atol = rtol * scale * (scale if op == "MatMul" else 1.0)
+        atol = rtol * scale * (scale if op in PRODUCTS else 1.0)
     np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True, err_msg=op)
 
 

@@ -15,7 +15,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CASES = ["dispatch.add_1", "dispatch.add_1000", "dispatch.sum_1000", "dispatch.matmul_16",
          "dispatch.sum_axis1_keepdims", "elementwise.add", "elementwise.exp",
          "elementwise.sigmoid", "reduction.sum_all", "reduction.sum_last_axis",
-         "matmul.32", "matmul.64", "protocol.add_1000", "protocol.sum_1000"]
+         "matmul.32", "matmul.64", "protocol.add_1000", "protocol.sum_1000", "backward.softmax_grad",
+         "backward.rms_norm_grad", "backward.matmul_grad_mlp", "backward.matmul_grad_tall",
+         "backward.matmul_grad_batched"]
 
 
 @pytest.fixture(scope="module")

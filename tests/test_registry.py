@@ -21,6 +21,7 @@ EXPECTED_OPS = {
     "Max", "Min", "Prod", "ArgMax", "ArgMin", "MatMul", "Reshape", "Transpose", "Cast", "Fill",
     "ZerosLike", "OnesLike", "Concat", "Slice", "Identity", "Softmax", "RmsNorm",
     "LogSoftmax",
+    "SoftmaxGrad", "RmsNormGrad", "MatMulGrad", "ReduceGrad", "ReduceGradGrad", "SliceGrad", "ConcatGrad",
 }
 
 

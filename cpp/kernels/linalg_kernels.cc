@@ -468,3 +468,149 @@ REGISTER_KERNEL("MatMul", kCPU, DType::kInt32, MatMulKernel<int32_t>);
 REGISTER_KERNEL("MatMul", kCPU, DType::kInt64, MatMulKernel<int64_t>);
 
 }  // namespace opforge
+
+// ---- the MatMulGrad kernel ---------------------------------------------------
+//
+// For one batch element, with op(A) [m, k], op(B) [k, n] and G [m, n]:
+//   grad op(A) = G op(B)^T      (grad A = op(B) G^T when transpose_a)
+//   grad op(B) = op(A)^T G      (grad B = G^T op(A) when transpose_b)
+// Every factor is a strided view of a, b or grad, so each product is one Gemm
+// call with no copies. Broadcast batch elements accumulate into one slice.
+
+namespace opforge {
+namespace {
+
+// Gemm of one batch element into `dst` (a slice of rows x cols), or added to
+// it through `tmp` when the slice also receives other batch elements.
+template <typename T>
+void GemmInto(GemmArgs<T> g, T* dst, bool accumulate, T* tmp, bool parallel) {
+  if (!accumulate) {
+    g.c = dst;
+    Gemm(g, parallel);
+    return;
+  }
+  g.c = tmp;
+  Gemm(g, parallel);
+  const int64_t count = g.m * g.n;
+  for (int64_t i = 0; i < count; ++i) dst[i] += tmp[i];
+}
+
+template <typename T>
+Status MatMulGradKernel(OpKernelContext* ctx) {
+  const Tensor& a = ctx->input(0);
+  const Tensor& b = ctx->input(1);
+  const Tensor& grad = ctx->input(2);
+  Tensor* grad_a;
+  Tensor* grad_b;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &grad_a));
+  OF_RETURN_IF_ERROR(ctx->allocate_output(1, &grad_b));
+  const int ra = a.rank(), rb = b.rank();
+  const bool ta = ctx->attr_bool("transpose_a") && ra >= 2;
+  const bool tb = ctx->attr_bool("transpose_b") && rb >= 2;
+
+  // op(A)(i, p) = a[i * rs_a + p * cs_a], op(B)(p, j) = b[p * rs_b + j * cs_b],
+  // as in MatMulKernel.
+  int64_t m, k, n, rs_a, cs_a, rs_b, cs_b, a_mat, b_mat;
+  if (ra == 1) {
+    m = 1, k = a.dim(0), rs_a = 0, cs_a = 1, a_mat = k;
+  } else {
+    const int64_t rows = a.dim(ra - 2), cols = a.dim(ra - 1);
+    m = ta ? cols : rows, k = ta ? rows : cols;
+    rs_a = ta ? 1 : cols, cs_a = ta ? cols : 1;
+    a_mat = rows * cols;
+  }
+  if (rb == 1) {
+    n = 1, rs_b = 1, cs_b = 0, b_mat = b.dim(0);
+  } else {
+    const int64_t rows = b.dim(rb - 2), cols = b.dim(rb - 1);
+    n = tb ? rows : cols;
+    rs_b = tb ? 1 : cols, cs_b = tb ? cols : 1;
+    b_mat = rows * cols;
+  }
+  // Output batch axes, and each operand's slice stride along them (0 where it
+  // broadcasts or lacks the axis).
+  const int br = grad.rank() - (ra >= 2) - (rb >= 2);
+  int64_t a_bs[kMaxRank] = {}, b_bs[kMaxRank] = {}, batch_dims[kMaxRank] = {};
+  int64_t batch = 1, a_batch = 1, b_batch = 1;
+  for (int i = 0; i < br; ++i) batch *= (batch_dims[i] = grad.dim(i));
+  for (int i = ra - 3, s = 0, stride = 1; i >= 0; --i, ++s) {
+    a_bs[br - 1 - s] = a.dim(i) == 1 ? 0 : stride;
+    stride *= a.dim(i);
+    a_batch *= a.dim(i);
+  }
+  for (int i = rb - 3, s = 0, stride = 1; i >= 0; --i, ++s) {
+    b_bs[br - 1 - s] = b.dim(i) == 1 ? 0 : stride;
+    stride *= b.dim(i);
+    b_batch *= b.dim(i);
+  }
+  T* ga = grad_a->data<T>();
+  T* gb = grad_b->data<T>();
+  if (batch * m * n == 0) {  // no product elements: nothing flows back
+    std::memset(static_cast<void*>(ga), 0, grad_a->NumElements() * sizeof(T));
+    std::memset(static_cast<void*>(gb), 0, grad_b->NumElements() * sizeof(T));
+    return Status::OK();
+  }
+  // A stack of untransposed matrices times one matrix is one tall product:
+  // fold the batch into m.
+  if (rb <= 2 && ra >= 3 && !ta) {
+    a_mat *= a_batch;
+    m *= batch;
+    batch = a_batch = 1;
+    for (int i = 0; i < br; ++i) a_bs[i] = 0;
+  }
+  const bool acc_a = a_batch != batch, acc_b = b_batch != batch;
+  if (acc_a) std::memset(static_cast<void*>(ga), 0, grad_a->NumElements() * sizeof(T));
+  if (acc_b) std::memset(static_cast<void*>(gb), 0, grad_b->NumElements() * sizeof(T));
+  const T* ad = a.data<T>();
+  const T* bd = b.data<T>();
+  const T* gd = grad.data<T>();
+  const int64_t g_mat = m * n;
+  // Slice offsets of a and b (in matrices) for batch element t.
+  auto slices = [&](int64_t t, int64_t* sa, int64_t* sb) {
+    *sa = 0, *sb = 0;
+    for (int i = br - 1; i >= 0; --i) {
+      const int64_t idx = t % batch_dims[i];
+      t /= batch_dims[i];
+      *sa += idx * a_bs[i];
+      *sb += idx * b_bs[i];
+    }
+  };
+  auto run = [&](int64_t t, bool parallel, T* tmp_a, T* tmp_b) {
+    int64_t sa, sb;
+    slices(t, &sa, &sb);
+    const T* at = ad + sa * a_mat;
+    const T* bt = bd + sb * b_mat;
+    const T* gt = gd + t * g_mat;
+    GemmArgs<T> da, db;
+    if (!ta) {  // [m, k] = G [m, n] op(B)^T [n, k]
+      da = {m, k, n, gt, n, 1, bt, cs_b, rs_b, nullptr};
+    } else {  // [k, m] = op(B) [k, n] G^T [n, m]
+      da = {k, m, n, bt, rs_b, cs_b, gt, 1, n, nullptr};
+    }
+    if (!tb) {  // [k, n] = op(A)^T [k, m] G [m, n]
+      db = {k, n, m, at, cs_a, rs_a, gt, n, 1, nullptr};
+    } else {  // [n, k] = G^T [n, m] op(A) [m, k]
+      db = {n, k, m, gt, 1, n, at, rs_a, cs_a, nullptr};
+    }
+    GemmInto(da, ga + sa * a_mat, acc_a, tmp_a, parallel);
+    GemmInto(db, gb + sb * b_mat, acc_b, tmp_b, parallel);
+  };
+  const int64_t flops = m * n * std::max<int64_t>(k, 1);
+  if (!acc_a && !acc_b && batch > 1 && flops < 128 * 128 * 128) {
+    // Distinct slices per batch element: small products run side by side.
+    ParallelFor(batch, 4 * flops, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) run(t, false, nullptr, nullptr);
+    });
+  } else {
+    std::vector<T> tmp_a(acc_a ? a_mat : 0), tmp_b(acc_b ? b_mat : 0);
+    for (int64_t t = 0; t < batch; ++t) run(t, true, tmp_a.data(), tmp_b.data());
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+REGISTER_KERNEL("MatMulGrad", kCPU, DType::kFloat32, MatMulGradKernel<float>);
+REGISTER_KERNEL("MatMulGrad", kCPU, DType::kFloat64, MatMulGradKernel<double>);
+
+}  // namespace opforge

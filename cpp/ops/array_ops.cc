@@ -321,6 +321,7 @@ REGISTER_OP("Concat")
     .Output("output: T")
     .Attr(kAllTypes)
     .SetShapeFn(ConcatShape)
+    .Gradient("values[i] = ConcatGrad(doutput, values, axis=axis, index=i)")
     .Doc(R"doc(
 Joins a list of tensors along an existing axis.
 
@@ -340,6 +341,7 @@ REGISTER_OP("Slice")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(SliceShape)
+    .Gradient("x = SliceGrad(x, dy, begin=begin, size=size)")
     .Doc(R"doc(
 Extracts a contiguous block from a tensor.
 

@@ -49,6 +49,7 @@ REGISTER_OP("Softmax")
     .Output("softmax: T")
     .Attr("T: floattype")
     .SetShapeFn(SoftmaxShape)
+    .Gradient("logits = SoftmaxGrad(softmax, dsoftmax, axis=axis)")
     .Doc(R"doc(
 Computes softmax along one axis: exp(logits) normalised to sum to 1.
 
@@ -93,6 +94,7 @@ REGISTER_OP("RmsNorm")
     .Output("y: T")
     .Attr("T: floattype")
     .SetShapeFn(RmsNormShape)
+    .Gradient("x, weight = RmsNormGrad(x, weight, dy, epsilon=epsilon)")
     .Doc(R"doc(
 Applies root-mean-square normalisation over the last axis, then a per-feature scale.
 

@@ -105,6 +105,7 @@ REGISTER_OP("Sum")
     .Output("y: T")
     .Attr(kNumericTypes)
     .SetShapeFn(ReduceShape)
+    .Gradient("x = ReduceGrad(x, y, dy, reduction='sum', axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
 Sums the elements of a tensor over the given axes.
 
@@ -127,6 +128,7 @@ REGISTER_OP("Prod")
     .Output("y: T")
     .Attr(kNumericTypes)
     .SetShapeFn(ReduceShape)
+    .Gradient("x = ReduceGrad(x, y, dy, reduction='prod', axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
 Multiplies the elements of a tensor over the given axes.
 
@@ -147,6 +149,7 @@ REGISTER_OP("Max")
     .Output("y: T")
     .Attr(kNumericTypes)
     .SetShapeFn(ReduceShapeNoIdentity)
+    .Gradient("x = ReduceGrad(x, y, dy, reduction='max', axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
 Returns the largest element of a tensor over the given axes.
 
@@ -167,6 +170,7 @@ REGISTER_OP("Min")
     .Output("y: T")
     .Attr(kNumericTypes)
     .SetShapeFn(ReduceShapeNoIdentity)
+    .Gradient("x = ReduceGrad(x, y, dy, reduction='min', axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
 Returns the smallest element of a tensor over the given axes.
 
@@ -187,6 +191,7 @@ REGISTER_OP("Mean")
     .Output("y: T")
     .Attr("T: floattype")
     .SetShapeFn(ReduceShape)
+    .Gradient("x = ReduceGrad(x, y, dy, reduction='mean', axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
 Averages the elements of a tensor over the given axes.
 
