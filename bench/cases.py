@@ -113,4 +113,10 @@ def build(sizes, of, torch):
         add(f"matmul.{m}", "matmul", f"matmul {m}x{m} float32", (m, m), "GFLOP/s", 2.0 * m ** 3,
             "np.matmul(x, y)", "of.matmul(x, y)", "torch.matmul(tx, ty)",
             {"x": normal(m, m), "y": normal(m, m)}, rtol=1e-4, atol=1e-5 * m)
+
+    # Training (issue 12): needs opforge.nn and opforge.optim.
+    from bench import train_cases
+    train_cases.build(lambda *a, **k: cases.append(Case(a[0], a[1], a[2], a[3], a[4], a[5],
+                                                         _stmts(a[6], a[7], a[8], torch), a[9], **k)),
+                      sizes.large, of, torch, sizes is QUICK)
     return cases

@@ -6,6 +6,7 @@ GROUP_TITLES = {
     "elementwise": "Large elementwise: GB/s, each input read and output written counted once",
     "reduction": "Reductions: GB/s (input read once)",
     "matmul": "Matmul: GFLOP/s at 2*n^3 flops",
+    "training": "Training (issue 12): time per step, or GB/s counting each read and write once",
 }
 
 

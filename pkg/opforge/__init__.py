@@ -35,12 +35,13 @@ argmin = ops.arg_min
 
 
 def __getattr__(name):
-    # opforge.testing on first use: most programs never need it.
-    if name == "testing":
-        import opforge.testing
-        return opforge.testing
+    # opforge.testing, opforge.nn and opforge.optim on first use: most programs never need them.
+    if name in ("testing", "nn", "optim"):
+        import importlib
+        return importlib.import_module(f"opforge.{name}")
     raise AttributeError(f"module 'opforge' has no attribute {name!r}")
 
 
 __version__ = "0.1.0"
+
 globals()["bool"] = bool_  # of.bool, like np.bool (set last: it shadows the builtin)
