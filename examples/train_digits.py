@@ -1,7 +1,7 @@
 """Trains an MLP on scikit-learn's handwritten digits with opforge.nn and opforge.optim.
 
     pip install "opforge[train]"
-    python examples/train_digits.py                  # ~98% test accuracy in a few seconds
+    python examples/train_digits.py                  # ~98% test accuracy in about a second
     python examples/train_digits.py --plot loss.png  # and draw the loss curve
 
 Every forward and backward step runs opforge ops (MatMul, Relu, the fused
@@ -31,8 +31,8 @@ def load_data(seed):
     return prep(x_tr), y_tr.astype(np.int64), prep(x_te), y_te.astype(np.int64)
 
 
-def build_model(seed, hidden=128):
-    return of.nn.Sequential(of.nn.Linear(64, hidden, seed=seed), of.nn.ReLU(),
+def build_model(seed, hidden=256, dropout=0.3):
+    return of.nn.Sequential(of.nn.Linear(64, hidden, seed=seed), of.nn.ReLU(), of.nn.Dropout(dropout, seed=seed),
                             of.nn.Linear(hidden, 10, seed=seed + 1))
 
 
@@ -85,7 +85,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--dropout", type=float, default=0.3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save", default=None, help="model file (default: a temporary one)")
     p.add_argument("--plot", metavar="PNG", help="draw the loss curve into this file (matplotlib)")
@@ -94,7 +96,7 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     x_tr, y_tr, x_te, y_te = load_data(args.seed)
-    model = build_model(args.seed)
+    model = build_model(args.seed, args.hidden, args.dropout)
     print(f"digits: {len(x_tr)} training and {len(x_te)} test images; model: {model!r}")
     start = time.perf_counter()
     losses = train(model, x_tr, y_tr, args.epochs, args.batch_size, args.lr, args.seed, not args.no_progress)
