@@ -151,4 +151,10 @@ def build(sizes, of, torch):
         (bt, 256, 256), "GFLOP/s", 4.0 * bt * 256 ** 3, "(g @ b.T, a.reshape(-1, 256).T @ g.reshape(-1, 256))",
         "of.mat_mul_grad(a, b, g)", "(tg @ tb.T, ta.reshape(-1, 256).T @ tg.reshape(-1, 256))",
         {"a": normal(bt, 256, 256), "b": normal(256, 256), "g": normal(bt, 256, 256)}, rtol=1e-3, atol=0.1)
+
+    # Training (issue 12): needs opforge.nn and opforge.optim.
+    from bench import train_cases
+    train_cases.build(lambda *a, **k: cases.append(Case(a[0], a[1], a[2], a[3], a[4], a[5],
+                                                         _stmts(a[6], a[7], a[8], torch), a[9], **k)),
+                      sizes.large, of, torch, sizes is QUICK)
     return cases

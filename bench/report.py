@@ -8,6 +8,7 @@ GROUP_TITLES = {
     "reduction": "Reductions: GB/s (input read once)",
     "matmul": "Matmul: GFLOP/s at 2*n^3 flops",
     "backward": "Backward ops: GB/s (each input read and output written once); mat_mul_grad GFLOP/s at 4*m*k*n",
+    "training": "Training (issue 12): time per step, or GB/s counting each read and write once",
 }
 
 

@@ -78,4 +78,6 @@ def evaluate(cases, imports, memory):
         rows.append(_row("add of two 1 GB float32 arrays peaks < 3.2 GB RSS", None, "-", False,
                          failed.splitlines()[-1][:60] if failed else "not measured in this run",
                          error=bool(failed)))
+    from bench import train_cases
+    rows += train_cases.targets(cases, _row)
     return rows

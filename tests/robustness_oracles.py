@@ -519,3 +519,247 @@ SUMS = {"Sum", "Mean", "Prod", "MatMul", "Softmax", "LogSoftmax", "RmsNorm", "So
 # Sums of products of two inputs: the tolerance scales with magnitude squared.
 PRODUCTS = {"MatMul", "MatMulGrad", "SoftmaxGrad", "RmsNormGrad"}
 EmptyOf = _EmptyOf
+
+
+# ---- training ops (issue 12): layers, losses, backward ops, optimizer updates
+
+
+def _erf(x):
+    from math import erf
+    return np.vectorize(erf, otypes=[np.float64])(x)
+
+
+@quiet
+def gelu(x):
+    x64 = x.astype(np.float64)
+    return (x64 * 0.5 * (1 + _erf(x64 / np.sqrt(2)))).astype(x.dtype)
+
+
+def same_shape_gen(n, small=True):
+    """n arrays, usually of one shape, sometimes of a random other one."""
+    def gen(draw, dtype):
+        shape = draw(shapes())
+        return tuple(array(draw, dtype, shape if draw(st.integers(0, 5)) else draw(shapes()), small)
+                     for _ in range(n)), {}
+    return gen
+
+
+def _same_shapes(*arrays):
+    if any(a.shape != arrays[0].shape for a in arrays):
+        raise ValueError("shapes differ")
+
+
+@quiet
+def gelu_grad(dy, x):
+    _same_shapes(dy, x)
+    x64 = x.astype(np.float64)
+    pdf = np.exp(-0.5 * x64 * x64) / np.sqrt(2 * np.pi)
+    return (dy * (0.5 * (1 + _erf(x64 / np.sqrt(2))) + x64 * pdf)).astype(x.dtype)
+
+
+def _norm_check(x, weights, epsilon):
+    if x.ndim == 0 or any(w.shape != x.shape[-1:] for w in weights) or not epsilon >= 0:
+        raise ValueError("bad norm input")
+
+
+def layer_norm_gen(draw, dtype):
+    x = array(draw, dtype, draw(shapes()), small=True)
+    ws = [array(draw, dtype, draw(st.one_of(st.just(x.shape[-1:]), shapes(0, 2))), small=True) for _ in range(2)]
+    eps = draw(st.one_of(st.just(1e-5), st.floats(1e-3, 1), st.floats(-1, -1e-9), st.just(float("nan"))))
+    return (x, *ws), {"epsilon": eps}
+
+
+def _moments(x64, eps, center):
+    m = x64.mean(-1, keepdims=True) if center else 0.0
+    return m, 1 / np.sqrt(((x64 - m) ** 2).mean(-1, keepdims=True) + eps)
+
+
+@quiet
+def layer_norm(x, weight, bias, epsilon):
+    _norm_check(x, (weight, bias), epsilon)
+    if x.shape[-1] == 0:
+        return x.copy()
+    x64 = x.astype(np.float64)
+    m, r = _moments(x64, epsilon, True)
+    return ((x64 - m) * r * weight + bias).astype(x.dtype)
+
+
+def norm_grad_gen(draw, dtype):
+    x = array(draw, dtype, draw(shapes(min_rank=1)), small=True)
+    dy = array(draw, dtype, x.shape if draw(st.integers(0, 5)) else draw(shapes()), small=True)
+    w = array(draw, dtype, draw(st.one_of(st.just(x.shape[-1:]), shapes(0, 2))), small=True)
+    eps = draw(st.one_of(st.just(1e-5), st.floats(1e-2, 1), st.floats(-1, -1e-9)))
+    return (dy, x, w), {"epsilon": eps}
+
+
+def _norm_grad(dy, x, weight, epsilon, center):
+    _norm_check(x, (weight,), epsilon)
+    _same_shapes(x, dy)
+    d = x.shape[-1]
+    x64, g64 = x.astype(np.float64), dy.astype(np.float64)
+    if d == 0:
+        return (x.copy(), np.zeros(weight.shape, x.dtype)) + ((np.zeros(weight.shape, x.dtype),) if center else ())
+    m, r = _moments(x64, epsilon, center)
+    xh = (x64 - m) * r
+    g = g64 * weight
+    mg = g.mean(-1, keepdims=True) if center else 0.0
+    dx = r * (g - mg - xh * (g * xh).mean(-1, keepdims=True))
+    rows = (g64 * xh).reshape(-1, d)
+    out = (dx.astype(x.dtype), rows.sum(0).astype(x.dtype))
+    return out + ((g64.reshape(-1, d).sum(0).astype(x.dtype),) if center else ())
+
+
+layer_norm_grad = quiet(lambda dy, x, weight, epsilon: _norm_grad(dy, x, weight, epsilon, True))
+
+
+def gather_gen(draw, dtype, grad=False):
+    params = array(draw, dtype, draw(shapes(max_rank=3)))
+    rows = params.shape[0] if params.ndim else 1
+    itype = draw(st.sampled_from([np.int32, np.int64]))
+    ishape = draw(shapes(max_rank=2))
+    ints = st.integers(0, max(rows - 1, 0)) if draw(st.integers(0, 5)) and rows else st.integers(-3, rows + 3)
+    indices = draw(hnp.arrays(itype, ishape, elements=ints))
+    if not grad:
+        return (params, indices), {}
+    out = ishape + params.shape[1:]
+    return (params, indices, array(draw, dtype, out if draw(st.integers(0, 5)) else draw(shapes()), small=True)), {}
+
+
+def _check_gather(params, indices):
+    if params.ndim == 0 or indices.ndim + params.ndim - 1 > 16:
+        raise ValueError("bad gather input")
+    if indices.size and (indices.min() < 0 or indices.max() >= params.shape[0]):
+        raise IndexError("index out of range")
+
+
+@quiet
+def gather(params, indices):
+    _check_gather(params, indices)
+    return params[indices]
+
+
+@quiet
+def gather_grad(params, indices, dy):
+    _check_gather(params, indices)
+    if dy.shape != indices.shape + params.shape[1:]:
+        raise ValueError("dy shape")
+    out = np.zeros(params.shape, params.dtype)
+    np.add.at(out, indices, dy)
+    return out
+
+
+def xent_gen(draw, dtype):
+    f = array(draw, dtype, draw(st.one_of(hnp.array_shapes(min_dims=2, max_dims=2, min_side=0, max_side=5),
+                                          shapes())), small=True)
+    batch = f.shape[0] if f.ndim else 0
+    classes = f.shape[1] if f.ndim == 2 else 1
+    lshape = (batch,) if draw(st.integers(0, 5)) else draw(shapes(max_rank=2))
+    ints = st.integers(0, max(classes - 1, 0)) if draw(st.integers(0, 5)) else st.integers(-2, classes + 2)
+    labels = draw(hnp.arrays(draw(st.sampled_from([np.int32, np.int64])), lshape, elements=ints))
+    return (f, labels), {}
+
+
+@quiet
+def sparse_xent(features, labels):
+    if features.ndim != 2 or labels.shape != features.shape[:1] or (features.shape[1] == 0 and features.shape[0]):
+        raise ValueError("bad shapes")
+    if labels.size and (labels.min() < 0 or labels.max() >= features.shape[1]):
+        raise IndexError("label out of range")
+    if features.shape[0] == 0:
+        return np.zeros((0,), features.dtype), features.copy()
+    f = features.astype(np.float64)
+    m = np.nanmax(f, axis=1, keepdims=True) if not np.isnan(f).any() else f.max(1, keepdims=True)
+    e = np.exp(f - m)
+    s = e.sum(1, keepdims=True)
+    idx = np.arange(f.shape[0])
+    loss = np.log(s[:, 0]) - (f[idx, labels] - m[:, 0])
+    back = e / s
+    back[idx, labels] -= 1
+    return loss.astype(features.dtype), back.astype(features.dtype)
+
+
+def dropout_gen(draw, dtype):
+    x = array(draw, dtype, draw(shapes()))
+    rate = draw(st.one_of(st.just(0.0), st.just(0.5), st.floats(0, 0.99), st.floats(1, 2), st.floats(-1, -1e-9)))
+    return (x,), {"rate": rate, "seed": draw(st.integers(-2**63, 2**63 - 1))}
+
+
+@quiet
+def dropout_mask(x, rate, seed):
+    """Checked structurally in test_bad_input (values: 0 or 1/(1-rate)); here only the shape and errors."""
+    if not 0 <= rate < 1:
+        raise ValueError("rate")
+    return DropoutValues(x.shape, x.dtype, rate)
+
+
+class DropoutValues:
+    def __init__(self, shape, dtype, rate):
+        self.shape, self.dtype, self.rate = shape, dtype, rate
+
+
+def update_gen(n):
+    def gen(draw, dtype):
+        (arrays, _) = same_shape_gen(n)(draw, dtype)
+        lr = draw(st.one_of(st.just(0.1), st.floats(0, 1), st.just(-1.0), st.just(float("inf"))))
+        wd = draw(st.one_of(st.just(0.0), st.floats(0, 0.1)))
+        kw = {"lr": lr, "weight_decay": wd}
+        if n == 3:
+            kw.update(momentum=draw(st.sampled_from([0.0, 0.9, -0.5])), nesterov=draw(st.booleans()))
+        if n == 4:
+            kw.update(step=draw(st.integers(1, 5)), beta1=draw(st.sampled_from([0.9, 0.0, 1.0])),
+                      beta2=draw(st.sampled_from([0.999, 0.5])), epsilon=draw(st.sampled_from([1e-8, 1e-3])))
+        return arrays, kw
+    return gen
+
+
+def _lr_ok(**kw):
+    for k in ("lr", "weight_decay", "momentum", "epsilon"):
+        if k in kw and not (0 <= kw[k] < np.inf):
+            raise ValueError(k)
+
+
+@quiet
+def apply_gradient_descent(var, grad, lr, weight_decay):
+    _lr_ok(lr=lr, weight_decay=weight_decay)
+    _same_shapes(var, grad)
+    t = var.dtype.type
+    return var - t(lr) * (grad + t(weight_decay) * var)
+
+
+@quiet
+def apply_momentum(var, accum, grad, lr, momentum, weight_decay, nesterov):
+    _lr_ok(lr=lr, weight_decay=weight_decay, momentum=momentum)
+    _same_shapes(var, accum, grad)
+    t = var.dtype.type
+    g = grad + t(weight_decay) * var
+    a = t(momentum) * accum + g
+    return var - t(lr) * ((g + t(momentum) * a) if nesterov else a)
+
+
+@quiet
+def apply_adam(var, m, v, grad, step, lr, weight_decay, beta1, beta2, epsilon):
+    _lr_ok(lr=lr, weight_decay=weight_decay, epsilon=epsilon)
+    if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
+        raise ValueError("beta")
+    _same_shapes(var, m, v, grad)
+    v64 = [a.astype(np.float64) for a in (var, m, v, grad)]
+    w, m64, vv, g = v64
+    g = g + weight_decay * w
+    m64 = beta1 * m64 + (1 - beta1) * g
+    vv = beta2 * vv + (1 - beta2) * g * g
+    out = w - lr / (1 - beta1 ** step) * m64 / (np.sqrt(vv) / np.sqrt(1 - beta2 ** step) + epsilon)
+    return out.astype(var.dtype)
+
+
+ORACLES.update({
+    "Gelu": unary(gelu, small=True), "GeluGrad": (same_shape_gen(2), gelu_grad),
+    "LayerNorm": (layer_norm_gen, layer_norm), "LayerNormGrad": (norm_grad_gen, layer_norm_grad),
+    "Gather": (gather_gen, gather), "GatherGrad": (lambda d, t: gather_gen(d, t, grad=True), gather_grad),
+    "SparseSoftmaxCrossEntropyWithLogits": (xent_gen, sparse_xent), "DropoutMask": (dropout_gen, dropout_mask),
+    "ApplyGradientDescent": (update_gen(2), apply_gradient_descent),
+    "ApplyMomentum": (update_gen(3), apply_momentum), "ApplyAdam": (update_gen(4), apply_adam),
+})
+SUMS |= {"Gelu", "GeluGrad", "LayerNorm", "LayerNormGrad", "GatherGrad",
+         "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam", "ApplyMomentum", "ApplyGradientDescent"}
+# Ops that update their first k inputs in place (read-only ones must raise).
+MUTATES = {"ApplyGradientDescent": 1, "ApplyMomentum": 2, "ApplyAdam": 3}

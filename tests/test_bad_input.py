@@ -8,7 +8,8 @@ covered (a new op without an oracle in robustness_oracles.py fails loudly):
   (strided, Fortran, read-only, misaligned, byte-swapped, subclass, zero
   stride, Tensor, Python list, numpy scalar). The op returns what numpy
   returns, or raises the opforge.errors class matching numpy's exception,
-  with the op's name in the message. Inputs are never modified.
+  with the op's name in the message. Inputs are never modified, except
+  those an optimizer op updates in place (MUTATES), which must be writable.
 * test_bad_input_raises_named_error: generic bad input built from the op's
   declaration alone: unsupported, disallowed and mismatched dtypes, object
   arrays, non-array objects, wrongly typed and out-of-range attrs, wrong
@@ -36,7 +37,7 @@ from opforge import errors
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from codegen import naming  # noqa: E402
-from robustness_oracles import NP, ORACLES, PRODUCTS, SUMS, EmptyOf
+from robustness_oracles import MUTATES, NP, ORACLES, PRODUCTS, SUMS, DropoutValues, EmptyOf  # noqa: E402
 
 settings.register_profile("opforge-ci", max_examples=40, deadline=None, print_blob=True,
                           suppress_health_check=list(HealthCheck))
@@ -197,10 +198,16 @@ def magnitude(values):
 
 
 def assert_same(op, got, want, inputs):
-    if isinstance(want, tuple):  # a multi-output op
-        assert isinstance(got, tuple) and len(got) == len(want), f"{op}: {got!r} != {want!r}"
+    if isinstance(want, tuple):  # several outputs
+        assert isinstance(got, tuple) and len(got) == len(want), f"{op}: {len(want)} outputs expected"
         for g, w in zip(got, want):
             assert_same(op, g, w, inputs)
+        return
+    if isinstance(want, DropoutValues):  # random: only the shape, dtype and the two allowed values
+        got = got.numpy()
+        assert got.shape == want.shape and got.dtype == want.dtype
+        keep = np.asarray(1 / (1 - want.rate), want.dtype)
+        assert np.isin(got, [0, keep]).all(), f"{op}: values other than 0 and {keep}"
         return
     if isinstance(want, EmptyOf):
         assert got.shape == want.shape and got.dtype == want.dtype and got.size == 0
@@ -240,6 +247,12 @@ def assert_unchanged(before, after):
 # ------------------------------------------------------ property 1: numpy
 
 
+def borrowed_read_only(a):
+    """A read-only array opforge borrows (others are copied, and the copy is updated)."""
+    return (isinstance(a, np.ndarray) and not a.flags.writeable and a.flags.c_contiguous and a.flags.aligned
+            and a.dtype.isnative)
+
+
 def first_typed_input(op):
     inputs = REGISTRY[op]["inputs"]
     return next((a for a in inputs if a["type_attr"]), inputs[0])
@@ -272,6 +285,9 @@ def test_matches_numpy_or_raises(op):
             want = e
         except (ValueError, IndexError, TypeError) as e:
             want = e
+        mutated = MUTATES.get(op, 0)
+        if any(borrowed_read_only(a) for a in op_args[:mutated]):
+            want = ValueError("an op that updates an input in place was given a read-only array")
         try:
             got = fn(*op_args, **kwargs)
         except errors.OpError as e:
@@ -291,7 +307,7 @@ def test_matches_numpy_or_raises(op):
             count(op, "valid_numpy_answer", *classes)
             assert not isinstance(got, Exception), f"{op}: numpy returned but opforge raised {got!r}"
             assert_same(op, got, want, np_args)
-        assert_unchanged(before, op_args)
+        assert_unchanged(before[mutated:], op_args[mutated:])
 
     run()
 

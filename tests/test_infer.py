@@ -70,6 +70,22 @@ CASES.update({
     "Transpose": [((arr((2, 3, 4)),), {}), ((arr((2, 3, 4), I),), {"perm": [1, 0, 2]})],
 })
 
+# Training ops (issue 12).
+IDX = np.array([[0, 2], [1, 1]], np.int64)
+CASES.update({
+    "Gelu": [((arr((2, 3)),), {})],
+    "GeluGrad": [((arr((2, 3)), arr((2, 3))), {})],
+    "LayerNorm": [((arr((2, 4)), arr((4,)), arr((4,))), {}), ((arr((3, 2), D), arr((2,), D), arr((2,), D)), {"epsilon": 0.1})],
+    "LayerNormGrad": [((arr((2, 4)), arr((2, 4)), arr((4,))), {})],
+    "Gather": [((arr((3, 5)), IDX), {}), ((arr((4,), I), IDX.astype(np.int32)), {})],
+    "GatherGrad": [((arr((3, 5)), IDX, arr((2, 2, 5))), {})],
+    "SparseSoftmaxCrossEntropyWithLogits": [((arr((3, 4)), np.array([0, 3, 1])), {})],
+    "DropoutMask": [((arr((2, 3)),), {"rate": 0.5, "seed": 1})],
+    "ApplyGradientDescent": [((arr((2, 3)), arr((2, 3))), {"lr": 0.1})],
+    "ApplyMomentum": [((arr((3,)), arr((3,)), arr((3,))), {"lr": 0.1, "momentum": 0.9})],
+    "ApplyAdam": [((arr((3,), D), arr((3,), D), arr((3,), D), arr((3,), D)), {"lr": 0.1, "step": 2})],
+})
+
 
 def call(op, inputs, attrs):
     """Runs op eagerly, inputs by name (an attr may come first: Fill(shape, value))."""

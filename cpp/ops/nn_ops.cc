@@ -1,4 +1,5 @@
-// Neural-network ops: Softmax and RmsNorm.
+// Neural-network ops: Softmax and RmsNorm; the training block (layers, losses
+// and their backward ops) is at the end.
 #include <cstdint>
 
 #include "opforge/op.h"
@@ -109,5 +110,284 @@ weight: The per-feature scale, a 1-D tensor of length x.shape[-1].
 epsilon: Added to the mean of squares before the square root, for stability; must be >= 0.
 y: The normalised, scaled tensor, with the shape and dtype of x.
 )doc");
+
+// ---- Training: layers, losses and their backward ops (issue 12) ----------
+namespace {
+
+Status LastDimVector(const TensorShape& x, const TensorShape& v, const char* name) {
+  if (x.rank() == 0) {
+    return errors::InvalidArgument("argument 'x' must have rank >= 1, got a 0-d tensor");
+  }
+  const int64_t d = x.dim(x.rank() - 1);
+  if (v.rank() != 1 || v.dim(0) != d) {
+    return errors::InvalidArgument("argument '", name, "' must have shape [", d,
+                                   "] (the last dim of argument 'x' of shape ", x.DebugString(), "), got ",
+                                   v.DebugString());
+  }
+  return Status::OK();
+}
+
+Status CheckEpsilon(InferenceContext* ctx) {
+  const double eps = ctx->attr_float("epsilon");
+  if (!(eps >= 0)) return errors::InvalidArgument("attr 'epsilon' must be >= 0, got ", eps);
+  return Status::OK();
+}
+
+Status SameShape(const TensorShape& a, const char* an, const TensorShape& b, const char* bn) {
+  if (a != b) {
+    return errors::InvalidArgument("argument '", bn, "' must have the shape of argument '", an, "' ",
+                                   a.DebugString(), ", got ", b.DebugString());
+  }
+  return Status::OK();
+}
+
+Status GeluGradShape(InferenceContext* ctx) {
+  OF_RETURN_IF_ERROR(SameShape(ctx->input_shape(1), "x", ctx->input_shape(0), "dy"));
+  ctx->set_output_shape(0, ctx->input_shape(1));
+  return Status::OK();
+}
+
+Status LayerNormShape(InferenceContext* ctx) {
+  OF_RETURN_IF_ERROR(CheckEpsilon(ctx));
+  const TensorShape& x = ctx->input_shape(0);
+  OF_RETURN_IF_ERROR(LastDimVector(x, ctx->input_shape(1), "weight"));
+  OF_RETURN_IF_ERROR(LastDimVector(x, ctx->input_shape(2), "bias"));
+  ctx->set_output_shape(0, x);
+  return Status::OK();
+}
+
+// (dy, x, weight) -> dx, dweight[, dbias]
+Status NormGradShape(InferenceContext* ctx) {
+  OF_RETURN_IF_ERROR(CheckEpsilon(ctx));
+  const TensorShape& x = ctx->input_shape(1);
+  OF_RETURN_IF_ERROR(LastDimVector(x, ctx->input_shape(2), "weight"));
+  OF_RETURN_IF_ERROR(SameShape(x, "x", ctx->input_shape(0), "dy"));
+  ctx->set_output_shape(0, x);
+  const int n = static_cast<int>(ctx->op().outputs.size());
+  for (int i = 1; i < n; ++i) ctx->set_output_shape(i, ctx->input_shape(2));
+  return Status::OK();
+}
+
+Status GatherShape(InferenceContext* ctx) {
+  const TensorShape& params = ctx->input_shape(0);
+  const TensorShape& indices = ctx->input_shape(1);
+  if (params.rank() == 0) {
+    return errors::InvalidArgument("argument 'params' must have rank >= 1, got a 0-d tensor");
+  }
+  if (indices.rank() + params.rank() - 1 > kMaxRank) {
+    return errors::InvalidArgument("the result would have rank ", indices.rank() + params.rank() - 1,
+                                   "; opforge supports up to ", kMaxRank);
+  }
+  TensorShape out = indices;
+  for (int i = 1; i < params.rank(); ++i) out.AddDim(params.dim(i));
+  ctx->set_output_shape(0, out);
+  return Status::OK();
+}
+
+// GatherGrad(params, indices, dy): dy must be Gather(params, indices)'s shape.
+Status GatherGradShape(InferenceContext* ctx) {
+  OF_RETURN_IF_ERROR(GatherShape(ctx));
+  TensorShape want;
+  {
+    const TensorShape& params = ctx->input_shape(0);
+    want = ctx->input_shape(1);
+    for (int i = 1; i < params.rank(); ++i) want.AddDim(params.dim(i));
+  }
+  OF_RETURN_IF_ERROR(SameShape(want, "Gather(params, indices)", ctx->input_shape(2), "dy"));
+  ctx->set_output_shape(0, ctx->input_shape(0));
+  return Status::OK();
+}
+
+Status SparseXentShape(InferenceContext* ctx) {
+  const TensorShape& f = ctx->input_shape(0);
+  const TensorShape& l = ctx->input_shape(1);
+  if (f.rank() != 2) {
+    return errors::InvalidArgument("argument 'features' must be 2-D [batch, classes], got shape ",
+                                   f.DebugString());
+  }
+  if (l.rank() != 1 || l.dim(0) != f.dim(0)) {
+    return errors::InvalidArgument("argument 'labels' must have shape [", f.dim(0),
+                                   "] (the batch of argument 'features'), got ", l.DebugString());
+  }
+  if (f.dim(1) == 0 && f.dim(0) > 0) {
+    return errors::InvalidArgument("argument 'features' has 0 classes; there is no label to score");
+  }
+  ctx->set_output_shape(0, l);
+  ctx->set_output_shape(1, f);
+  return Status::OK();
+}
+
+Status DropoutMaskShape(InferenceContext* ctx) {
+  const double rate = ctx->attr_float("rate");
+  if (!(rate >= 0 && rate < 1)) return errors::InvalidArgument("attr 'rate' must be in [0, 1), got ", rate);
+  ctx->set_output_shape(0, ctx->input_shape(0));
+  return Status::OK();
+}
+
+}  // namespace
+
+REGISTER_OP("Gelu")
+    .Input("x: T")
+    .Output("y: T")
+    .Attr("T: {float32, float64}")
+    .SetShapeFn(shape_fns::Unchanged)
+    .Gradient("x = GeluGrad(dy, x)")
+    .Doc(R"doc(
+Computes the exact (erf-based) Gaussian error linear unit element-wise.
+
+Equivalent to x * 0.5 * (1 + erf(x / sqrt(2))) (scipy.special.erf), the
+form PyTorch's GELU uses by default.
+
+x: The input.
+y: The activations, with the shape and dtype of x.
+)doc");
+
+REGISTER_OP("GeluGrad")
+    .Input("dy: T")
+    .Input("x: T")
+    .Output("dx: T")
+    .Attr("T: {float32, float64}")
+    .SetShapeFn(GeluGradShape)
+    .NoGradient()
+    .Doc(R"doc(
+The backward op of Gelu: dy * (Phi(x) + x * phi(x)), Phi and phi the standard normal CDF and density.
+
+dy: The gradient of the loss with respect to Gelu's output.
+x: Gelu's input, of dy's shape.
+dx: The gradient with respect to x.
+)doc");
+
+REGISTER_OP("LayerNorm")
+    .Input("x: T")
+    .Input("weight: T")
+    .Input("bias: T")
+    .Attr("epsilon: float >= 0 = 1e-5")
+    .Output("y: T")
+    .Attr("T: {float32, float64}")
+    .SetShapeFn(LayerNormShape)
+    .Gradient("x, weight, bias = LayerNormGrad(dy, x, weight, epsilon=epsilon)")
+    .Doc(R"doc(
+Normalises over the last axis to zero mean and unit variance, then scales and shifts per feature.
+
+Equivalent to (x - mean) / numpy.sqrt(var + epsilon) * weight + bias with
+mean and the (biased) var taken over axis -1; the statistics are accumulated
+in float64.
+
+x: The input, of rank >= 1; its last axis holds the features.
+weight: The per-feature scale, a 1-D tensor of length x.shape[-1].
+bias: The per-feature shift, a 1-D tensor of length x.shape[-1].
+epsilon: Added to the variance before the square root; must be >= 0.
+y: The normalised tensor, with the shape and dtype of x.
+)doc");
+
+REGISTER_OP("LayerNormGrad")
+    .Input("dy: T")
+    .Input("x: T")
+    .Input("weight: T")
+    .Attr("epsilon: float >= 0 = 1e-5")
+    .Output("dx: T")
+    .Output("dweight: T")
+    .Output("dbias: T")
+    .Attr("T: {float32, float64}")
+    .SetShapeFn(NormGradShape)
+    .NoGradient()
+    .Doc(R"doc(
+The backward op of LayerNorm: the gradients with respect to x, weight and bias, in one pass over the rows.
+
+dy: The gradient of the loss with respect to LayerNorm's output.
+x: LayerNorm's input, of dy's shape.
+weight: LayerNorm's scale.
+epsilon: LayerNorm's epsilon.
+dx: The gradient with respect to x.
+dweight: The gradient with respect to weight (summed over all rows).
+dbias: The gradient with respect to bias (summed over all rows).
+)doc");
+
+REGISTER_OP("Gather")
+    .Input("params: T")
+    .Input("indices: Tindices")
+    .Output("output: T")
+    .Attr("T: {float32, float64, int32, int64}")
+    .Attr("Tindices: {int32, int64}")
+    .SetShapeFn(GatherShape)
+    .Gradient("params = GatherGrad(params, indices, doutput)").Gradient("indices = None")
+    .Doc(R"doc(
+Gathers rows of params (axis 0) at the given indices: an embedding lookup.
+
+Equivalent to params[indices] in numpy, but negative indices are an error
+rather than counting from the end: every index must be in [0, params.shape[0]),
+else InvalidArgumentError names the first one out of range.
+
+params: The table, of rank >= 1.
+indices: Row numbers, of any shape.
+output: Shape indices.shape + params.shape[1:].
+)doc");
+
+REGISTER_OP("GatherGrad")
+    .Input("params: T")
+    .Input("indices: Tindices")
+    .Input("dy: T")
+    .Output("dparams: T")
+    .Attr("T: {float32, float64}")
+    .Attr("Tindices: {int32, int64}")
+    .SetShapeFn(GatherGradShape)
+    .NoGradient()
+    .Doc(R"doc(
+The backward op of Gather: scatter-adds the rows of dy into a zero tensor of params' shape.
+
+Equivalent to d = numpy.zeros_like(params); numpy.add.at(d, indices, dy).
+Only params' shape is read. Indices are bounds-checked as in Gather.
+
+params: Gather's table (its values are not read).
+indices: Gather's indices.
+dy: The gradient with respect to Gather's output.
+dparams: The gradient with respect to params.
+)doc");
+
+REGISTER_OP("SparseSoftmaxCrossEntropyWithLogits")
+    .Input("features: T")
+    .Input("labels: Tlabels")
+    .Output("loss: T")
+    .Output("backprop: T")
+    .Attr("T: {float32, float64}")
+    .Attr("Tlabels: {int32, int64}")
+    .SetShapeFn(SparseXentShape)
+    .Gradient("features = Transpose(Mul(Transpose(backprop), dloss))").Gradient("labels = None")
+    .Doc(R"doc(
+Softmax cross-entropy with integer class labels, per example, and its gradient, in one numerically stable pass.
+
+loss[i] = logsumexp(features[i]) - features[i, labels[i]] (the maximum is
+subtracted first, so large logits do not overflow); backprop[i] =
+softmax(features[i]) - onehot(labels[i]), the gradient of loss[i] with
+respect to features[i]. Every label must be in [0, classes), else
+InvalidArgumentError names the first one out of range.
+
+features: Unnormalised log-probabilities, [batch, classes].
+labels: The class of each example, [batch].
+loss: The per-example loss, [batch].
+backprop: The gradient of loss with respect to features, [batch, classes].
+)doc");
+
+REGISTER_OP("DropoutMask")
+    .Input("x: T")
+    .Attr("rate: float")
+    .Attr("seed: int = 0")
+    .Output("mask: T")
+    .Attr("T: {float32, float64}")
+    .SetShapeFn(DropoutMaskShape)
+    .NoGradient()
+    .Doc(R"doc(
+A dropout mask for x: each element is 0 with probability rate, else 1 / (1 - rate).
+
+Only x's shape and dtype are read. The mask is a pure function of (seed,
+element index): the same seed gives the same mask on any number of
+threads. Dropout is x * mask.
+
+x: The tensor the mask is for.
+rate: The probability of dropping an element, in [0, 1).
+seed: Picks the mask; change it every step.
+mask: The scaled keep mask, with the shape and dtype of x.
+)doc");
+// ---- end of the training block --------------------------------------------
 
 }  // namespace opforge

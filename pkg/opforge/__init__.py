@@ -41,9 +41,9 @@ argmin = ops.arg_min
 
 
 def __getattr__(name):
-    # opforge.testing and opforge.onnx on first use: most programs never need
-    # them, and importing opforge must not import onnx (an optional extra).
-    if name in ("testing", "onnx"):
+    # opforge.testing, onnx, nn and optim on first use: most programs never need
+    # them, and importing opforge must not import onnx or safetensors (extras).
+    if name in ("testing", "onnx", "nn", "optim"):
         import importlib
         return importlib.import_module(f"opforge.{name}")
     raise AttributeError(f"module 'opforge' has no attribute {name!r}")

@@ -117,6 +117,7 @@ def cmd_demo(_args):
         print(f"\nbad input raises {type(e).__name__}:\n    {e}")
 
     print("\nmore: `python -m opforge ops`, `python -m opforge describe MatMul`")
+    print("train a model: `python examples/train_digits.py` (opforge.nn + opforge.optim, pip install 'opforge[train]')")
     return 0
 
 

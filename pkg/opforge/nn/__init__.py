@@ -1,0 +1,19 @@
+"""opforge.nn: layers with weights, losses, and model files.
+
+    >>> import opforge as of
+    >>> model = of.nn.Sequential(of.nn.Linear(64, 32), of.nn.ReLU(), of.nn.Linear(32, 10))
+    >>> model.save("mlp.safetensors")          # config in the metadata
+    >>> same = of.nn.load_model("mlp.safetensors")
+
+Every layer computes with registered ops (no numpy math), so the gradient
+tape records it. safetensors is imported only when a file is written.
+"""
+
+from opforge.nn import functional
+from opforge.nn.layer import Layer, register_layer
+from opforge.nn.layers import (GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, RMSNorm, Sequential,
+                               Softmax)
+from opforge.nn.model_file import load_model, read_weights
+
+__all__ = ["Layer", "register_layer", "Linear", "Embedding", "RMSNorm", "LayerNorm", "Dropout", "ReLU",
+           "GELU", "Softmax", "Sequential", "functional", "load_model", "read_weights"]
