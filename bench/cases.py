@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bench import grad_cases
+
 F32 = 4  # bytes per float32
 
 
@@ -73,6 +75,10 @@ def build(sizes, of, torch):
         add(f"dispatch.add_{n}", "dispatch", f"add, {n} float32", (n,), "time", 0,
             "np.add(x, y)", "of.add(x, y)", "torch.add(tx, ty)",
             {"x": normal(n), "y": normal(n)})
+    # The Tensor operator: one call of the wrapper, bound at import.
+    add("dispatch.tensor_add_1000", "dispatch", "t + t, 1000 float32 Tensors", (1000,), "time", 0,
+        "x + y", "ox + oy", "tx + ty", {"x": normal(1000), "y": normal(1000)})
+    cases[-1].namespace.update(ox=of.tensor(cases[-1].namespace["x"]), oy=of.tensor(cases[-1].namespace["y"]))
     add("dispatch.sum_1000", "dispatch", "sum, 1000 float32", (1000,), "time", 0,
         "np.sum(x)", "of.sum(x)", "torch.sum(tx)", {"x": uniform(1000)})
     m = sizes.small_matmul
@@ -157,4 +163,7 @@ def build(sizes, of, torch):
     train_cases.build(lambda *a, **k: cases.append(Case(a[0], a[1], a[2], a[3], a[4], a[5],
                                                          _stmts(a[6], a[7], a[8], torch), a[9], **k)),
                       sizes.large, of, torch, sizes is QUICK)
+    # Gradients: statements that need more than arrays get them in their namespace.
+    for case_id, extra in grad_cases.build(add, of, torch, rng):
+        next(c for c in cases if c.id == case_id).namespace.update(extra)
     return cases

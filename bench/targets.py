@@ -1,4 +1,4 @@
-"""The targets of issue 4, checked against one run's figures.
+"""The targets of issues 4, 9 and 15, checked against one run's figures.
 
 Speedups are opforge over numpy (numpy time / opforge time; > 1 means opforge
 is faster). A target whose result check failed is a FAIL whatever its speed.
@@ -18,6 +18,13 @@ SPEEDUP_TARGETS = [
 # Issue 15: matmul alone and alternating with numpy, warm and cold (bench/interleave.py).
 MODE_TARGETS = [(f"matmul {n} float32, alone/interleaved x warm/cold: each >= 0.95x numpy",
                  f"matmul.{n}", 0.95) for n in (256, 512, 1024, 2048)]
+# (name, (case id, lib), (case id, lib), maximum ratio of the first time to the second)
+TIME_RATIO_TARGETS = [
+    ("tiny add with requires_grad <= 3x tiny add without (issue 9)",
+     ("grad.add_1_recorded", "opforge"), ("dispatch.add_1", "opforge"), 3.0),
+    ("MLP forward + backward <= PyTorch's time per step (issue 9)",
+     ("grad.mlp_step", "opforge"), ("grad.mlp_step", "torch"), 1.0),
+]
 IMPORT_BUDGET_S = 0.050
 RSS_BUDGET_BYTES = 3.2e9
 
@@ -53,6 +60,15 @@ def evaluate(cases, imports, memory):
         s = speedups[worst]
         rows.append(_row(name, s, f"{s:.3f}x", s >= minimum and of.get("ok", False),
                          f"worst: {worst.replace('_', ', ')}" + ("" if of.get("ok") else "; WRONG RESULT")))
+    for name, (case_a, lib_a), (case_b, lib_b), maximum in TIME_RATIO_TARGETS:
+        a = (cases.get(case_a) or {}).get("results", {}).get(lib_a, {})
+        b = (cases.get(case_b) or {}).get("results", {}).get(lib_b, {})
+        if "median_s" not in a or "median_s" not in b:
+            rows.append(_row(name, None, "-", False, "not measured in this run"))
+            continue
+        ratio = a["median_s"] / b["median_s"]
+        ok = a["ok"] and b["ok"]
+        rows.append(_row(name, ratio, f"{ratio:.2f}x", ratio <= maximum and ok, "" if ok else "WRONG RESULT"))
     name = "import opforge (numpy imported) adds < 50 ms"
     if imports and "median_s" in imports.get("opforge", {}):
         # Read strictly: opforge's own import time, with numpy already loaded, is

@@ -92,6 +92,18 @@ def test_example_ops_match_numpy(example_lib):
     np.testing.assert_allclose(m.soft_shrink(np.array([-1.0, 0.2, 2.0])).numpy(), [-0.5, 0.0, 1.5])
 
 
+def test_example_gradient_is_declared_and_checked(example_lib):
+    m = of.load_op_library(example_lib)
+    x = np.array([-1.3, -0.2, 0.1, 0.7, 2.0])
+    of.testing.check_gradients(lambda t: m.soft_shrink(t, threshold=0.5), [x])
+    g = of.grad(lambda t: of.sum(m.soft_shrink(t, threshold=0.5)))(x)
+    np.testing.assert_array_equal(g.numpy(), (np.abs(x) > 0.5).astype(float))
+    # ZeroOut declares no gradient: int32 only, so nothing can require one.
+    with pytest.raises(of.errors.NotFoundError, match=r"ZeroOut.*RegisterGradient"):
+        from opforge.autodiff import registry
+        registry.lookup("ZeroOut")
+
+
 def test_example_wrappers_come_from_the_templates(example_lib):
     m = of.load_op_library(example_lib)
     assert str(inspect.signature(m.soft_shrink)) == "(x, threshold=0.5)"

@@ -53,6 +53,8 @@ class _Renderer:
             return "i"
         if a.value == "shape":
             return f"list({local(a.argument)}.shape)"
+        if a.value == "list":
+            return f"[op.get_attr({a.argument!r})]"
         return f"_h.inverse_perm(op.get_attr({a.argument!r}))"
 
     def expr(self, e: GradExpr) -> str:

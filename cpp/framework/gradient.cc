@@ -211,10 +211,10 @@ class Parser {
       if (!Accept(")")) return Error("expected ')' after " + name + "(" + arg);
       if (name == "shape") {
         if (op_.FindInput(arg) < 0) return Error("shape(" + arg + "): '" + arg + "' is not an input");
-      } else if (name == "inverse_perm") {
-        if (op_.FindAttr(arg) < 0) return Error("inverse_perm(" + arg + "): '" + arg + "' is not an attr");
+      } else if (name == "inverse_perm" || name == "list") {
+        if (op_.FindAttr(arg) < 0) return Error(name + "(" + arg + "): '" + arg + "' is not an attr");
       } else {
-        return Error("unknown attr function '" + name + "' (known: shape, inverse_perm)");
+        return Error("unknown attr function '" + name + "' (known: shape, inverse_perm, list)");
       }
       v->kind = GradAttrValue::kFunction;
       v->text = name;

@@ -11,7 +11,7 @@
 // attrs (a value like a number). An attr
 // value is a literal (number, true/false, None, 'string', [list], dtype
 // name), a forward attr's name, `i` (the element of a list input), or
-// shape(input) / inverse_perm(attr).
+// shape(input) / inverse_perm(attr) / list(attr) (a one-element list).
 #pragma once
 
 #include <functional>

@@ -73,6 +73,7 @@ REGISTER_OP("LogSoftmax")
     .Output("logsoftmax: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(SoftmaxShape)
+    .Gradient("logits = Sub(dlogsoftmax, Mul(Exp(logsoftmax), Sum(dlogsoftmax, axis=list(axis), keepdims=true)))")
     .Doc(R"doc(
 Computes log(softmax(logits)) along one axis, without forming softmax.
 
@@ -248,8 +249,7 @@ REGISTER_OP("GeluGrad")
     .Output("dx: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(GeluGradShape)
-    .NoGradient()
-    .Doc(R"doc(
+        .Doc(R"doc(
 The backward op of Gelu: dy * (Phi(x) + x * phi(x)), Phi and phi the standard normal CDF and density.
 
 dy: The gradient of the loss with respect to Gelu's output.
@@ -290,8 +290,7 @@ REGISTER_OP("LayerNormGrad")
     .Output("dbias: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(NormGradShape)
-    .NoGradient()
-    .Doc(R"doc(
+        .Doc(R"doc(
 The backward op of LayerNorm: the gradients with respect to x, weight and bias, in one pass over the rows.
 
 dy: The gradient of the loss with respect to LayerNorm's output.
@@ -331,8 +330,7 @@ REGISTER_OP("GatherGrad")
     .Attr("T: {float32, float64}")
     .Attr("Tindices: {int32, int64}")
     .SetShapeFn(GatherGradShape)
-    .NoGradient()
-    .Doc(R"doc(
+        .Doc(R"doc(
 The backward op of Gather: scatter-adds the rows of dy into a zero tensor of params' shape.
 
 Equivalent to d = numpy.zeros_like(params); numpy.add.at(d, indices, dy).
