@@ -28,7 +28,8 @@ from opforge.autodiff import (RegisterGradient as RegisterGradient, enable_grad 
                               grad as grad, no_grad as no_grad, value_and_grad as value_and_grad)
 from opforge.ops import *  # noqa: E402,F401,F403
 from opforge.graph import (Graph as Graph, Session as Session, constant as constant,  # noqa: E402
-                           get_default_graph as get_default_graph, placeholder as placeholder)
+                           get_default_graph as get_default_graph, gradients as gradients,
+                           placeholder as placeholder)
 from opforge._async import (execution_mode as execution_mode, flush as flush,  # noqa: E402
                             pending as pending, queue_size as queue_size, set_execution_mode as set_execution_mode)
 

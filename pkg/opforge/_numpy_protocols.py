@@ -12,6 +12,7 @@ exception) is numpy's. Results of an opforge dtype come back as Tensors.
 import numpy as np
 
 from opforge import _pywrap_internal as _pw
+from opforge import dtypes as _dtypes
 from opforge import errors as _errors
 
 _SUPPORTED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.bool_))
@@ -78,8 +79,8 @@ def _wrap(result):
 
 def _dtype_of(x):
     """The dtype numpy would see for x, or a Python scalar type (NEP 50 weak scalars)."""
-    if type(x) is Tensor:
-        return x.dtype._np
+    if type(x) is Tensor or isinstance(getattr(x, "dtype", None), _dtypes.DType):
+        return x.dtype._np  # also graph tensors: the op then adds a node
     if isinstance(x, (np.ndarray, np.generic)):
         return x.dtype
     if type(x) in _SCALARS:

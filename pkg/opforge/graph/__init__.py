@@ -10,5 +10,7 @@
 
 from opforge.graph._graph import Graph, Operation, SymbolicTensor, constant, get_default_graph, placeholder
 from opforge.graph._session import Session
+from opforge.graph.gradients import gradients
 
-__all__ = ["Graph", "Operation", "SymbolicTensor", "Session", "constant", "get_default_graph", "placeholder"]
+__all__ = ["Graph", "Operation", "SymbolicTensor", "Session", "constant", "get_default_graph", "gradients",
+           "placeholder"]
