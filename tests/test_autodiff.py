@@ -228,3 +228,10 @@ def test_gradient_graph_is_freed_with_its_tensors():
     node = weakref.ref(y.grad_fn)
     del y
     assert node() is None
+
+
+def test_bad_list_argument_raises_the_ops_error_while_recording():
+    x = of.tensor([1.0], requires_grad=True)
+    with pytest.raises(of.errors.InvalidArgumentError, match="Concat.*values"):
+        of.concat(None)
+    assert x.requires_grad  # the recorder was active for that call

@@ -29,7 +29,7 @@ def _with_description(op_name: str, description: str) -> Registry:
 def test_declared_equivalence_is_mapped():
     reg = _with_description("Add", "Equivalent to `np.add(x, y)` for operands of one dtype.")
     assert numpy_equivalents(reg) == [("add", "add")]
-    text = emit.render(reg)["python/numpy_map.py"]
+    text = emit.render(reg).files["python/numpy_map.py"]
     ns: dict = {}
     exec(compile(text, "numpy_map.py", "exec"), ns)
     assert ns["NUMPY_EQUIVALENTS"] == {"add": "add"}

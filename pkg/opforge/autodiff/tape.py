@@ -82,6 +82,8 @@ def record(call):
     args = call.args
     for listed, pos in zip(sig.is_list, sig.input_pos):
         value = args[pos]
+        if listed and not isinstance(value, (list, tuple)):
+            return call.run()  # not a list: the op raises its usual error
         if any(_requires(v) for v in value) if listed else _requires(value):
             break
     else:
