@@ -24,7 +24,7 @@ import contextlib
 import os
 import threading
 
-from opforge import _bind, _hookpoint, _hooks
+from opforge import _bind, _hooks
 from opforge import _pywrap_internal as _pw
 
 _MODES = ("async", "sync")
@@ -60,10 +60,10 @@ def execution_mode(mode):
     _check(mode)
     if mode == "sync":
         # A sync block inside an async one: values it reads are waited for as usual.
-        with _hookpoint.installed(_sync_hook):
+        with _hooks.installed(_sync_hook):
             yield
         return
-    with _hookpoint.installed(_hook):
+    with _hooks.installed(_hook):
         yield
 
 
@@ -80,7 +80,7 @@ def set_execution_mode(mode):
         current.__exit__(None, None, None)
         _local.mode_cm = None
     if mode == "async":
-        cm = _hookpoint.installed(_hook)
+        cm = _hooks.installed(_hook)
         cm.__enter__()
         _local.mode_cm = cm
 

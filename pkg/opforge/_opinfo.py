@@ -27,15 +27,11 @@ _cache = {}
 
 def _load():
     for op in json.loads(_pw.registry_json())["ops"]:
-        attrs = {a["name"]: a for a in op["attrs"]}
         inputs = tuple(Arg(a["name"], bool(a.get("number_attr")), a.get("type_attr") or "",
                            _dtypes.as_dtype(a["fixed_type"]) if a.get("fixed_type") else None)
                        for a in op["inputs"])
-        params = op.get("params")
-        if params is None:
-            names = {a.name for a in inputs}
-            params = [n for n in op["arg_order"] if n in names or not attrs[n]["inferred"]]
-        _cache[op["name"]] = OpInfo(op["name"], inputs, tuple(o["name"] for o in op["outputs"]), tuple(params))
+        _cache[op["name"]] = OpInfo(op["name"], inputs, tuple(o["name"] for o in op["outputs"]),
+                                    tuple(op["params"]))
 
 
 def get(op_type):

@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from opforge import _bind, _hookpoint, _opinfo
+from opforge import _bind, _hooks
 from opforge import _pywrap_internal as _pw
 from opforge import dtypes as _dtypes
 from opforge import errors as _errors
@@ -106,7 +106,7 @@ class Graph:
         stack = _default_stack()
         stack.append(self)
         try:
-            with _hookpoint.installed(self._hook):
+            with _hooks.installed(self._hook):
                 yield self
         finally:
             stack.pop()
