@@ -67,7 +67,11 @@ bool ConvertArgs(const OpDef& op, PyObject* const* inputs, AttrValue* attrs, Inl
     s.arg = static_cast<int>(a);
     s.k = k;
     s.in.tensor = &(*tensors)[slots.size() - 1];
-    if (!ConvertInput(obj, name, SlotLabel(op.inputs[a], k), &s.in)) return false;
+    // The label of a list element is built only for list args (no string per call).
+    const ArgDef& def = op.inputs[a];
+    if (!(def.is_list() ? ConvertInput(obj, name, SlotLabel(def, k), &s.in) : ConvertInput(obj, name, def.name, &s.in))) {
+      return false;
+    }
     any_pending |= s.in.pending;
     return true;
   };
