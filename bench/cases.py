@@ -23,6 +23,10 @@ class Case:
     work: float        # bytes moved (GB/s) or flops (GFLOP/s); unused for "time"
     stmts: dict        # {lib: statement}
     namespace: dict = field(repr=False)
+    # Makes extra namespace entries just before the case runs; they are
+    # dropped after it (leaves that require gradients switch opforge's
+    # recorder on for as long as they live: other cases must not pay for it).
+    setup: object = field(default=None, repr=False)
     rtol: float = 1e-5
     atol: float = 0.0
 
@@ -160,10 +164,11 @@ def build(sizes, of, torch):
 
     # Training (issue 12): needs opforge.nn and opforge.optim.
     from bench import train_cases
-    train_cases.build(lambda *a, **k: cases.append(Case(a[0], a[1], a[2], a[3], a[4], a[5],
-                                                         _stmts(a[6], a[7], a[8], torch), a[9], **k)),
-                      sizes.large, of, torch, sizes is QUICK)
-    # Gradients: statements that need more than arrays get them in their namespace.
-    for case_id, extra in grad_cases.build(add, of, torch, rng):
-        next(c for c in cases if c.id == case_id).namespace.update(extra)
+    setups = train_cases.build(lambda *a, **k: cases.append(Case(a[0], a[1], a[2], a[3], a[4], a[5],
+                                                                 _stmts(a[6], a[7], a[8], torch), a[9], **k)),
+                               sizes.large, of, torch, sizes is QUICK)
+    # Gradients: tensors that require them are made by each case's setup.
+    setups += grad_cases.build(add, of, torch, rng)
+    for case_id, setup in setups:
+        next(c for c in cases if c.id == case_id).setup = setup
     return cases

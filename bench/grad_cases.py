@@ -41,18 +41,21 @@ def _torch_mlp(torch):
 
 
 def build(add, of, torch, rng):
-    """Adds the cases through cases.build's `add`; returns (id, extra namespace) pairs."""
+    """Adds the cases through cases.build's `add`; returns (id, setup) pairs: setup()
+    makes the case's tensors that require gradients, just before it runs."""
     def normal(*shape, scale=1.0):
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
     extra = []
     x, y = normal(1), normal(1)
     add("grad.add_1_recorded", "gradients", "add, 1 float32, input requires grad (recorded)", (1,), "time", 0,
-        "np.add(x, y)", "of.add(gx, y)", "torch.add(tgx, ty)", {"x": x, "y": y})
-    ns = {"gx": of.tensor(x, requires_grad=True)}
-    if torch is not None:
-        ns["tgx"] = torch.tensor(x, requires_grad=True)
-    extra.append(("grad.add_1_recorded", ns))
+        "np.add(x, y)", "of.add(gx, y)", "torch.add(tgx, ty).detach()", {"x": x, "y": y})
+    def add_setup():
+        ns = {"gx": of.tensor(x, requires_grad=True)}
+        if torch is not None:
+            ns["tgx"] = torch.tensor(x, requires_grad=True)
+        return ns
+    extra.append(("grad.add_1_recorded", add_setup))
 
     batch, sizes = 64, (784, 256, 10)
     arrays = {"x": normal(batch, sizes[0]), "onehot": np.eye(sizes[2], dtype=np.float32)[rng.integers(0, 10, batch)],
@@ -61,10 +64,12 @@ def build(add, of, torch, rng):
     add("grad.mlp_step", "gradients", "MLP 784-256-10 forward + backward, batch 64 float32", (batch,), "time", 0,
         "np_mlp(x, onehot, w1, b1, w2, b2)", "of_mlp(x, onehot, ow1, ob1, ow2, ob2)",
         "torch_mlp(tx, tonehot, rw1, rb1, rw2, rb2)", arrays, rtol=1e-3, atol=1e-5)
-    ns = {"np_mlp": _numpy_mlp, "of_mlp": _opforge_mlp(of)}
-    ns.update({"o" + k: of.tensor(arrays[k], requires_grad=True) for k in ("w1", "b1", "w2", "b2")})
-    if torch is not None:
-        ns["torch_mlp"] = _torch_mlp(torch)
-        ns.update({"r" + k: torch.tensor(arrays[k], requires_grad=True) for k in ("w1", "b1", "w2", "b2")})
-    extra.append(("grad.mlp_step", ns))
+    def mlp_setup():
+        ns = {"np_mlp": _numpy_mlp, "of_mlp": _opforge_mlp(of)}
+        ns.update({"o" + k: of.tensor(arrays[k], requires_grad=True) for k in ("w1", "b1", "w2", "b2")})
+        if torch is not None:
+            ns["torch_mlp"] = _torch_mlp(torch)
+            ns.update({"r" + k: torch.tensor(arrays[k], requires_grad=True) for k in ("w1", "b1", "w2", "b2")})
+        return ns
+    extra.append(("grad.mlp_step", mlp_setup))
     return extra

@@ -31,6 +31,16 @@ def check(case, lib, got, ref):
 
 
 def measure(case, repeats, min_batch_s, settle_s=0.0):
+    extra = case.setup() if case.setup else {}
+    case.namespace.update(extra)
+    try:
+        return _measure(case, repeats, min_batch_s, settle_s)
+    finally:
+        for key in extra:
+            del case.namespace[key]
+
+
+def _measure(case, repeats, min_batch_s, settle_s=0.0):
     results, ref, raised = {}, None, set()
     for lib, stmt in case.stmts.items():  # numpy first: it is the oracle
         try:
