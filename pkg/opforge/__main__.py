@@ -116,6 +116,19 @@ def cmd_demo(_args):
     except of.errors.InvalidArgumentError as e:
         print(f"\nbad input raises {type(e).__name__}:\n    {e}")
 
+    a, b, c = (of.tensor(v, requires_grad=True) for v in (2.0, 3.0, 4.0))
+    (a * b * c).backward()
+    print(f"\ngradients (declared beside each op in C++): d(a*b*c) at 2, 3, 4 -> "
+          f"{a.grad.item()}, {b.grad.item()}, {c.grad.item()}")
+
+    g = of.Graph()
+    with g.as_default():
+        p = of.placeholder(of.float32, shape=[2, 3], name="x")
+        y = of.softmax(p * 2.0)
+    with of.Session(g) as sess:
+        out = sess.run(y, {p: x})
+    print(f"graph mode: {y.name} has static shape {y.shape}; Session.run -> row sums {np.round(out.sum(axis=1), 4)}")
+
     print("\nmore: `python -m opforge ops`, `python -m opforge describe MatMul`")
     print("train a model: `python examples/train_digits.py` (opforge.nn + opforge.optim, pip install 'opforge[train]')")
     return 0
