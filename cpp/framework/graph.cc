@@ -255,54 +255,72 @@ Status Graph::Run(const std::vector<std::pair<int, Tensor>>& feeds, const std::v
     }
   }
 
-  std::unique_ptr<std::atomic<int>[]> uses(new std::atomic<int>[p.nodes.size()]);
-  for (size_t k = 0; k < p.nodes.size(); ++k) uses[k].store(p.uses[k], std::memory_order_relaxed);
+  // Use counts and live bytes: atomics only when nodes may run at once (a
+  // locked add per edge is a good part of a tiny node's cost).
+  const bool concurrent = !(p.serial || inter_op <= 1);
+  std::vector<int> plain_uses;
+  std::unique_ptr<std::atomic<int>[]> uses;
+  if (concurrent) {
+    uses.reset(new std::atomic<int>[p.nodes.size()]);
+    for (size_t k = 0; k < p.nodes.size(); ++k) uses[k].store(p.uses[k], std::memory_order_relaxed);
+  } else {
+    plain_uses = p.uses;
+  }
   std::atomic<int64_t> live{0}, peak{0};
+  int64_t plain_live = 0, plain_peak = 0;
   auto fn = [&](int k) -> Status {
     const GraphNode& node = *p.nodes[k];
     const size_t n_out = node.dtypes.size();
     Tensor* out = values.data() + p.offset[k];
+    const std::vector<Plan::Source>& sources = p.sources[k];
     {
       InlinedVector<Tensor, 4> in;
-      for (const Plan::Source& s : p.sources[k]) in.push_back(input_of(s));
+      for (const Plan::Source& s : sources) in.push_back(input_of(s));
       const TensorShape* shapes = reshaped ? reinferred.data() + p.offset[k] : node.shapes.data();
       Status s = RunKernel(*node.op, in.data(), static_cast<int>(in.size()), node.attrs.data(), shapes, out);
       if (!s.ok()) return s.WithPrefix(node.Label() + ": ");
     }
-    int64_t bytes = 0;
+    int64_t bytes = 0, freed = 0;
     for (size_t o = 0; o < n_out; ++o) bytes += static_cast<int64_t>(out[o].TotalBytes());
-    const int64_t now = live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    int64_t prev = peak.load(std::memory_order_relaxed);
-    while (now > prev && !peak.compare_exchange_weak(prev, now, std::memory_order_relaxed)) {}
     // Free each producer's outputs after their last reader.
-    for (const Plan::Source& src : p.sources[k]) {
+    for (const Plan::Source& src : sources) {
       if (src.kind != Plan::Source::kNode) continue;
-      if (uses[src.index].fetch_sub(1, std::memory_order_acq_rel) == 1 && !p.fetched[src.index]) {
+      const bool last = concurrent ? uses[src.index].fetch_sub(1, std::memory_order_acq_rel) == 1
+                                   : --plain_uses[src.index] == 0;
+      if (last && !p.fetched[src.index]) {
         Tensor* dead = values.data() + p.offset[src.index];
-        int64_t freed = 0;
         for (size_t o = 0; o < p.nodes[src.index]->dtypes.size(); ++o) {
           freed += static_cast<int64_t>(dead[o].TotalBytes());
           dead[o] = Tensor();
         }
-        live.fetch_sub(freed, std::memory_order_relaxed);
       }
     }
+    if (!concurrent) {
+      plain_peak = std::max(plain_peak, plain_live + bytes);
+      plain_live += bytes - freed;
+      return Status::OK();
+    }
+    const int64_t now = live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    int64_t prev = peak.load(std::memory_order_relaxed);
+    while (now > prev && !peak.compare_exchange_weak(prev, now, std::memory_order_relaxed)) {}
+    if (freed) live.fetch_sub(freed, std::memory_order_relaxed);
     return Status::OK();
   };
   RunStats local;
   RunStats* st = stats ? stats : &local;
   *st = RunStats();
-  if (p.serial || inter_op <= 1) {
+  if (!concurrent) {
     // Nothing could run beside anything else: in order, on this thread.
     for (size_t k = 0; k < p.nodes.size(); ++k) {
       OF_RETURN_IF_ERROR(fn(static_cast<int>(k)));
       ++st->nodes_run;
     }
     st->max_concurrent = p.nodes.empty() ? 0 : 1;
+    st->peak_bytes = plain_peak;
   } else {
     OF_RETURN_IF_ERROR(RunDag(p.num_deps, p.consumers, inter_op, fn, st));
+    st->peak_bytes = peak.load();
   }
-  st->peak_bytes = peak.load();
   results->clear();
   for (const Plan::Source& s : p.fetches) results->push_back(input_of(s));
   return Status::OK();
