@@ -120,8 +120,11 @@ InterOpPool* Pool() {
   return pool;
 }
 
-// The shared state of one RunDag call; lives on the caller's stack, which
-// waits for every helper to leave before returning.
+// The shared state of one RunDag call. Shared with the helpers it asked the
+// pool for: the caller returns once no node is running, without waiting for
+// helpers that have not started yet (on a busy machine a wake-up can take a
+// scheduler time slice); those find the run over and leave, touching only
+// this state (fn and consumers live on the caller's stack).
 struct DagState {
   const std::vector<std::vector<int>>* consumers;
   const std::function<Status(int)>* fn;
@@ -132,14 +135,15 @@ struct DagState {
   std::deque<int> ready;
   int64_t remaining = 0;
   int running = 0, helpers = 0, idle = 0, starting = 0;
+  bool over = false;  // the caller has returned
   Status status;
-  RunStats* stats;
+  RunStats stats;
 };
 
-void Work(DagState* s, bool helper);
+void Work(const std::shared_ptr<DagState>& s, bool helper);
 
 // Borrows pool threads for the ready nodes that no thread is about to take.
-void SpawnHelpers(DagState* s) {
+void SpawnHelpers(const std::shared_ptr<DagState>& s) {
   while (s->helpers < s->max_parallel - 1 && static_cast<int>(s->ready.size()) > s->idle + s->starting) {
     ++s->helpers;
     ++s->starting;
@@ -147,11 +151,11 @@ void SpawnHelpers(DagState* s) {
   }
 }
 
-void Work(DagState* s, bool helper) {
+void Work(const std::shared_ptr<DagState>& s, bool helper) {
   std::unique_lock<std::mutex> lock(s->mu);
   if (helper) --s->starting;
   for (;;) {
-    if (!s->status.ok() || s->remaining == 0) break;
+    if (s->over || !s->status.ok() || s->remaining == 0) break;
     if (s->ready.empty()) {
       if (helper) break;
       ++s->idle;
@@ -162,14 +166,14 @@ void Work(DagState* s, bool helper) {
     const int i = s->ready.front();
     s->ready.pop_front();
     ++s->running;
-    s->stats->max_concurrent = std::max<int64_t>(s->stats->max_concurrent, s->running);
+    s->stats.max_concurrent = std::max<int64_t>(s->stats.max_concurrent, s->running);
     if (!s->ready.empty()) SpawnHelpers(s);
     lock.unlock();
     Status st = (*s->fn)(i);
     lock.lock();
     --s->running;
     --s->remaining;
-    ++s->stats->nodes_run;
+    ++s->stats.nodes_run;
     if (!st.ok()) {
       if (s->status.ok()) s->status = st;
     } else {
@@ -181,10 +185,11 @@ void Work(DagState* s, bool helper) {
   }
   if (helper) {
     --s->helpers;
-    s->cv.notify_all();
     return;
   }
-  s->cv.wait(lock, [s] { return s->running == 0 && s->helpers == 0; });
+  // Only nodes still running use fn: wait for those, not for idle helpers.
+  s->cv.wait(lock, [&] { return s->running == 0; });
+  s->over = true;
 }
 
 }  // namespace
@@ -204,19 +209,22 @@ void ScheduleInterOp(std::function<void()> fn) {
 
 Status RunDag(const std::vector<int>& num_deps, const std::vector<std::vector<int>>& consumers, int max_parallel,
               const std::function<Status(int)>& fn, RunStats* stats) {
-  RunStats local;
-  DagState s;
-  s.consumers = &consumers;
-  s.fn = &fn;
-  s.max_parallel = Pool()->forked() ? 1 : std::max(1, max_parallel);
-  s.deps = num_deps;
-  s.remaining = static_cast<int64_t>(num_deps.size());
-  s.stats = stats ? stats : &local;
+  auto s = std::make_shared<DagState>();
+  s->consumers = &consumers;
+  s->fn = &fn;
+  s->max_parallel = Pool()->forked() ? 1 : std::max(1, max_parallel);
+  s->deps = num_deps;
+  s->remaining = static_cast<int64_t>(num_deps.size());
   for (size_t i = 0; i < num_deps.size(); ++i) {
-    if (num_deps[i] == 0) s.ready.push_back(static_cast<int>(i));
+    if (num_deps[i] == 0) s->ready.push_back(static_cast<int>(i));
   }
-  Work(&s, false);
-  return s.status;
+  Work(s, false);
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (stats) {
+    stats->nodes_run = s->stats.nodes_run;
+    stats->max_concurrent = s->stats.max_concurrent;
+  }
+  return s->status;
 }
 
 // ---------------------------------------------------------------- async ops
