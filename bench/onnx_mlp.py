@@ -82,7 +82,7 @@ def main(argv=None):
     print(f"{'library':<14}{'ms/batch':>10}")
     for lib, t in med.items():
         print(f"{lib:<14}{t * 1e3:>10.3f}")
-    print(f"onnxruntime / opforge (Session.run): {med['onnxruntime'] / med['opforge']:.2f}x  "
+    print(f"onnxruntime / opforge: {med['onnxruntime'] / med['opforge']:.2f}x (Session.run)  "
           f"(onnxruntime / opforge eager: {med['onnxruntime'] / med['opforge_eager']:.2f}x)  "
           f"(numpy / opforge: {med['numpy'] / med['opforge']:.2f}x)")
     return 0
