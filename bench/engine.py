@@ -11,7 +11,13 @@ Cases (medians of interleaved repeats; ratios are baseline time / new time):
   engine.async_submit      10,000 tiny adds: per-op cost, sync vs async submit    (reported)
   engine.async_overlap     steps of ~1 ms of kernels + ~1 ms of Python: sync vs
                            async                                                 (target >= 1.6x)
+  engine.control_threads   the in-process control: the chains' 16 matmuls as
+                           eager calls (GIL released) on 1 vs 2 plain Python
+                           threads, no engine. It is the parallelism this machine
+                           gives right now: interop_chains and async_overlap can
+                           reach about this ratio, not more (reported)
 """
+import threading
 import json
 import statistics
 import sys
@@ -84,6 +90,26 @@ def run(quick=False):
     t1, t2 = _median_pair(lambda: one.run(chains), lambda: two.run(chains), repeats)
     out["engine.interop_chains"] = {"title": f"4 chains of {depth} {m}x{m} matmuls: 1 vs 2 inter-op threads",
                                     "baseline_s": t1, "new_s": t2, "ratio": t1 / t2}
+
+    # The control: the same products as eager calls on two plain threads.
+    ta = of.add(mats, np.float32(0))  # an opforge Tensor: eager calls read it without conversion
+
+    def chain_work(n_chains):
+        for _ in range(n_chains):
+            c = ta
+            for _ in range(depth):
+                c = of.matmul(c, ta)
+
+    def two_threads():
+        ts = [threading.Thread(target=chain_work, args=(2,)) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+
+    c1, c2 = _median_pair(lambda: chain_work(4), two_threads, repeats)
+    out["engine.control_threads"] = {"title": f"control: the {4 * depth} matmuls eagerly on 1 vs 2 plain threads",
+                                     "baseline_s": c1, "new_s": c2, "ratio": c1 / c2}
 
     # Submit cost: per op, sync vs async (async includes the final flush).
     n_sub = 1000 if quick else 10000

@@ -4,7 +4,8 @@ opforge.onnx and by onnxruntime's InferenceSession in one process, interleaved.
     python -m bench.onnx_mlp [--repeats N] [--threads N]
 
 Prints the median time per batch of each, numpy's (the same math written out)
-for scale, and onnxruntime's time over opforge's (above 1: opforge is faster).
+for scale, and onnxruntime's time over opforge's Session.run of the imported
+graph (above 1: opforge is faster), and over opforge's eager run.
 Needs the `onnx` extra (onnx, onnxruntime).
 """
 import argparse
@@ -58,13 +59,18 @@ def main(argv=None):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = args.threads
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    import opforge as of
     prog = opforge.onnx.load(model)
+    imported = opforge.onnx.import_model(model)
+    gsess = of.Session(imported.graph)
     ns = {"sess": sess, "prog": prog, "x": x, "feeds": {"x": x}, "np": np, "numpy_mlp": numpy_mlp,
-          "weights": weights}
+          "weights": weights, "gsess": gsess, "gy": [imported.outputs["y"]], "gfeeds": {imported.inputs["x"]: x}}
+    # opforge: Session.run of the imported graph (issue 10's comparison);
+    # opforge_eager: the same converters called eagerly (opforge.onnx.run).
     stmts = {"numpy": "numpy_mlp(x, weights)", "onnxruntime": "sess.run(None, feeds)",
-             "opforge": "prog.run(feeds)"}
+             "opforge": "gsess.run(gy, gfeeds)", "opforge_eager": "prog.run(feeds)"}
     ref = numpy_mlp(x, weights)
-    for lib in ("onnxruntime", "opforge"):
+    for lib in ("onnxruntime", "opforge", "opforge_eager"):
         got = eval(stmts[lib], ns)[0]
         if not np.allclose(got, ref, rtol=1e-4, atol=1e-6):
             print(f"bench.onnx_mlp: {lib} differs from numpy", file=sys.stderr)
@@ -76,7 +82,8 @@ def main(argv=None):
     print(f"{'library':<14}{'ms/batch':>10}")
     for lib, t in med.items():
         print(f"{lib:<14}{t * 1e3:>10.3f}")
-    print(f"onnxruntime / opforge: {med['onnxruntime'] / med['opforge']:.2f}x  "
+    print(f"onnxruntime / opforge: {med['onnxruntime'] / med['opforge']:.2f}x (Session.run)  "
+          f"(onnxruntime / opforge eager: {med['onnxruntime'] / med['opforge_eager']:.2f}x)  "
           f"(numpy / opforge: {med['numpy'] / med['opforge']:.2f}x)")
     return 0
 

@@ -24,6 +24,12 @@ PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inte
 // Async mode. inputs: one item per input arg (a list for list args) of
 // anything an op takes: Tensors (maybe pending), arrays, scalars, lists. Returns pending Tensor(s); call-site errors raise at once.
 PyObject* AsyncSubmit(const char* op_type, PyObject* inputs, PyObject* attrs, const char* where);
+// The async-mode hook itself (opforge._async installs it): takes an
+// opforge._hooks.OpCall, submits it (or call.run() when it must run
+// synchronously). AsyncHookInit gives the package directory whose frames
+// the submitting file:line skips.
+PyObject* AsyncHook(PyObject* call);
+PyObject* AsyncHookInit(const char* package_dir);
 PyObject* AsyncFlush();
 PyObject* AsyncDrain();
 PyObject* AsyncQueueSize();

@@ -66,6 +66,8 @@ PyObject* DTypeTable();
 %rename(graph_add_op) opforge::py::GraphAddOp;
 %rename(graph_run) opforge::py::GraphRun;
 %rename(async_submit) opforge::py::AsyncSubmit;
+%rename(async_hook) opforge::py::AsyncHook;
+%rename(async_hook_init) opforge::py::AsyncHookInit;
 %rename(async_flush) opforge::py::AsyncFlush;
 %rename(async_drain) opforge::py::AsyncDrain;
 %rename(async_queue_size) opforge::py::AsyncQueueSize;
@@ -80,6 +82,8 @@ PyObject* GraphAddOp(PyObject* graph, const char* op_type, const char* name, con
                      PyObject* attrs);
 PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads);
 PyObject* AsyncSubmit(const char* op_type, PyObject* inputs, PyObject* attrs, const char* where);
+PyObject* AsyncHook(PyObject* call);
+PyObject* AsyncHookInit(const char* package_dir);
 PyObject* AsyncFlush();
 PyObject* AsyncDrain();
 PyObject* AsyncQueueSize();

@@ -72,7 +72,7 @@ def test_quick_mode_json_has_every_figure(quick_run):
     assert statuses["matmul 2048 float32: >= 0.95x numpy"] == "SKIP"
     assert statuses["matmul 256 float32, alone/interleaved x warm/cold: each >= 0.95x numpy"] == "SKIP"
     # Graph and async mode against eager opforge (bench/engine.py, a subprocess).
-    assert sorted(data["engine"]) == ["engine.async_overlap", "engine.async_submit",
+    assert sorted(data["engine"]) == ["engine.async_overlap", "engine.async_submit", "engine.control_threads",
                                       "engine.graph_1000_tiny", "engine.interop_chains"]
     for case in data["engine"].values():
         assert case["baseline_s"] > 0 and case["new_s"] > 0 and case["ratio"] > 0

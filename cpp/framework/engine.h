@@ -73,7 +73,9 @@ class AsyncOp : public std::enable_shared_from_this<AsyncOp> {
 
  private:
   friend class AsyncQueue;
-  void Run();
+  // Runs the kernel; returns a dependent this made ready (the caller runs
+  // it next), others go to the pool.
+  std::shared_ptr<AsyncOp> Run();
 
   const OpDef* op_;
   std::vector<AttrValue> attrs_;
@@ -90,6 +92,7 @@ class AsyncOp : public std::enable_shared_from_this<AsyncOp> {
   int waiting_on_ = 0;
   std::vector<std::shared_ptr<AsyncOp>> dependents_;
   bool observed_ = false;
+  int waiters_ = 0;  // threads blocked in Wait()
 };
 
 // The process-wide queue of async mode.
@@ -110,10 +113,11 @@ class AsyncQueue {
  private:
   friend class AsyncOp;
   void Schedule(std::shared_ptr<AsyncOp> op);
-  void Finished(const std::shared_ptr<AsyncOp>& op);
+  std::shared_ptr<AsyncOp> Finished(const std::shared_ptr<AsyncOp>& op);
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;  // an op finished
+  std::condition_variable cv_;  // an op someone waits on finished, or the queue emptied
+  int flushers_ = 0;            // threads in Flush() or Drain(); guarded by mu_
   std::atomic<int64_t> queued_{0}, running_{0};  // written under mu_ or before Run
 
   std::vector<std::shared_ptr<AsyncOp>> unobserved_;  // failed roots, in failure order

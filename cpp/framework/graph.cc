@@ -11,7 +11,7 @@ struct Graph::Plan {
   // Where one input of a planned op comes from.
   struct Source {
     enum Kind { kNode, kFeed, kConst } kind;
-    int index;                  // plan index or feed index
+    int index;                  // plan index, feed index or constant slot
     int output;
     const GraphNode* constant;  // kConst
   };
@@ -26,6 +26,19 @@ struct Graph::Plan {
   std::vector<int> offset;      // of each op's first output in the run's flat value array
   int num_values = 0;
   bool serial = false;          // never two nodes ready at once: run in order, no scheduling
+  // What running a node reads, packed per op in plan order (a run touches
+  // these few cache lines per node, not the GraphNode's).
+  struct Step {
+    const OpDef* op;
+    const AttrValue* attrs;
+    const TensorShape* shapes;
+    int src_begin, src_end;     // into step_sources
+    int offset, n_out;
+    char fetched;
+  };
+  std::vector<Step> steps;
+  std::vector<Source> step_sources;
+  std::vector<Tensor> constants;  // kConst sources index this
 };
 
 namespace {
@@ -163,11 +176,17 @@ Status Graph::GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const st
     }
     for (const NodeOutput& in : node.inputs) needed[in.node] = 1;
   }
-  std::vector<int> plan_index(n, -1);
+  std::vector<int> plan_index(n, -1), const_slot(n, -1);
   auto source = [&](const NodeOutput& o) {
     if (feed_of[o.node] >= 0) return Plan::Source{Plan::Source::kFeed, feed_of[o.node], 0, nullptr};
     if (nodes_[o.node].kind == GraphNode::kConstant) {
-      return Plan::Source{Plan::Source::kConst, -1, 0, &nodes_[o.node]};
+      // The plan holds its own reference (packed, not spread over GraphNodes).
+      int& slot = const_slot[o.node];
+      if (slot < 0) {
+        slot = static_cast<int>(plan->constants.size());
+        plan->constants.push_back(nodes_[o.node].value);
+      }
+      return Plan::Source{Plan::Source::kConst, slot, 0, &nodes_[o.node]};
     }
     return Plan::Source{Plan::Source::kNode, plan_index[o.node], o.index, nullptr};
   };
@@ -200,6 +219,20 @@ Status Graph::GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const st
     plan->fetches.push_back(s);
   }
   plan->serial = IsSerial(plan->num_deps, plan->consumers);
+  for (size_t k = 0; k < plan->nodes.size(); ++k) {
+    const GraphNode& node = *plan->nodes[k];
+    Plan::Step st;
+    st.op = node.op;
+    st.attrs = node.attrs.data();
+    st.shapes = node.shapes.data();
+    st.src_begin = static_cast<int>(plan->step_sources.size());
+    plan->step_sources.insert(plan->step_sources.end(), plan->sources[k].begin(), plan->sources[k].end());
+    st.src_end = static_cast<int>(plan->step_sources.size());
+    st.offset = plan->offset[k];
+    st.n_out = static_cast<int>(node.dtypes.size());
+    st.fetched = plan->fetched[k];
+    plan->steps.push_back(st);
+  }
   plans_.emplace(key, plan);
   *out = plan;
   return Status::OK();
@@ -226,7 +259,7 @@ Status Graph::Run(const std::vector<std::pair<int, Tensor>>& feeds, const std::v
   auto input_of = [&](const Plan::Source& s) -> const Tensor& {
     switch (s.kind) {
       case Plan::Source::kFeed: return feeds[s.index].second;
-      case Plan::Source::kConst: return s.constant->value;  // constants never change
+      case Plan::Source::kConst: return p.constants[s.index];  // constants never change
       default: return values[p.offset[s.index] + s.output];
     }
   };
@@ -255,54 +288,86 @@ Status Graph::Run(const std::vector<std::pair<int, Tensor>>& feeds, const std::v
     }
   }
 
-  std::unique_ptr<std::atomic<int>[]> uses(new std::atomic<int>[p.nodes.size()]);
-  for (size_t k = 0; k < p.nodes.size(); ++k) uses[k].store(p.uses[k], std::memory_order_relaxed);
+  // Use counts and live bytes: atomics only when nodes may run at once (a
+  // locked add per edge is a good part of a tiny node's cost).
+  const bool concurrent = !(p.serial || inter_op <= 1);
+  std::vector<int> plain_uses;
+  std::unique_ptr<std::atomic<int>[]> uses;
+  if (concurrent) {
+    uses.reset(new std::atomic<int>[p.nodes.size()]);
+    for (size_t k = 0; k < p.nodes.size(); ++k) uses[k].store(p.uses[k], std::memory_order_relaxed);
+  } else {
+    plain_uses = p.uses;
+  }
   std::atomic<int64_t> live{0}, peak{0};
+  int64_t plain_live = 0, plain_peak = 0;
   auto fn = [&](int k) -> Status {
-    const GraphNode& node = *p.nodes[k];
-    const size_t n_out = node.dtypes.size();
-    Tensor* out = values.data() + p.offset[k];
+    const Plan::Step& step = p.steps[k];
+    Tensor* out = values.data() + step.offset;
+    const Plan::Source* src_begin = p.step_sources.data() + step.src_begin;
+    const Plan::Source* src_end = p.step_sources.data() + step.src_end;
+    int64_t freed = 0;
     {
       InlinedVector<Tensor, 4> in;
-      for (const Plan::Source& s : p.sources[k]) in.push_back(input_of(s));
-      const TensorShape* shapes = reshaped ? reinferred.data() + p.offset[k] : node.shapes.data();
-      Status s = RunKernel(*node.op, in.data(), static_cast<int>(in.size()), node.attrs.data(), shapes, out);
-      if (!s.ok()) return s.WithPrefix(node.Label() + ": ");
+      for (const Plan::Source* s = src_begin; s != src_end; ++s) {
+        // Run in order, an intermediate read for the last time moves into
+        // the kernel's inputs (no reference count traffic); it dies with
+        // them, and the loop below finds its slot empty.
+        if (!concurrent && s->kind == Plan::Source::kNode && plain_uses[s->index] == 1 &&
+            !p.steps[s->index].fetched) {
+          Tensor& v = values[p.steps[s->index].offset + s->output];
+          freed += static_cast<int64_t>(v.TotalBytes());
+          in.push_back(std::move(v));
+        } else {
+          in.push_back(input_of(*s));
+        }
+      }
+      const TensorShape* shapes = reshaped ? reinferred.data() + step.offset : step.shapes;
+      Status s = RunKernel(*step.op, in.data(), static_cast<int>(in.size()), step.attrs, shapes, out);
+      if (!s.ok()) return s.WithPrefix(p.nodes[k]->Label() + ": ");
     }
     int64_t bytes = 0;
-    for (size_t o = 0; o < n_out; ++o) bytes += static_cast<int64_t>(out[o].TotalBytes());
-    const int64_t now = live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    int64_t prev = peak.load(std::memory_order_relaxed);
-    while (now > prev && !peak.compare_exchange_weak(prev, now, std::memory_order_relaxed)) {}
+    for (int o = 0; o < step.n_out; ++o) bytes += static_cast<int64_t>(out[o].TotalBytes());
     // Free each producer's outputs after their last reader.
-    for (const Plan::Source& src : p.sources[k]) {
-      if (src.kind != Plan::Source::kNode) continue;
-      if (uses[src.index].fetch_sub(1, std::memory_order_acq_rel) == 1 && !p.fetched[src.index]) {
-        Tensor* dead = values.data() + p.offset[src.index];
-        int64_t freed = 0;
-        for (size_t o = 0; o < p.nodes[src.index]->dtypes.size(); ++o) {
+    for (const Plan::Source* src = src_begin; src != src_end; ++src) {
+      if (src->kind != Plan::Source::kNode) continue;
+      const bool last = concurrent ? uses[src->index].fetch_sub(1, std::memory_order_acq_rel) == 1
+                                   : --plain_uses[src->index] == 0;
+      const Plan::Step& producer = p.steps[src->index];
+      if (last && !producer.fetched) {
+        Tensor* dead = values.data() + producer.offset;
+        for (int o = 0; o < producer.n_out; ++o) {
           freed += static_cast<int64_t>(dead[o].TotalBytes());
           dead[o] = Tensor();
         }
-        live.fetch_sub(freed, std::memory_order_relaxed);
       }
     }
+    if (!concurrent) {
+      plain_peak = std::max(plain_peak, plain_live + bytes);
+      plain_live += bytes - freed;
+      return Status::OK();
+    }
+    const int64_t now = live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    int64_t prev = peak.load(std::memory_order_relaxed);
+    while (now > prev && !peak.compare_exchange_weak(prev, now, std::memory_order_relaxed)) {}
+    if (freed) live.fetch_sub(freed, std::memory_order_relaxed);
     return Status::OK();
   };
   RunStats local;
   RunStats* st = stats ? stats : &local;
   *st = RunStats();
-  if (p.serial || inter_op <= 1) {
+  if (!concurrent) {
     // Nothing could run beside anything else: in order, on this thread.
     for (size_t k = 0; k < p.nodes.size(); ++k) {
       OF_RETURN_IF_ERROR(fn(static_cast<int>(k)));
       ++st->nodes_run;
     }
     st->max_concurrent = p.nodes.empty() ? 0 : 1;
+    st->peak_bytes = plain_peak;
   } else {
     OF_RETURN_IF_ERROR(RunDag(p.num_deps, p.consumers, inter_op, fn, st));
+    st->peak_bytes = peak.load();
   }
-  st->peak_bytes = peak.load();
   results->clear();
   for (const Plan::Source& s : p.fetches) results->push_back(input_of(s));
   return Status::OK();

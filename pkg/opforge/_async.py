@@ -21,7 +21,6 @@ synchronous (for debugging).
 
 import atexit
 import contextlib
-import os
 import threading
 
 from opforge import _bind, _hooks
@@ -31,22 +30,12 @@ _MODES = ("async", "sync")
 _local = threading.local()
 
 
-def _forced_sync():
-    return os.environ.get("OPFORGE_EXECUTION", "").strip().lower() == "sync"
-
-
-def _hook(call):
-    # A call the gradient recorder wants recorded runs synchronously (its
-    # inputs, attrs and outputs are recorded from the eager execution).
-    if call.record or _forced_sync():
-        return call.run()
-    # C++ converts the inputs (partner dtypes, copies of numpy memory) and
-    # checks dtypes, attrs and shapes before queueing.
-    op_type, args = call.op_type, call.args
-    sig = _hooks.signature(op_type)
-    inputs = tuple([args[p] for p in sig.input_pos])
-    attrs = {n: args[p] for n, p in zip(sig.attrs, sig.attr_pos)}
-    return _pw.async_submit(op_type, inputs, attrs, _bind.caller_location())
+# The hook is C++ (py_engine.cc): it reads the OpCall, runs it synchronously
+# when the gradient recorder records it or OPFORGE_EXECUTION=sync, else
+# converts the inputs (partner dtypes, copies of numpy memory), checks
+# dtypes, attrs and shapes, and queues it, naming the caller's file:line.
+_hook = _pw.async_hook
+_pw.async_hook_init(_bind._PKG_DIR)
 
 
 def _check(mode):

@@ -4,6 +4,13 @@ Inside ``with g.as_default():`` every op call (built-in, from
 load_op_library, or a Tensor operator) adds a node instead of running; its
 dtypes and shapes come from the op's C++ shape function, so a bad call
 raises its usual error at once, naming the node and the line that built it.
+
+Unknown dimensions (``placeholder(dtype, [None, 784])``): the C++ graph
+holds them as a stand-in size (_PROBES[0]) and shape functions run on that;
+a node reading one is inferred once more with every unknown dim at a second
+size (_PROBES[1]), and output dims that differ between the two are unknown
+(None) too. Session.run checks a feed against the known dims, then
+re-infers every shape from the fed ones before any kernel runs.
 """
 
 import contextlib
@@ -16,6 +23,21 @@ from opforge import _pywrap_internal as _pw
 from opforge import dtypes as _dtypes
 from opforge import errors as _errors
 from opforge.tensor import Tensor as _EagerTensor, _TensorMethods
+
+
+# Two stand-in sizes for unknown dims: odd primes (never 1, so nothing
+# broadcasts against them), small enough that rank 8 of them cannot
+# overflow an element count. An op must accept both, so a dim that happens
+# to equal one of them cannot make a build succeed by accident.
+_PROBES = (101, 103)
+
+
+def _has_unknown(shape):
+    return any(d is None for d in shape)
+
+
+def _probe(shape, size):
+    return [size if d is None else d for d in shape]
 
 
 class Operation:
@@ -66,7 +88,7 @@ class SymbolicTensor(_TensorMethods):
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return None if _has_unknown(self.shape) else int(np.prod(self.shape, dtype=np.int64))
 
     def _ref(self):
         return (self.op._id, self.value_index)
@@ -160,14 +182,33 @@ class Graph:
         bound = _bind.bind(op_type, inputs, attrs, typed, convert)
         refs = tuple([t._ref() for t in b] if isinstance(b, list) else b._ref() for b in bound)
         name = self.unique_name(name or op_type)
-        node, dtypes, shapes, completed = _pw.graph_add_op(self._handle, op_type, name, location, refs, attrs)
         flat = [t for b in bound for t in (b if isinstance(b, list) else [b])]
+        unknown = any(_has_unknown(t.shape) for t in flat)
+        try:
+            node, dtypes, shapes, completed = _pw.graph_add_op(self._handle, op_type, name, location, refs, attrs)
+            if unknown:
+                shapes = _unknown_dims(op_type, bound, attrs, shapes)
+        except _errors.OpError as e:
+            if not unknown:
+                raise
+            raise type(e)(f"{e} (an unknown dimension (None) must work at any size: shapes are inferred with "
+                          f"{_PROBES[0]} and {_PROBES[1]} standing in for it)") from None
         op = self._new_op(op_type, name, node, flat, dtypes, shapes, completed, location)
         return op.outputs[0] if len(op.outputs) == 1 else op.outputs
 
 
 _local = threading.local()
 _global_default = None
+
+
+def _unknown_dims(op_type, bound, attrs, shapes):
+    # The node inferred again with the unknown dims at the second probe:
+    # output dims that moved depend on them.
+    specs = tuple([(t.dtype, _probe(t.shape, _PROBES[1])) for t in b] if isinstance(b, list)
+                  else (b.dtype, _probe(b.shape, _PROBES[1])) for b in bound)
+    _, other, _ = _pw.infer(op_type, specs, attrs)
+    return [tuple(None if a != b else a for a, b in zip(s1, s2)) if len(s1) == len(s2) else s1
+            for s1, s2 in zip(shapes, other)]
 
 
 def _default_stack():
@@ -190,16 +231,22 @@ def get_default_graph():
 
 
 def placeholder(dtype, shape, name=None):
-    """A graph input of `dtype` and `shape` (a list of ints), fed at Session.run."""
+    """A graph input of `dtype` and `shape`, fed at Session.run: a list of ints,
+    None for a dimension known only when fed (``[None, 784]``)."""
     g = get_default_graph()
     location = _bind.caller_location()
     dtype = _dtypes.as_dtype(dtype)
-    if shape is None or any(d is None for d in shape):
+    if shape is None or isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
         raise _errors.InvalidArgumentError(
-            "placeholder: argument 'shape' must give every dimension (feeds of another shape re-infer "
-            "shapes at Session.run)")
+            "placeholder: argument 'shape' must be a list of ints and None (unknown dims); the rank must be known")
+    shape = list(shape)
+    for d in shape:
+        if d is not None and (isinstance(d, bool) or not isinstance(d, (int, np.integer))):
+            raise _errors.InvalidArgumentError(
+                f"placeholder: argument 'shape' must be a list of ints and None (unknown dims), got {shape}")
+    shape = [None if d is None else int(d) for d in shape]
     name = g.unique_name(name or "Placeholder")
-    node = _pw.graph_placeholder(g._handle, name, dtype, list(shape), location)
+    node = _pw.graph_placeholder(g._handle, name, dtype, _probe(shape, _PROBES[0]), location)
     return g._new_op("Placeholder", name, node, [], [dtype], [tuple(shape)], {"dtype": dtype, "shape": list(shape)},
                      location).outputs[0]
 

@@ -50,6 +50,8 @@ class Session:
                     value, None if isinstance(value, (np.ndarray, np.generic)) else key.dtype)
             except _errors.OpError as e:
                 raise type(e)(f"Session.run: the value fed to '{key.name}': {e}") from None
+            if key.op.type == "Placeholder" and any(d is None for d in key.shape):
+                _check_feed(key, tensor.shape)
             feeds.append((key.op._id, tensor))
         results, self.last_run_stats = _pw.graph_run(self.graph._handle, feeds, [t._ref() for t in flat],
                                                      self.inter_op_threads)
@@ -75,6 +77,17 @@ class Session:
         if isinstance(structure, dict):
             return {k: self._rebuild(v, values) for k, v in structure.items()}
         return type(structure)(self._rebuild(v, values) for v in structure)
+
+
+def _check_feed(placeholder, shape):
+    # Unknown dims take any size; the known ones and the rank must match
+    # (shapes are then re-inferred from the feed before any kernel runs).
+    want = placeholder.shape
+    if len(shape) != len(want) or any(w is not None and w != d for w, d in zip(want, shape)):
+        spec = "[" + ", ".join("None" if w is None else str(w) for w in want) + "]"
+        raise _errors.InvalidArgumentError(
+            f"Session.run: the value fed to placeholder '{placeholder.name}' has shape {list(shape)}, "
+            f"which does not fit {spec}")
 
 
 def _pw_tensor():

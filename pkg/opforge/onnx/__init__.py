@@ -42,8 +42,11 @@ def supported_operators():
 def import_model(model_or_path, input_shapes=None):
     """Builds an opforge Graph from a model: initializers become constants, inputs placeholders.
 
-    input_shapes: dict name -> shape for inputs with symbolic dims (e.g. a batch
-    dim "N"); Session.run re-infers shapes for feeds of another shape.
+    input_shapes: dict name -> shape, to fix symbolic dims (e.g. a batch dim
+    "N"); without it they are unknown (None) dims of the placeholder, and
+    Session.run checks and re-infers shapes from each feed. A node whose
+    conversion needs the size of an unknown dim raises UnimplementedError
+    naming it (give input_shapes then).
     Returns ImportedModel(graph, inputs, outputs), the latter two dicts name -> tensor.
     """
     from opforge import errors
@@ -65,10 +68,11 @@ def import_model(model_or_path, input_shapes=None):
         inputs = {}
         for name, (dtype, dims) in prog.inputs.items():
             shape = input_shapes.get(name, dims)
-            if shape is None or any(d is None for d in shape):
+            if shape is None:
                 raise errors.InvalidArgumentError(
-                    f"onnx: input {name!r} has symbolic dims {dims}: give its shape in input_shapes")
-            shape = [int(d) for d in shape]
+                    f"onnx: input {name!r} has no shape (not even a rank): give its shape in input_shapes")
+            # Symbolic dims (dim_param) stay unknown (None) unless input_shapes fixes them.
+            shape = [None if d is None else int(d) for d in shape]
             if dims is not None and (len(shape) != len(dims) or any(
                     d is not None and d != s for d, s in zip(dims, shape))):
                 raise errors.InvalidArgumentError(

@@ -13,6 +13,11 @@ from opforge.onnx import _node, _validate
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
 
 
+def _has_unknown_dims(v):
+    shape = getattr(v, "shape", None)
+    return shape is not None and any(d is None for d in shape)
+
+
 class Program:
     """An imported model: validated and mapped, ready to run or to build into a graph."""
 
@@ -99,6 +104,16 @@ class Program:
                 if msg.startswith("onnx:"):
                     raise
                 raise type(e)(f"onnx: node {ctx.where}: {msg}") from e
+            except TypeError as e:
+                # A converter did arithmetic on a dim that is None: one it
+                # needs statically, from a symbolic input dim.
+                unknown = [k for k in proto_ctx.node.input if k and _has_unknown_dims(env.get(k))]
+                if not unknown:
+                    raise
+                raise errors.UnimplementedError(
+                    f"onnx: node {ctx.where} needs the static shape of input {unknown[0]!r}, whose dims "
+                    f"{list(env[unknown[0]].shape)} depend on a symbolic model input: fix those with "
+                    "import_model(..., input_shapes={...})") from None
             results = result if isinstance(result, tuple) else (result,)
             for k, name in outputs:
                 if k >= len(results):

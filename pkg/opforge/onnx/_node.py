@@ -177,4 +177,5 @@ def dtype_of(v):
 
 
 def shape_of(v):
-    return tuple(map(int, v.shape))
+    """Static dims; None for a dim known only at run time (a symbolic input dim)."""
+    return tuple(None if d is None else int(d) for d in v.shape)
