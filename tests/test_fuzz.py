@@ -22,7 +22,7 @@ from codegen.errors import CodegenError  # noqa: E402
 
 CORPUS = pathlib.Path(__file__).resolve().parent / "fuzz_corpus"
 # Runs per target in the quick profile: a few seconds each on the CI machine.
-QUICK_RUNS = {"opdef": 3000, "elf": 3000, "registry": 150}
+QUICK_RUNS = {"opdef": 3000, "elf": 3000, "registry": 400}
 
 
 # --- findings, kept
