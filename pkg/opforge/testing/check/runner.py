@@ -55,12 +55,14 @@ class OpRun:
         names = [a["name"] for a in self.plan.inputs]
         return self.wrapper(**dict(zip(names, inputs)), **attrs)
 
-    def infer(self, dtypes: list[str], shape: tuple, attrs: dict, strict: bool = False):
-        """(output dtypes, output shapes), or None if the shape function rejects the inputs."""
+    def infer(self, dtypes: list[str], shape, attrs: dict, strict: bool = False):
+        """(output dtypes, output shapes), or None if the shape function rejects the inputs.
+        ``shape``: every input's, or a list with one per input."""
         of = self.of
+        shapes = shape if isinstance(shape, list) else [shape] * len(dtypes)
         spec = []
-        for arg, t in zip(self.plan.inputs, dtypes):
-            one = (of.as_dtype(t), shape)
+        for arg, t, s in zip(self.plan.inputs, dtypes, shapes):
+            one = (of.as_dtype(t), s)
             spec.append([one] * P.LIST_LEN if arg["number_attr"] else one)
         try:
             types, shapes, _ = self.pw.infer(self.plan.name, tuple(spec), attrs)
@@ -74,16 +76,23 @@ class OpRun:
 
     def arrays(self, dtypes: list[str], shape: tuple, n: int) -> list[list]:
         """n sets of finite input values, one array (or list) per input."""
+        return [sets[0] for sets in self.arrays_per_shape(dtypes, [shape], n)]
+
+    def arrays_per_shape(self, dtypes: list[str], shapes: list[tuple], n: int) -> list[list[list]]:
+        """n draws of [one input set per shape]: one hypothesis run for all shapes."""
         from hypothesis import strategies as st
         from hypothesis.extra import numpy as hnp
 
         from opforge.testing.check import inputs as I
 
-        def one(t):
+        def one(t, shape):
             return hnp.arrays(np.dtype(t), shape, elements=I.elements(t, small=True, finite=True))
-        parts = [st.lists(one(t), min_size=P.LIST_LEN, max_size=P.LIST_LEN) if arg["number_attr"] else one(t)
-                 for arg, t in zip(self.plan.inputs, dtypes)]
-        return [list(v) for v in I.examples(st.tuples(*parts), n)]
+
+        def input_set(shape):
+            return st.tuples(*[st.lists(one(t, shape), min_size=P.LIST_LEN, max_size=P.LIST_LEN)
+                               if arg["number_attr"] else one(t, shape)
+                               for arg, t in zip(self.plan.inputs, dtypes)]).map(list)
+        return [list(v) for v in I.examples(st.tuples(*[input_set(s) for s in shapes]), n)]
 
     # --- the checks
 
@@ -94,23 +103,32 @@ class OpRun:
                 continue  # listed by the declaration check
             dtypes = [self.plan.input_dtype(a, types) for a in self.plan.inputs]
             attrs = self.plan.attr_values(types)
+            wants = {}
             for shape in P.SHAPES:
-                case = f"{'/'.join(dtypes) or 'no inputs'} shape {shape} attrs {attrs}"
                 try:
                     want = self.infer(dtypes, shape, attrs, strict=True)
                 except self.of.errors.InternalError as e:
-                    findings.append(f"{case}: the shape function raised InternalError ({e})")
+                    findings.append(f"{self._case(dtypes, shape, attrs)}: the shape function raised "
+                                    f"InternalError ({e})")
                     continue
-                if want is None:
-                    continue
-                accepted.add(shape)
-                for values in self.arrays(dtypes, shape, 2):
+                if want is not None:
+                    wants[shape] = want
+            accepted.update(wants)
+            if not wants:
+                continue
+            for draw in self.arrays_per_shape(dtypes, list(wants), 2):
+                for (shape, want), values in zip(wants.items(), draw):
+                    case = self._case(dtypes, shape, attrs)
                     cases += 1
                     self.begin("run", case)
                     findings += self.check_outputs(case, values, attrs, want)
         note = "shapes accepted: " + ", ".join(str(s) for s in P.SHAPES if s in accepted) if accepted else \
             "the shape function accepted none of the generated shapes"
         self.result("run", cases, findings, note)
+
+    @staticmethod
+    def _case(dtypes, shape, attrs) -> str:
+        return f"{'/'.join(dtypes) or 'no inputs'} shape {shape} attrs {attrs}"
 
     def check_outputs(self, case, values, attrs, want) -> list[str]:
         of = self.of
@@ -176,7 +194,8 @@ class OpRun:
             expect_error(f"input '{arg['name']}' given a str", values, attrs)
             for rank in range(5):
                 bad_shape = (2,) * rank
-                if self.infer(dtypes, bad_shape, attrs) is not None:
+                if self.infer(dtypes, [bad_shape if j == i else shape for j in range(len(dtypes))],
+                              attrs) is not None:
                     continue
                 values = [np.resize(v, bad_shape) if j == i else v for j, v in enumerate(base)]
                 expect_error(f"input '{arg['name']}' of rank {rank} (its shape function rejects it)", values,
@@ -192,10 +211,10 @@ class OpRun:
     def run_gradient(self):
         if not self.plan.has_gradient():
             return self.result("gradient", 0, [], "no gradient declared")
-        types = next((t for t in self.plan.dtype_choices()
-                      if all(self.plan.input_dtype(a, t) in ("float64",) + tuple(x for x in P.DTYPES if x not in P.FLOATS)
-                             for a in self.plan.inputs)
-                      and self.plan.float_inputs(t)), None)
+        def float64_only(types):  # float inputs all float64 (the checker's precision), and some
+            dts = [self.plan.input_dtype(a, types) for a in self.plan.inputs]
+            return "float64" in dts and "float32" not in dts
+        types = next((t for t in self.plan.dtype_choices() if float64_only(t)), None)
         if types is None:
             return self.result("gradient", 0, [], "no float64 signature to check")
         dtypes = [self.plan.input_dtype(a, types) for a in self.plan.inputs]
@@ -204,22 +223,33 @@ class OpRun:
         if shape is None:
             return self.result("gradient", 0, [], "the shape function accepted no small shape")
         rng = np.random.default_rng(0)
-        base = [rng.uniform(-2, 2, shape).astype(t) if t in P.FLOATS else self.arrays([t], shape, 1)[0][0]
-                for t in dtypes]
-        floats = self.plan.float_inputs(types)
+        base = self.arrays(dtypes, shape, 1)[0]  # non-float inputs keep these values
+        # One leaf per float tensor: (input index, list element or None).
+        slots = [(i, j) for i in self.plan.float_inputs(types)
+                 for j in (range(P.LIST_LEN) if self.plan.inputs[i]["number_attr"] else (None,))]
+        for i in self.plan.float_inputs(types):  # smooth values, away from float32 rounding
+            many = self.plan.inputs[i]["number_attr"]
+            base[i] = [rng.uniform(-2, 2, shape) for _ in range(P.LIST_LEN)] if many else rng.uniform(-2, 2, shape)
+        try:
+            self.call(base, attrs)
+        except self.of.errors.OpError as e:
+            return self.result("gradient", 0, [], f"the op refused the drawn inputs ({type(e).__name__})")
         findings = []
         n_out = len(self.plan.op["outputs"])
         for k in range(n_out):
             def fn(*ts, k=k):
-                values = list(base)
-                for i, t in zip(floats, ts):
-                    values[i] = t
+                values = [list(v) if isinstance(v, list) else v for v in base]
+                for (i, j), t in zip(slots, ts):
+                    if j is None:
+                        values[i] = t
+                    else:
+                        values[i][j] = t
                 out = self.call(values, attrs)
                 return out[k] if n_out > 1 else out
             fn.__name__ = self.plan.name + (f" output {k}" if n_out > 1 else "")
             self.begin("gradient", f"float64 shape {shape} output {k}")
             try:
-                self.of.testing.check_gradients(fn, [base[i] for i in floats])
+                self.of.testing.check_gradients(fn, [base[i] if j is None else base[i][j] for i, j in slots])
             except AssertionError as e:
                 findings.append(str(e))
             except Exception as e:  # noqa: BLE001
