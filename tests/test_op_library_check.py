@@ -91,6 +91,13 @@ def test_crash_is_a_finding_and_the_check_carries_on(fixture_libs):
     assert _results(report, "PlusOneInt", "run")[0].status == "ok"
 
 
+def test_hang_is_a_finding(fixture_libs):
+    report = check_library(fixture_libs["hang_ops"], timeout=5)
+    assert _failed(report) == {("PairSum", "crash")}
+    finding = _results(report, "PairSum", "crash")[0].findings[0]
+    assert "shape ()" in finding and "hung (no progress in 5 s): killed" in finding, finding
+
+
 def test_nan_from_finite_inputs(fixture_libs):
     report = check_library(fixture_libs["nan_ops"])
     assert _failed(report) == {("Root", "run")}

@@ -159,6 +159,8 @@ def main(argv=None):
     check.add_argument("--ops", metavar="A,B", help="check only these ops")
     check.add_argument("--allow-nan", metavar="A,B",
                        help="ops that may return NaN from finite inputs by design (e.g. a log)")
+    check.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                       help="a case that runs longer is a hang: killed and reported (default 60)")
     check.set_defaults(fn=cmd_check)
     for p in (ops, describe):
         p.add_argument("--load", action="append", metavar="LIB",

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from opforge.testing.check import plan as P
 
-CASE_TIMEOUT_S = 60.0
+CASE_TIMEOUT_S = 60.0  # default: a case that takes longer is a hang
+LOAD_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -79,7 +80,8 @@ def _sanitized_python() -> tuple[str | None, dict, str]:
 class _Child:
     """One runner process; events arrive on a queue (None: the pipe closed)."""
 
-    def __init__(self, python, env, lib, ops, allow_nan):
+    def __init__(self, python, env, lib, ops, allow_nan, timeout):
+        self.timeout = timeout
         read, write = os.pipe()
         args = [python, "-m", "opforge.testing.check.runner", lib, str(write)]
         if allow_nan:
@@ -97,9 +99,11 @@ class _Child:
             self.events.put(json.loads(line))
         self.events.put(None)
 
-    def next(self):
+    def next(self, loading: bool):
+        # Importing opforge and loading the library may be slow on a busy
+        # machine: the hang limit is for the cases.
         try:
-            return self.events.get(timeout=CASE_TIMEOUT_S)
+            return self.events.get(timeout=max(self.timeout, LOAD_TIMEOUT_S) if loading else self.timeout)
         except queue.Empty:
             self.proc.kill()
             return "timeout"
@@ -115,7 +119,7 @@ class _Child:
 
 
 def check_library(path: str, ops: list[str] | None = None, sanitize: bool = False,
-                  allow_nan: tuple[str, ...] = ()) -> Report:
+                  allow_nan: tuple[str, ...] = (), timeout: float = CASE_TIMEOUT_S) -> Report:
     from opforge import _op_library, errors
     try:
         import hypothesis  # noqa: F401  (the input generators; the child imports it)
@@ -139,10 +143,10 @@ def check_library(path: str, ops: list[str] | None = None, sanitize: bool = Fals
     remaining: list[str] | None = list(ops) if ops else None
     entries: dict[str, dict] = {}
     while remaining is None or remaining:
-        child = _Child(python, env, path, remaining or [], set(allow_nan))
-        current = None
+        child = _Child(python, env, path, remaining or [], set(allow_nan), timeout)
+        current, loaded = None, False
         while True:
-            ev = child.next()
+            ev = child.next(loading=not loaded)
             if ev is None or ev == "timeout":
                 break
             if ev["ev"] == "load_error":
@@ -150,6 +154,7 @@ def check_library(path: str, ops: list[str] | None = None, sanitize: bool = Fals
                 child.proc.wait()
                 return report
             if ev["ev"] == "loaded":
+                loaded = True
                 if remaining is None or not entries:
                     entries = {op["name"]: op for op in ev["ops"]}
                     unknown = sorted(set(remaining or ()) - set(entries))
@@ -170,7 +175,7 @@ def check_library(path: str, ops: list[str] | None = None, sanitize: bool = Fals
             elif ev["ev"] == "done":
                 remaining.remove(ev["op"])
                 current = None
-        how = "hung (no progress in %d s)" % CASE_TIMEOUT_S if ev == "timeout" else child.how_it_ended()
+        how = f"hung (no progress in {timeout:g} s): killed" if ev == "timeout" else child.how_it_ended()
         if ev == "timeout":
             child.proc.wait()
         if current is None:
@@ -222,7 +227,7 @@ def main(args) -> int:
     ops = [o for o in (args.ops or "").split(",") if o] or None
     allow_nan = tuple(o for o in (args.allow_nan or "").split(",") if o)
     try:
-        report = check_library(args.library, ops, args.sanitize, allow_nan)
+        report = check_library(args.library, ops, args.sanitize, allow_nan, args.timeout)
     except ImportError as e:
         print(e, file=sys.stderr)
         return 2
