@@ -126,6 +126,14 @@ class OpRun:
             "the shape function accepted none of the generated shapes"
         self.result("run", cases, findings, note)
 
+    def _show(self, values) -> str:
+        """The inputs, short: x=[-1.5, 0.25], ..."""
+        def one(v):
+            text = np.array2string(np.asarray(v), threshold=6, edgeitems=2, separator=", ") \
+                if not isinstance(v, list) else "[" + ", ".join(one(x) for x in v) + "]"
+            return " ".join(text.split())
+        return ", ".join(f"{a['name']}={one(v)}" for a, v in zip(self.plan.inputs, values))
+
     @staticmethod
     def _case(dtypes, shape, attrs) -> str:
         return f"{'/'.join(dtypes) or 'no inputs'} shape {shape} attrs {attrs}"
@@ -149,8 +157,8 @@ class OpRun:
                 found.append(f"{case}: output {k} is {o.dtype.name}{list(arr.shape)} but the shape function "
                              f"said {t}{list(s)}")
             elif arr.dtype.kind == "f" and not self.allow_nan and np.isnan(arr).any():
-                found.append(f"{case}: output {k} has NaN from finite inputs (pass --allow-nan "
-                             f"{self.plan.name} if that is by design)")
+                found.append(f"{case}: output {k} has NaN from finite inputs {self._show(values)} "
+                             f"(pass --allow-nan {self.plan.name} if that is by design)")
         return found
 
     def run_bad_inputs(self):
