@@ -119,6 +119,7 @@ def editable(python: str, repeat: int) -> int:
                 r = py(check.format(token=token))
                 dt, dc = time.perf_counter() - t0, _children_cpu() - c0
                 path.write_text(originals[path])
+                py("import opforge")  # untimed: rebuild the restored file, so the next edit times only itself
                 if r.returncode != 0:
                     print(r.stdout[-3000:], r.stderr[-3000:], file=sys.stderr)
                     return 1
