@@ -74,7 +74,9 @@ def render(registry: Registry) -> Writer:
         equivalents=numpy_equivalents(registry))
     out.add("registry.json", registry_json(registry))
     # Last: every file written, this one included, for cmake/pywrap.cmake.
-    add("files.cmake", "cmake_files.cmake.j2", "#", prints,
+    # No fingerprints here: CMake re-runs its configure step whenever this
+    # file changes, which must be when the list does, not on every declaration edit.
+    add("files.cmake", "cmake_files.cmake.j2", "#", "registry fingerprint: none (only the list of files)",
         paths=tuple(sorted(set(out.files) | {"files.cmake"})))
     return out
 

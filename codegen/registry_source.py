@@ -22,17 +22,24 @@ DUMP_TARGET = "opforge_dump_registry"
 
 def load_file(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as e:
         raise CodegenError(f"{path}: cannot read the registry: {e.strerror}") from e
-    return _loads(text, str(path))
+    return loads(data, str(path))
 
 
-def _loads(text: str, origin: str) -> Any:
+def loads(data: bytes | str, origin: str) -> Any:
+    """The registry JSON from a file's contents; CodegenError if it is not UTF-8 JSON."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as e:
+        raise CodegenError(f"{origin}: not UTF-8 (byte {e.start}): {e.reason}") from e
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise CodegenError(f"{origin}:{e.lineno}: not valid JSON: {e.msg}") from e
+    except RecursionError as e:  # nesting deeper than the interpreter's stack
+        raise CodegenError(f"{origin}: JSON nested too deeply") from e
 
 
 def _stream_target():
@@ -80,4 +87,4 @@ def run_dump_tool(exe: Path) -> Any:
         raise CodegenError([f"{DUMP_TARGET} reported registration errors:"] + details)
     if proc.stderr.strip():
         sys.stderr.write(proc.stderr)
-    return _loads(proc.stdout, DUMP_TARGET)
+    return loads(proc.stdout, DUMP_TARGET)

@@ -265,6 +265,8 @@ PyObject* ValidateDeclaration(const char* name, PyObject* specs) {
     else if (k == "output") builder.Output(text);
     else if (k == "attr") builder.Attr(text);
     else if (k == "doc") builder.Doc(text);
+    else if (k == "gradient") builder.Gradient(text);
+    else if (k == "no_gradient") builder.NoGradient();
   }
   Py_DECREF(seq);
   builder.SetShapeFn(shape_fns::Unchanged);

@@ -48,7 +48,8 @@ PyObject* RegistryJson();
 PyObject* SavedTensor(PyObject* t);
 PyObject* RegistrationErrors();
 // Parses and validates a declaration without registering it (for tests and
-// tools): specs is a sequence of ("input"|"output"|"attr"|"doc", text).
+// tools, the DSL fuzzer): specs is a sequence of ("input"|"output"|"attr"|"doc"|
+// "gradient"|"no_gradient", text).
 PyObject* ValidateDeclaration(const char* name, PyObject* specs);
 
 }  // namespace py

@@ -1,4 +1,11 @@
-"""Session-wide test ordering."""
+"""Session-wide test ordering, and the op libraries that several test files load."""
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import op_library_build  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
@@ -6,3 +13,15 @@ def pytest_collection_modifyitems(config, items):
     # library cannot be unloaded); run those tests last so every other test
     # sees only the built-in registry.
     items.sort(key=lambda item: item.get_closest_marker("loads_op_libraries") is not None)
+
+
+@pytest.fixture(scope="session")
+def example_lib(tmp_path_factory) -> pathlib.Path:
+    """examples/custom_op built with CMake against the installed opforge."""
+    return op_library_build.build_example(tmp_path_factory.mktemp("custom_op_build"))
+
+
+@pytest.fixture(scope="session")
+def fixture_libs(tmp_path_factory) -> dict[str, pathlib.Path]:
+    """tests/op_library_fixtures, built with the flags from opforge.sysconfig (no CMake)."""
+    return op_library_build.build_fixtures(tmp_path_factory.mktemp("op_library_fixtures"))

@@ -2,7 +2,6 @@
 package, load_op_library, and every refusal leaving the registry unchanged."""
 from __future__ import annotations
 
-import concurrent.futures
 import inspect
 import json
 import os
@@ -19,6 +18,8 @@ import pytest
 import opforge as of
 from opforge import _pywrap_internal as pw
 
+import op_library_build
+
 # Loaded libraries stay registered: conftest.py runs these tests last.
 pytestmark = pytest.mark.loads_op_libraries
 
@@ -26,42 +27,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "op_library_fixtures"
 
 
-def _cxx() -> str:
-    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-    assert cxx, "a C++ compiler is needed to build op libraries"
-    return cxx
-
-
-def _run(cmd, **kw):
-    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    assert proc.returncode == 0, f"{' '.join(map(str, cmd))}\n{proc.stdout}\n{proc.stderr}"
-    return proc
-
-
-@pytest.fixture(scope="session")
-def example_lib(tmp_path_factory) -> pathlib.Path:
-    """examples/custom_op built with CMake against the installed opforge."""
-    build = tmp_path_factory.mktemp("custom_op_build")
-    _run(["cmake", "-S", str(ROOT / "examples" / "custom_op"), "-B", str(build), "-G", "Ninja",
-          "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_PREFIX_PATH={of.sysconfig.get_cmake_dir()}"])
-    _run(["cmake", "--build", str(build)])
-    return build / "libcustom_ops.so"
-
-
-@pytest.fixture(scope="session")
-def fixture_libs(tmp_path_factory) -> dict[str, pathlib.Path]:
-    """The refusal fixtures, built with the flags from opforge.sysconfig (no CMake)."""
-    out = tmp_path_factory.mktemp("refused_libs")
-    flags = of.sysconfig.get_compile_flags()
-    link = of.sysconfig.get_link_flags()
-
-    def build(src: pathlib.Path) -> tuple[str, pathlib.Path]:
-        lib = out / f"lib{src.stem}.so"
-        _run([_cxx(), "-shared", *flags, str(src), "-o", str(lib), *link])
-        return src.stem, lib
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(build, sorted(FIXTURES.glob("*.cc"))))
+_cxx, _run = op_library_build.cxx, op_library_build.run
 
 
 def _state() -> tuple[str, list[str]]:

@@ -1,4 +1,5 @@
-"""`python -m opforge demo | ops | describe OP`: a tour, the op list, one op in full."""
+"""`python -m opforge demo | ops | describe OP | check LIB`: a tour, the op list, one op in full,
+the CI check of a custom op library."""
 
 import argparse
 import json
@@ -134,6 +135,11 @@ def cmd_demo(_args):
     return 0
 
 
+def cmd_check(args):
+    from opforge.testing.check.checker import main
+    return main(args)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m opforge", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -144,6 +150,18 @@ def main(argv=None):
     describe = sub.add_parser("describe", help="print one op in full")
     describe.add_argument("op", help="the op's registered name, e.g. MatMul")
     describe.set_defaults(fn=cmd_describe)
+    check = sub.add_parser("check", help="check a custom op library: loads, declarations, runs on generated "
+                           "inputs, bad inputs, gradients (exit 1 on any failure)")
+    check.add_argument("library", help="the op library (.so) to check")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--sanitize", action="store_true",
+                       help="run the ops under opforge's ASan+UBSan build (.venv-asan, made by .ci/sanitize)")
+    check.add_argument("--ops", metavar="A,B", help="check only these ops")
+    check.add_argument("--allow-nan", metavar="A,B",
+                       help="ops that may return NaN from finite inputs by design (e.g. a log)")
+    check.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                       help="a case that runs longer is a hang: killed and reported (default 60)")
+    check.set_defaults(fn=cmd_check)
     for p in (ops, describe):
         p.add_argument("--load", action="append", metavar="LIB",
                        help="load this custom op library first (opforge.load_op_library); repeatable")

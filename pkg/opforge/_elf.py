@@ -44,7 +44,11 @@ def info(path: str) -> ElfInfo:
 def read_section(path: str, name: str) -> tuple[ElfInfo, bytes | None]:
     """(header info, the named section's bytes or None if absent)."""
     with open(path, "rb") as f:
-        data = f.read()
+        return parse_section(f.read(), name)
+
+
+def parse_section(data: bytes, name: str) -> tuple[ElfInfo, bytes | None]:
+    """read_section on a file's bytes; raises NotElfError on anything malformed."""
     elf, fields = _header(data)
     shoff, shentsize, shnum, shstrndx = fields[6], fields[11], fields[12], fields[13]
     shfmt = elf.byte_order + ("IIQQQQIIQQ" if elf.elf_class == 2 else "IIIIIIIIII")
@@ -68,5 +72,7 @@ def read_section(path: str, name: str) -> tuple[ElfInfo, bytes | None]:
         sh = section(i)
         end = strtab.find(b"\0", sh[0])
         if strtab[sh[0]:end] == want:
+            if sh[4] + sh[5] > len(data):  # a short slice would pass for the section
+                raise NotElfError(f"section {name} lies past the end of the file")
             return elf, data[sh[4]:sh[4] + sh[5]]
     return elf, None
