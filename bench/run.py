@@ -93,7 +93,7 @@ def main(argv=None):
     p.add_argument("--json", metavar="PATH", help="write every figure to PATH")
     p.add_argument("--only", nargs="+", metavar="SUBSTR",
                    help="run cases whose id contains SUBSTR (ids: dispatch.add_1, matmul.2048, "
-                        "..., import, memory)")
+                        "..., import, memory, engine, dask)")
     p.add_argument("--no-torch", action="store_true",
                    help="leave torch out even if it is importable (its threads then cannot "
                         "perturb the others)")
@@ -128,8 +128,12 @@ def main(argv=None):
     if wanted("engine"):
         print("bench: engine", file=sys.stderr, flush=True)
         data["engine"] = subprocs.engine_cases(args.quick)
+    if wanted("dask"):
+        print("bench: dask", file=sys.stderr, flush=True)
+        data["dask"] = subprocs.dask_pipeline(args.quick)
     data["meta"]["loadavg_at_end"] = _loadavg()
-    data["targets"] = targets.evaluate(data["cases"], data.get("import"), data.get("memory"))
+    data["targets"] = targets.evaluate(data["cases"], data.get("import"), data.get("memory"),
+                                       data.get("dask"))
     bad = [f"{id} [{lib}]: {r['error']}" for id, c in data["cases"].items()
            for lib, r in c["results"].items() if not r["ok"]]
     bad += [f"import [{lib}]: {r['error'].splitlines()[-1]}" for lib, r in
@@ -138,12 +142,17 @@ def main(argv=None):
             data.get("memory", {}).get("results", {}).items() if not r["ok"]]
     if "engine" in data and "error" in data["engine"]:
         bad.append(f"engine: {data['engine']['error']}")
+    if "dask" in data and ("error" in data["dask"] or data["dask"].get("ok") is False):
+        bad.append(f"dask: {data['dask'].get('error') or 'wrong result'}")
     data["ok"] = not bad
     data["problems"] = bad
     print(report.render(data))
     if "engine" in data and "error" not in data["engine"]:
         from bench import engine
         print("\n" + engine.render(data["engine"]))
+    if "dask" in data:
+        from bench import dask_pipeline
+        print("\n" + dask_pipeline.render(data["dask"]))
     if bad:
         print("\nWRONG RESULTS OR ERRORS:\n  " + "\n  ".join(bad))
     if args.json:

@@ -93,3 +93,13 @@ def engine_cases(quick):
     if out.returncode != 0:
         return {"error": f"bench.engine failed ({out.returncode}): {out.stderr[-1500:]}"}
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def dask_pipeline(quick):
+    """bench/dask_pipeline.py's figures from a subprocess (its array is freed
+    with it); {"error": ...} if it failed."""
+    args = [sys.executable, "-m", "bench.dask_pipeline"] + (["--quick"] if quick else [])
+    out = subprocess.run(args, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        return {"error": f"bench.dask_pipeline failed ({out.returncode}): {out.stderr[-1500:]}"}
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -438,6 +438,13 @@ class Gradient:
         return self.none or bool(self.rules)
 
 
+def _category(value: Any, where: str) -> str:
+    category = _typed(value, (str,), "category", where)
+    if category not in OpDef.CATEGORIES:
+        raise CodegenError(f"{where}: category {category!r} is not one of {OpDef.CATEGORIES}")
+    return category
+
+
 @dataclass(frozen=True)
 class OpDef:
     name: str
@@ -451,9 +458,12 @@ class OpDef:
     param_names: tuple[str, ...]    # JSON "params": inputs and non-inferred attrs, in order
     kernels: tuple[Kernels, ...]
     gradient: Gradient
+    category: str                   # how it distributes (OpDefBuilder::Category): "none", ...
 
     KEYS = ("name", "group", "source", "summary", "description", "inputs", "outputs",
-            "attrs", "params", "kernels", "gradient")
+            "attrs", "params", "kernels", "gradient", "category")
+    CATEGORIES = ("elementwise", "reduction", "mean", "arg_reduction", "contraction",
+                  "whole_axis", "layout", "none")
 
     @staticmethod
     def parse(d: Any, dtypes: DTypeTable, where: str = "op") -> OpDef:
@@ -492,7 +502,8 @@ class OpDef:
             param_names=param_names,
             kernels=tuple(Kernels(dev, dtypes.get_list(types, f"kernels.{dev}", where))
                           for dev, types in kernels.items()),
-            gradient=Gradient.parse(d["gradient"], f"{where}: gradient"))
+            gradient=Gradient.parse(d["gradient"], f"{where}: gradient"),
+            category=_category(d["category"], where))
 
     def to_dict(self) -> dict:
         return {
@@ -504,6 +515,7 @@ class OpDef:
             "params": list(self.param_names),
             "kernels": {k.device: [t.name for t in k.dtypes] for k in self.kernels},
             "gradient": self.gradient.to_dict(),
+            "category": self.category,
         }
 
     @property

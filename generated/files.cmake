@@ -5,6 +5,7 @@
 set(OPFORGE_GENERATED_FILES
   files.cmake
   python/__init__.py
+  python/dask_ops.py
   python/gen_array_grads.py
   python/gen_array_ops.py
   python/gen_array_ops.pyi

@@ -267,6 +267,7 @@ PyObject* ValidateDeclaration(const char* name, PyObject* specs) {
     else if (k == "doc") builder.Doc(text);
     else if (k == "gradient") builder.Gradient(text);
     else if (k == "no_gradient") builder.NoGradient();
+    else if (k == "category") builder.Category(text);
   }
   Py_DECREF(seq);
   builder.SetShapeFn(shape_fns::Unchanged);

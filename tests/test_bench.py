@@ -66,11 +66,15 @@ def test_quick_mode_json_has_every_figure(quick_run):
         # much unless imports had already peaked higher, so only the order is checked.
         assert r["after_add"] >= r["inputs"] >= r["base"] > 0
     statuses = {t["target"]: t["status"] for t in data["targets"]}
-    assert len(statuses) == 18  # issues 4 and 15: 14; issue 9: 2; issue 12: 2
+    assert len(statuses) == 19  # issues 4 and 15: 15; issue 9: 2; issue 12: 2
     assert set(statuses.values()) <= {"PASS", "FAIL", "SKIP"}
     # Quick mode measures no 1024/2048 matmul and no 1 GB add.
     assert statuses["matmul 2048 float32: >= 0.95x numpy"] == "SKIP"
     assert statuses["matmul 256 float32, alone/interleaved x warm/cold: each >= 0.95x numpy"] == "SKIP"
+    # The Dask pipeline (bench/dask_pipeline.py, a subprocess): judged at 4 GB only.
+    dask = data["dask"]
+    assert dask["ok"] is True and dask["speedup"] > 0 and dask["numpy_s"] > 0, dask
+    assert statuses["Dask pipeline, 4 GB float32, threaded: >= 1.5x numpy's ops"] == "SKIP"
     # Graph and async mode against eager opforge (bench/engine.py, a subprocess).
     assert sorted(data["engine"]) == ["engine.async_overlap", "engine.async_submit", "engine.control_threads",
                                       "engine.graph_1000_tiny", "engine.interop_chains"]

@@ -286,3 +286,19 @@ def test_library_ops_work_in_graphs_and_async_mode(example_lib):
     with of.execution_mode("async"):
         z = m.zero_out(m.zero_out(np.array([5, 6, 7], np.int32)))
         np.testing.assert_array_equal(z.numpy(), [5, 0, 0])
+
+
+def test_library_ops_on_dask_arrays(example_lib):
+    # m.dask is rendered like opforge.dask, from the library's declared categories.
+    da = pytest.importorskip("dask.array")
+    from dask.array.utils import assert_eq
+    m = of.load_op_library(example_lib)
+    x = np.random.default_rng(3).standard_normal((6, 10))
+    got = m.dask.soft_shrink(da.from_array(x, chunks=(4, 3)), threshold=0.5)
+    assert isinstance(got, da.Array)
+    assert_eq(got, np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0)), scheduler="synchronous")
+    assert m.dask is m.dask and m.dask.__all__ == ["soft_shrink", "zero_out"]
+    with pytest.raises(of.errors.UnimplementedError, match="ZeroOut"):  # no Category(): "none"
+        m.dask.zero_out(da.ones(3, dtype=np.int32))
+    with pytest.raises(AttributeError):
+        m.no_such_thing

@@ -193,6 +193,19 @@ def test_dtype_set_shorthands(spec, allowed):
         assert next(a for a in ops[users[shorthand]]["attrs"] if a["name"] == "T")["allowed"] == allowed
 
 
+def test_category_is_declared_and_checked():
+    decl = [("input", "x: float32"), ("output", "y: float32")]
+    pw._validate_declaration("Fine", decl + [("category", "elementwise")])
+    with pytest.raises(of.errors.InvalidArgumentError) as info:
+        pw._validate_declaration("Broken", decl + [("category", "pointwise")])
+    assert "op 'Broken' at <validate>:0" in str(info.value)
+    assert "Category('pointwise') is not one of elementwise, reduction" in str(info.value)
+    # The JSON carries it; undeclared is "none" (opforge.dask refuses those ops).
+    ops = {op["name"]: op["category"] for op in registry()["ops"]}
+    assert (ops["Add"], ops["Sum"], ops["MatMul"], ops["Softmax"], ops["ApplyAdam"]) == \
+        ("elementwise", "reduction", "contraction", "whole_axis", "none")
+
+
 def test_unknown_dtype_set_is_an_error():
     with pytest.raises(of.errors.InvalidArgumentError, match="unknown attr type 'realnumbertype'"):
         pw._validate_declaration("Sets", [("input", "x: T"), ("output", "y: T"), ("attr", "T: realnumbertype")])

@@ -407,6 +407,11 @@ OpDefBuilder& OpDefBuilder::NoGradient() {
   return *this;
 }
 
+OpDefBuilder& OpDefBuilder::Category(std::string family) {
+  category_ = std::move(family);
+  return *this;
+}
+
 Status OpDefBuilder::Finalize(OpDef* out) const {
   const std::string where = "op '" + name_ + "' at " + file_ + ":" + std::to_string(line_) + ": ";
   auto fail = [&](const Status& s) { return errors::InvalidArgument(where, s.message()); };
@@ -454,6 +459,16 @@ Status OpDefBuilder::Finalize(OpDef* out) const {
   // Syntax and names now; the ops a rule calls once all are registered.
   def.gradient_specs = gradients_;
   def.no_gradient = no_gradient_;
+  static const char* const kCategories[] = {"elementwise", "reduction", "mean", "arg_reduction",
+                                            "contraction", "whole_axis", "layout", "none"};
+  bool known_category = false;
+  for (const char* c : kCategories) known_category = known_category || category_ == c;
+  if (!known_category) {
+    return fail(errors::InvalidArgument(
+        "Category('", category_, "') is not one of elementwise, reduction, mean, arg_reduction, "
+        "contraction, whole_axis, layout, none"));
+  }
+  def.category = category_;
   for (const std::string& spec : gradients_) {
     GradRule rule;
     OF_RETURN_IF_ERROR(ParseGradientRule(def, spec, &rule));

@@ -88,7 +88,8 @@ std::string JsonList(const std::vector<T>& items, F render) {
 
 std::string OpDefToJson(const OpDef& op, bool full) {
   std::ostringstream os;
-  os << "{\"attrs\": " << JsonList(op.attrs, AttrJson) << ", \"description\": " << Quote(op.description)
+  os << "{\"attrs\": " << JsonList(op.attrs, AttrJson) << ", \"category\": " << Quote(op.category)
+     << ", \"description\": " << Quote(op.description)
      << ", \"gradient\": " << GradientJson(op) << ", \"group\": " << Quote(op.group)
      << ", \"inputs\": " << JsonList(op.inputs, ArgJson);
   if (full) {

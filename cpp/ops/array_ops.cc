@@ -211,6 +211,7 @@ REGISTER_OP("Reshape")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(ReshapeShape)
+    .Category("layout")
     .Gradient("x = Reshape(dy, shape=shape(x))")
     .Doc(R"doc(
 Gives a tensor a new shape with the same elements, without copying them.
@@ -232,6 +233,7 @@ REGISTER_OP("Transpose")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(TransposeShape)
+    .Category("layout")
     .Gradient("x = Transpose(dy, perm=inverse_perm(perm))")
     .Doc(R"doc(
 Permutes the axes of a tensor.
@@ -251,6 +253,7 @@ REGISTER_OP("Cast")
     .Output("y: dtype")
     .Attr("SrcT: alltypes")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = Cast(dy, dtype=SrcT)")
     .Doc(R"doc(
 Converts a tensor to another dtype.
@@ -273,6 +276,7 @@ REGISTER_OP("Fill")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(FillShape)
+    .Category("layout")
     .Gradient("value = Sum(dy)")
     .Doc(R"doc(
 Creates a tensor of the given shape with every element set to one value.
@@ -289,6 +293,7 @@ REGISTER_OP("ZerosLike")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .NoGradient()
     .Doc(R"doc(
 Returns a tensor of zeros with the shape and dtype of x.
@@ -304,6 +309,7 @@ REGISTER_OP("OnesLike")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .NoGradient()
     .Doc(R"doc(
 Returns a tensor of ones with the shape and dtype of x.
@@ -321,6 +327,7 @@ REGISTER_OP("Concat")
     .Output("output: T")
     .Attr(kAllTypes)
     .SetShapeFn(ConcatShape)
+    .Category("layout")
     .Gradient("values[i] = ConcatGrad(doutput, values, axis=axis, index=i)")
     .Doc(R"doc(
 Joins a list of tensors along an existing axis.
@@ -341,6 +348,7 @@ REGISTER_OP("Slice")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(SliceShape)
+    .Category("layout")
     .Gradient("x = SliceGrad(x, dy, begin=begin, size=size)")
     .Doc(R"doc(
 Extracts a contiguous block from a tensor.
@@ -360,6 +368,7 @@ REGISTER_OP("Identity")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = dy")
     .Doc(R"doc(
 Returns its input unchanged, sharing its buffer (zero copy).

@@ -249,6 +249,7 @@ REGISTER_OP("SoftmaxGrad")
     .Output("output: T")
     .Attr(kFloatTypes)
     .SetShapeFn(SoftmaxGradShape)
+    .Category("whole_axis")
     .Doc(R"doc(
 The gradient of Softmax with respect to its logits.
 

@@ -76,6 +76,7 @@ REGISTER_OP("MatMul")
     .Output("product: T")
     .Attr("T: numbertype")
     .SetShapeFn(MatMulShape)
+    .Category("contraction")
     .Gradient("a, b = MatMulGrad(a, b, dproduct, transpose_a=transpose_a, transpose_b=transpose_b)")
     .Doc(R"doc(
 Multiplies matrices, with numpy.matmul semantics.

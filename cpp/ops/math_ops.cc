@@ -13,6 +13,7 @@ REGISTER_OP("Add")
     .Output("z: T")
     .Attr("T: numbertype")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .Gradient("x = dz")
     .Gradient("y = dz")
     .Doc(R"doc(
@@ -32,6 +33,7 @@ REGISTER_OP("Sub")
     .Output("z: T")
     .Attr("T: numbertype")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .Gradient("x = dz")
     .Gradient("y = Neg(dz)")
     .Doc(R"doc(
@@ -51,6 +53,7 @@ REGISTER_OP("Mul")
     .Output("z: T")
     .Attr("T: numbertype")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .Gradient("x = Mul(dz, y)")
     .Gradient("y = Mul(dz, x)")
     .Doc(R"doc(
@@ -70,6 +73,7 @@ REGISTER_OP("Div")
     .Output("z: T")
     .Attr("T: floattype")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .Gradient("x = Div(dz, y)")
     .Gradient("y = Neg(Div(Mul(dz, z), y))")
     .Doc(R"doc(
@@ -90,6 +94,7 @@ REGISTER_OP("Maximum")
     .Output("z: T")
     .Attr("T: numbertype")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .Gradient("x = Select(Greater(x, y), dz, Select(Equal(x, y), Mul(dz, 0.5), ZerosLike(dz)))")
     .Gradient("y = Select(Less(x, y), dz, Select(Equal(x, y), Mul(dz, 0.5), ZerosLike(dz)))")
     .Doc(R"doc(
@@ -109,6 +114,7 @@ REGISTER_OP("Minimum")
     .Output("z: T")
     .Attr("T: numbertype")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .Gradient("x = Select(Less(x, y), dz, Select(Equal(x, y), Mul(dz, 0.5), ZerosLike(dz)))")
     .Gradient("y = Select(Greater(x, y), dz, Select(Equal(x, y), Mul(dz, 0.5), ZerosLike(dz)))")
     .Doc(R"doc(
@@ -128,6 +134,7 @@ REGISTER_OP("Pow")
     .Output("z: T")
     .Attr("T: numbertype")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .Gradient("x = Mul(dz, Mul(y, Pow(x, Sub(y, 1))))")
     .Gradient("y = Mul(dz, Mul(z, Select(Greater(x, 0), Log(x), ZerosLike(x))))")
     .Doc(R"doc(
@@ -151,6 +158,7 @@ REGISTER_OP("Neg")
     .Output("y: T")
     .Attr("T: numbertype")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = Neg(dy)")
     .Doc(R"doc(
 Returns -x element-wise.
@@ -167,6 +175,7 @@ REGISTER_OP("Abs")
     .Output("y: T")
     .Attr("T: numbertype")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = Select(Greater(x, 0), dy, Select(Less(x, 0), Neg(dy), ZerosLike(dy)))")
     .Doc(R"doc(
 Returns the absolute value of x element-wise.
@@ -183,6 +192,7 @@ REGISTER_OP("Square")
     .Output("y: T")
     .Attr("T: numbertype")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = Mul(dy, Mul(x, 2))")
     .Doc(R"doc(
 Returns x * x element-wise.
@@ -198,6 +208,7 @@ REGISTER_OP("Relu")
     .Output("y: T")
     .Attr("T: numbertype")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = Select(Greater(x, 0), dy, ZerosLike(dy))")
     .Doc(R"doc(
 Returns the rectified linear unit max(x, 0) element-wise.
@@ -213,6 +224,7 @@ REGISTER_OP("Exp")
     .Output("y: T")
     .Attr("T: floattype")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = Mul(dy, y)")
     .Doc(R"doc(
 Returns e raised to the power x element-wise.
@@ -229,6 +241,7 @@ REGISTER_OP("Log")
     .Output("y: T")
     .Attr("T: floattype")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = Div(dy, x)")
     .Doc(R"doc(
 Returns the natural logarithm of x element-wise.
@@ -245,6 +258,7 @@ REGISTER_OP("Sqrt")
     .Output("y: T")
     .Attr("T: floattype")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = Div(Mul(dy, 0.5), y)")
     .Doc(R"doc(
 Returns the non-negative square root of x element-wise.
@@ -261,6 +275,7 @@ REGISTER_OP("Sin")
     .Output("y: T")
     .Attr("T: floattype")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = Mul(dy, Cos(x))")
     .Doc(R"doc(
 Returns the sine of x element-wise.
@@ -276,6 +291,7 @@ REGISTER_OP("Cos")
     .Output("y: T")
     .Attr("T: floattype")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = Neg(Mul(dy, Sin(x)))")
     .Doc(R"doc(
 Returns the cosine of x element-wise.
@@ -291,6 +307,7 @@ REGISTER_OP("Tanh")
     .Output("y: T")
     .Attr("T: floattype")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = Mul(dy, Sub(1, Square(y)))")
     .Doc(R"doc(
 Returns the hyperbolic tangent of x element-wise.
@@ -306,6 +323,7 @@ REGISTER_OP("Sigmoid")
     .Output("y: T")
     .Attr("T: floattype")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = Mul(dy, Mul(y, Sub(1, y)))")
     .Doc(R"doc(
 Returns the logistic sigmoid 1 / (1 + exp(-x)) element-wise.
@@ -325,6 +343,7 @@ REGISTER_OP("Equal")
     .Output("z: bool")
     .Attr("T: alltypes")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x == y element-wise, with numpy broadcasting.
@@ -343,6 +362,7 @@ REGISTER_OP("NotEqual")
     .Output("z: bool")
     .Attr("T: alltypes")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x != y element-wise, with numpy broadcasting.
@@ -361,6 +381,7 @@ REGISTER_OP("Less")
     .Output("z: bool")
     .Attr("T: alltypes")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x < y element-wise, with numpy broadcasting.
@@ -379,6 +400,7 @@ REGISTER_OP("LessEqual")
     .Output("z: bool")
     .Attr("T: alltypes")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x <= y element-wise, with numpy broadcasting.
@@ -397,6 +419,7 @@ REGISTER_OP("Greater")
     .Output("z: bool")
     .Attr("T: alltypes")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x > y element-wise, with numpy broadcasting.
@@ -415,6 +438,7 @@ REGISTER_OP("GreaterEqual")
     .Output("z: bool")
     .Attr("T: alltypes")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x >= y element-wise, with numpy broadcasting.
@@ -434,6 +458,7 @@ REGISTER_OP("LogicalAnd")
     .Input("y: bool")
     .Output("z: bool")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x AND y element-wise, with numpy broadcasting.
@@ -451,6 +476,7 @@ REGISTER_OP("LogicalOr")
     .Input("y: bool")
     .Output("z: bool")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .NoGradient()
     .Doc(R"doc(
 Returns the truth value of x OR y element-wise, with numpy broadcasting.
@@ -467,6 +493,7 @@ REGISTER_OP("LogicalNot")
     .Input("x: bool")
     .Output("y: bool")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .NoGradient()
     .Doc(R"doc(
 Returns the truth value of NOT x element-wise.
@@ -486,6 +513,7 @@ REGISTER_OP("Select")
     .Output("output: T")
     .Attr("T: alltypes")
     .SetShapeFn(shape_fns::BroadcastInputs)
+    .Category("elementwise")
     .Gradient("condition = None")
     .Gradient("x = Select(condition, doutput, ZerosLike(doutput))")
     .Gradient("y = Select(condition, ZerosLike(doutput), doutput)")

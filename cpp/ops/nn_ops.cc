@@ -50,6 +50,7 @@ REGISTER_OP("Softmax")
     .Output("softmax: T")
     .Attr("T: floattype")
     .SetShapeFn(SoftmaxShape)
+    .Category("whole_axis")
     .Gradient("logits = SoftmaxGrad(softmax, dsoftmax, axis=axis)")
     .Doc(R"doc(
 Computes softmax along one axis: exp(logits) normalised to sum to 1.
@@ -73,6 +74,7 @@ REGISTER_OP("LogSoftmax")
     .Output("logsoftmax: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(SoftmaxShape)
+    .Category("whole_axis")
     .Gradient("logits = Sub(dlogsoftmax, Mul(Exp(logsoftmax), Sum(dlogsoftmax, axis=list(axis), keepdims=true)))")
     .Doc(R"doc(
 Computes log(softmax(logits)) along one axis, without forming softmax.
@@ -96,6 +98,7 @@ REGISTER_OP("RmsNorm")
     .Output("y: T")
     .Attr("T: floattype")
     .SetShapeFn(RmsNormShape)
+    .Category("whole_axis")
     .Gradient("x, weight = RmsNormGrad(x, weight, dy, epsilon=epsilon)")
     .Doc(R"doc(
 Applies root-mean-square normalisation over the last axis, then a per-feature scale.
@@ -232,6 +235,7 @@ REGISTER_OP("Gelu")
     .Output("y: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
     .Gradient("x = GeluGrad(dy, x)")
     .Doc(R"doc(
 Computes the exact (erf-based) Gaussian error linear unit element-wise.
@@ -249,6 +253,7 @@ REGISTER_OP("GeluGrad")
     .Output("dx: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(GeluGradShape)
+    .Category("elementwise")
         .Doc(R"doc(
 The backward op of Gelu: dy * (Phi(x) + x * phi(x)), Phi and phi the standard normal CDF and density.
 
@@ -265,6 +270,7 @@ REGISTER_OP("LayerNorm")
     .Output("y: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(LayerNormShape)
+    .Category("whole_axis")
     .Gradient("x, weight, bias = LayerNormGrad(dy, x, weight, epsilon=epsilon)")
     .Doc(R"doc(
 Normalises over the last axis to zero mean and unit variance, then scales and shifts per feature.
@@ -309,6 +315,7 @@ REGISTER_OP("Gather")
     .Attr("T: {float32, float64, int32, int64}")
     .Attr("Tindices: {int32, int64}")
     .SetShapeFn(GatherShape)
+    .Category("layout")
     .Gradient("params = GatherGrad(params, indices, doutput)").Gradient("indices = None")
     .Doc(R"doc(
 Gathers rows of params (axis 0) at the given indices: an embedding lookup.

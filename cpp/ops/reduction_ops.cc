@@ -105,6 +105,7 @@ REGISTER_OP("Sum")
     .Output("y: T")
     .Attr(kNumericTypes)
     .SetShapeFn(ReduceShape)
+    .Category("reduction")
     .Gradient("x = ReduceGrad(x, y, dy, reduction='sum', axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
 Sums the elements of a tensor over the given axes.
@@ -128,6 +129,7 @@ REGISTER_OP("Prod")
     .Output("y: T")
     .Attr(kNumericTypes)
     .SetShapeFn(ReduceShape)
+    .Category("reduction")
     .Gradient("x = ReduceGrad(x, y, dy, reduction='prod', axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
 Multiplies the elements of a tensor over the given axes.
@@ -149,6 +151,7 @@ REGISTER_OP("Max")
     .Output("y: T")
     .Attr(kNumericTypes)
     .SetShapeFn(ReduceShapeNoIdentity)
+    .Category("reduction")
     .Gradient("x = ReduceGrad(x, y, dy, reduction='max', axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
 Returns the largest element of a tensor over the given axes.
@@ -170,6 +173,7 @@ REGISTER_OP("Min")
     .Output("y: T")
     .Attr(kNumericTypes)
     .SetShapeFn(ReduceShapeNoIdentity)
+    .Category("reduction")
     .Gradient("x = ReduceGrad(x, y, dy, reduction='min', axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
 Returns the smallest element of a tensor over the given axes.
@@ -191,6 +195,7 @@ REGISTER_OP("Mean")
     .Output("y: T")
     .Attr("T: floattype")
     .SetShapeFn(ReduceShape)
+    .Category("mean")
     .Gradient("x = ReduceGrad(x, y, dy, reduction='mean', axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
 Averages the elements of a tensor over the given axes.
@@ -212,6 +217,7 @@ REGISTER_OP("ArgMax")
     .Output("index: int64")
     .Attr(kNumericTypes)
     .SetShapeFn(ArgReduceShape)
+    .Category("arg_reduction")
     .NoGradient()
     .Doc(R"doc(
 Returns the index of the largest element along an axis.
@@ -234,6 +240,7 @@ REGISTER_OP("ArgMin")
     .Output("index: int64")
     .Attr(kNumericTypes)
     .SetShapeFn(ArgReduceShape)
+    .Category("arg_reduction")
     .NoGradient()
     .Doc(R"doc(
 Returns the index of the smallest element along an axis.

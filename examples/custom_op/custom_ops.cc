@@ -22,6 +22,7 @@ REGISTER_OP("SoftShrink")
     .Attr("T: {float32, float64}")
     .Attr("threshold: float = 0.5")
     .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")  // opforge.dask: m.dask.soft_shrink runs per block
     // dy where |x| > threshold, else 0: built-in ops compose the gradient.
     .Gradient("x = Select(Greater(Abs(x), threshold), dy, ZerosLike(dy))")
     .Doc(R"doc(

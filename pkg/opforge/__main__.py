@@ -85,6 +85,8 @@ def cmd_describe(args):
         print("  not declared (backpropagating through it raises NotFoundError)")
     for rule in gradient["rules"]:
         print(f"  {rule['spec']}")
+    print(f"\ndask: {op['category']}" + ("  (opforge.dask raises UnimplementedError)"
+                                         if op["category"] == "none" else ""))
     print("\nkernels:")
     for dev, types in sorted(op["kernels"].items()):
         print(f"  {dev}: {', '.join(types)}")

@@ -89,9 +89,9 @@ def _module_name(path: str) -> str:
     return name
 
 
-def _render(path: str, staged_json: str) -> tuple[str, str, list[str]]:
-    """The library module's source and its gradient functions' source, from
-    the staged ops; raises on invalid ones."""
+def _render(path: str, staged_json: str) -> tuple[str, str, str, list[str]]:
+    """The library module's source, its gradient functions' source and its
+    Dask wrappers' source, from the staged ops; raises on invalid ones."""
     import json
     model, emit, validate, cg_errors = _codegen()
     data = json.loads(staged_json)
@@ -100,8 +100,8 @@ def _render(path: str, staged_json: str) -> tuple[str, str, list[str]]:
     except cg_errors.CodegenError as e:
         raise errors.InvalidArgumentError(
             f"refused op library '{path}': " + "; ".join(e.messages)) from None
-    text, grads = emit.render_library(registry, path)
-    return text, grads, sorted(o.name for o in registry.ops)
+    text, grads, dask = emit.render_library(registry, path)
+    return text, grads, dask, sorted(o.name for o in registry.ops)
 
 
 def load_op_library(path) -> types.ModuleType:
@@ -136,11 +136,13 @@ def load_op_library(path) -> types.ModuleType:
         rendered: dict[str, object] = {}
 
         def accept(staged_json: str) -> None:
-            rendered["text"], rendered["grads"], rendered["ops"] = _render(real, staged_json)
+            (rendered["text"], rendered["grads"], rendered["dask"],
+             rendered["ops"]) = _render(real, staged_json)
 
         _pw._load_library(real, accept)
         module = _make_module(real, rendered["text"], rendered["ops"])
         _add_gradients(module, rendered["grads"])
+        _add_dask(module, rendered["dask"])
         _by_path[real] = (ident, module)
         _by_file[ident[:2]] = module
         return module
@@ -169,6 +171,29 @@ def _add_gradients(module: types.ModuleType, text: str) -> None:
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     exec(compile(text, filename, "exec"), namespace)
     registry.add_declared(namespace["GRADIENTS"], namespace["NO_GRADIENT"])
+
+
+def _add_dask(module: types.ModuleType, text: str) -> None:
+    """``module.dask``: the ops on dask arrays, built on first access (only
+    then is dask imported), like ``opforge.dask`` for the built-in ops."""
+    lock = threading.Lock()
+
+    def __getattr__(name: str):
+        if name != "dask":
+            raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+        with lock:
+            sub = module.__dict__.get("dask")
+            if sub is None:
+                sub = types.ModuleType(module.__name__ + ".dask")
+                sub._ops = module
+                filename = f"<opforge op library {module.LIBRARY_PATH} dask>"
+                linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+                exec(compile(text, filename, "exec"), sub.__dict__)
+                sys.modules[sub.__name__] = sub
+                module.dask = sub
+            return sub
+
+    module.__getattr__ = __getattr__
 
 
 def loaded_libraries() -> dict[str, types.ModuleType]:

@@ -83,6 +83,8 @@ struct OpDef {
   // parses and checks them once every op is registered.
   std::vector<std::string> gradient_specs;
   bool no_gradient = false;
+  // How the op distributes over chunked arrays (see Category() below).
+  std::string category = "none";
 
   int FindAttr(const std::string& name) const;  // -1 if absent
   int FindInput(const std::string& name) const;
@@ -109,6 +111,19 @@ class OpDefBuilder {
   OpDefBuilder& Gradient(std::string rule);
   // Declares the op not differentiable: its outputs never require gradients.
   OpDefBuilder& NoGradient();
+  // How the op splits over chunks of its inputs, for opforge.dask (the
+  // registry JSON exports it; codegen picks the Dask strategy from it):
+  //   "elementwise"    output[i] depends on the (broadcast) inputs at i only
+  //   "reduction"      over list(int) `axis` with `keepdims`; partial results
+  //                    reduce again by the same op (Sum, Prod, Max, Min)
+  //   "mean"           like "reduction", partials carried as sum and count
+  //   "arg_reduction"  index of an extreme along int `axis` (ArgMax, ArgMin)
+  //   "contraction"    MatMul-like (a, b, transpose_a, transpose_b)
+  //   "whole_axis"     needs the whole of its `axis` attr (else the last
+  //                    axis) of the first input; lower-rank inputs whole
+  //   "layout"         moves data without arithmetic (dask's own functions)
+  //   "none"           (the default) not distributable
+  OpDefBuilder& Category(std::string family);
 
   // Parses and validates every spec. Errors name the op and file:line.
   Status Finalize(OpDef* out) const;
@@ -121,6 +136,7 @@ class OpDefBuilder {
   ShapeFn shape_fn_ = nullptr;
   std::vector<std::string> gradients_;
   bool no_gradient_ = false;
+  std::string category_ = "none";
 };
 
 // Registers at static-initialisation time. A declaration that fails
