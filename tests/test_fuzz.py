@@ -94,8 +94,8 @@ def test_corpus_replays_cleanly(name):
                     reason="atheris's libFuzzer and a preloaded ASan runtime each hook signals and malloc")
 @pytest.mark.parametrize("name", sorted(fuzz_targets.TARGETS))
 def test_quick_fuzz_run(name, tmp_path):
-    corpus = tmp_path / "corpus"
-    shutil.copytree(CORPUS / name, corpus)  # libFuzzer adds its new inputs to the first dir
+    corpus = tmp_path / "corpus"  # libFuzzer adds its new inputs to the first dir, so a copy
+    shutil.copytree(CORPUS / name, corpus)
     proc = subprocess.run(
         [sys.executable, str(pathlib.Path(__file__).with_name("fuzz.py")), name, f"-runs={QUICK_RUNS[name]}",
          "-seed=1", "-max_len=4096", f"-artifact_prefix={tmp_path}/", str(corpus)],
