@@ -1,5 +1,5 @@
 // Backward-op kernels: SoftmaxGrad, RmsNormGrad, ReduceGrad (and ReduceGradGrad), SliceGrad,
-// ConcatGrad (MatMulGrad sits beside the GEMM in linalg_kernels.cc).
+// ConcatGrad, ConcatGradGrad (MatMulGrad sits beside the GEMM in linalg_kernels.cc).
 // Sums over rows are accumulated in double, as the forward kernels do.
 #include <algorithm>
 #include <cmath>
@@ -428,6 +428,35 @@ Status ConcatGradKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
+// ---- ConcatGradGrad: zeros with block written where values[index] sits -----
+
+template <typename T>
+Status ConcatGradGradKernel(OpKernelContext* ctx) {
+  const Tensor& block = ctx->input(0);
+  Tensor* out = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
+  ZeroFill(out, sizeof(T));
+  if (block.NumElements() == 0) return Status::OK();
+  const auto range = ctx->input_range("values");
+  const int index = static_cast<int>(ctx->attr_int("index"));
+  const int rank = out->rank();
+  const int axis = NormAxis(ctx->attr_int("axis"), rank);
+  int64 start = 0;  // offset of the block along axis
+  for (int i = range.first; i < range.first + index; ++i) start += ctx->input(i).dim(axis);
+  int64 outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= out->dim(i);
+  for (int i = axis + 1; i < rank; ++i) inner *= out->dim(i);
+  const int64 len = block.dim(axis) * inner, total = out->dim(axis) * inner;
+  const T* b = block.data<T>();
+  T* o = out->data<T>() + start * inner;
+  ParallelFor(outer, len, [&](int64 r0, int64 r1) {
+    for (int64 r = r0; r < r1; ++r) {
+      std::memcpy(o + r * total, b + r * len, static_cast<size_t>(len) * sizeof(T));
+    }
+  });
+  return Status::OK();
+}
+
 }  // namespace
 
 REGISTER_KERNEL("SoftmaxGrad", kCPU, DType::kFloat32, SoftmaxGradKernel<float>);
@@ -442,5 +471,7 @@ REGISTER_KERNEL("SliceGrad", kCPU, DType::kFloat32, SliceGradKernel<float>);
 REGISTER_KERNEL("SliceGrad", kCPU, DType::kFloat64, SliceGradKernel<double>);
 REGISTER_KERNEL("ConcatGrad", kCPU, DType::kFloat32, ConcatGradKernel<float>);
 REGISTER_KERNEL("ConcatGrad", kCPU, DType::kFloat64, ConcatGradKernel<double>);
+REGISTER_KERNEL("ConcatGradGrad", kCPU, DType::kFloat32, ConcatGradGradKernel<float>);
+REGISTER_KERNEL("ConcatGradGrad", kCPU, DType::kFloat64, ConcatGradGradKernel<double>);
 
 }  // namespace opforge

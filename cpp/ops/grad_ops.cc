@@ -9,18 +9,10 @@
 
 #include "opforge/op.h"
 #include "opforge/shape_inference.h"
+#include "shape_checks.h"
 
 namespace opforge {
 namespace {
-
-std::string ListString(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v[i]);
-  }
-  return s + "]";
-}
 
 // `got` must equal `want`, the shape the forward op gives `what`.
 Status ExpectShape(const char* arg, const TensorShape& got, const TensorShape& want, const char* what) {
@@ -43,23 +35,10 @@ Status SoftmaxGradShape(InferenceContext* ctx) {
 
 Status RmsNormGradShape(InferenceContext* ctx) {
   const TensorShape& x = ctx->input_shape(0);
-  const TensorShape& w = ctx->input_shape(1);
-  const double eps = ctx->attr_float("epsilon");
-  if (!(eps >= 0)) {  // also rejects NaN
-    return errors::InvalidArgument("attr 'epsilon' must be >= 0, got ", eps);
-  }
-  if (x.rank() == 0) {
-    return errors::InvalidArgument("argument 'x' must have rank >= 1, got a 0-d tensor");
-  }
-  const int64_t d = x.dim(x.rank() - 1);
-  if (w.rank() != 1 || w.dim(0) != d) {
-    return errors::InvalidArgument("argument 'weight' must have shape [", d,
-                                   "] (the last dim of argument 'x' of shape ", x.DebugString(),
-                                   "), got ", w.DebugString());
-  }
+  OF_RETURN_IF_ERROR(CheckRmsNormInputs(ctx->attr_float("epsilon"), x, ctx->input_shape(1)));
   OF_RETURN_IF_ERROR(ExpectShape("grad", ctx->input_shape(2), x, "argument 'x'"));
   ctx->set_output_shape(0, x);
-  ctx->set_output_shape(1, w);
+  ctx->set_output_shape(1, ctx->input_shape(1));
   return Status::OK();
 }
 
@@ -158,47 +137,20 @@ Status ReduceGradShape(InferenceContext* ctx) {
 
 Status ReduceGradGradShape(InferenceContext* ctx) {
   OF_RETURN_IF_ERROR(ReduceGradShape(ctx));
-  return ExpectShape("doutput", ctx->input_shape(3), ctx->input_shape(0), "argument 'x'");
+  return ExpectShape("direction", ctx->input_shape(3), ctx->input_shape(0), "argument 'x'");
 }
 
-// Slice's rules (array_ops.cc): begin in [0, dim], size -1 or in [0, dim - begin].
+// Slice's rules (shape_checks.h); grad must have the slice's shape.
 Status SliceGradShape(InferenceContext* ctx) {
-  const TensorShape& x = ctx->input_shape(0);
-  const std::vector<int64_t>& begin = ctx->attr_ints("begin");
-  const std::vector<int64_t>& size = ctx->attr_ints("size");
-  const int rank = x.rank();
-  if (static_cast<int>(begin.size()) != rank) {
-    return errors::InvalidArgument("attr 'begin' ", ListString(begin), " has ", begin.size(),
-                                   " entries but argument 'x' has rank ", rank);
-  }
-  if (static_cast<int>(size.size()) != rank) {
-    return errors::InvalidArgument("attr 'size' ", ListString(size), " has ", size.size(),
-                                   " entries but argument 'x' has rank ", rank);
-  }
   TensorShape sliced;
-  for (int i = 0; i < rank; ++i) {
-    const int64_t dim = x.dim(i);
-    if (begin[i] < 0 || begin[i] > dim) {
-      return errors::InvalidArgument("attr 'begin' ", ListString(begin), " entry ", i, " is ", begin[i],
-                                     " but must be in [0, ", dim, "] for argument 'x' of shape ",
-                                     x.DebugString());
-    }
-    int64_t n = size[i];
-    if (n == -1) {
-      n = dim - begin[i];
-    } else if (n < 0 || n > dim - begin[i]) {
-      return errors::InvalidArgument("attr 'size' ", ListString(size), " entry ", i, " is ", n,
-                                     " but must be -1 or in [0, ", dim - begin[i], "] (begin ", begin[i],
-                                     ", dim ", dim, ") for argument 'x' of shape ", x.DebugString());
-    }
-    sliced.AddDim(n);
-  }
+  OF_RETURN_IF_ERROR(SliceResultShape(ctx->input_shape(0), ctx->attr_ints("begin"), ctx->attr_ints("size"), &sliced));
   OF_RETURN_IF_ERROR(ExpectShape("grad", ctx->input_shape(1), sliced, "the slice of argument 'x'"));
-  ctx->set_output_shape(0, x);
+  ctx->set_output_shape(0, ctx->input_shape(0));
   return Status::OK();
 }
 
-// Concat's rules (array_ops.cc); grad must have the joined shape.
+// Concat's rules (array_ops.cc), for ConcatGrad (grad must have the joined
+// shape) and its adjoint ConcatGradGrad (block must have values[index]'s).
 Status ConcatGradShape(InferenceContext* ctx) {
   const auto range = ctx->input_range("values");
   const int n = range.second - range.first;
@@ -233,12 +185,42 @@ Status ConcatGradShape(InferenceContext* ctx) {
     total += s.dim(axis);
   }
   joined.set_dim(axis, total);
-  OF_RETURN_IF_ERROR(ExpectShape("grad", ctx->input_shape(0), joined, "the concatenation of 'values'"));
-  ctx->set_output_shape(0, ctx->input_shape(range.first + static_cast<int>(index)));
+  const TensorShape& block = ctx->input_shape(range.first + static_cast<int>(index));
+  if (ctx->op().name == "ConcatGradGrad") {  // (block, values) -> the joined shape
+    OF_RETURN_IF_ERROR(ExpectShape("block", ctx->input_shape(0), block, "argument 'values'[index]"));
+    ctx->set_output_shape(0, joined);
+  } else {  // ConcatGrad: (grad, values) -> values[index]'s shape
+    OF_RETURN_IF_ERROR(ExpectShape("grad", ctx->input_shape(0), joined, "the concatenation of 'values'"));
+    ctx->set_output_shape(0, block);
+  }
   return Status::OK();
 }
 
 constexpr const char* kFloatTypes = "T: {float32, float64}";
+
+// RmsNormGrad's gradient, per row of d features, with n = RmsNorm(x, 1),
+// r = 1 / sqrt(mean(x**2) + epsilon), u = grad * weight, mean over the row:
+// grad_x = P u, P v = r * (v - n * mean(v * n)) (P symmetric, and the
+// Jacobian of n), grad_weight = sum over rows of grad * n. Differentiating
+// <dgrad_x, grad_x> + <dgrad_weight, grad_weight> (a = dgrad_x,
+// c = dgrad_weight * grad) gives d grad = weight * P a + dgrad_weight * n,
+// d weight = grad * P a, and
+// d x = r**2 n (mean(a n) mean(u n) - mean(a u)) + P(c - r (mean(u n) a + mean(a n) u)).
+std::string RowMean(const std::string& v) { return "Mean(" + v + ", axis=[-1], keepdims=true)"; }
+const std::string kRmsN = "RmsNorm(x, OnesLike(weight), epsilon=epsilon)";
+const std::string kRmsR2 = "Div(1, Add(" + RowMean("Square(x)") + ", epsilon))";
+const std::string kRmsR = "Sqrt(" + kRmsR2 + ")";
+std::string RmsP(const std::string& v) {
+  return "Mul(" + kRmsR + ", Sub(" + v + ", Mul(" + kRmsN + ", " + RowMean("Mul(" + v + ", " + kRmsN + ")") + ")))";
+}
+std::string RmsNormGradGradX() {
+  const std::string u = "Mul(grad, weight)", a = "dgrad_x", c = "Mul(dgrad_weight, grad)";
+  const std::string an = RowMean("Mul(" + a + ", " + kRmsN + ")"), un = RowMean("Mul(" + u + ", " + kRmsN + ")");
+  return "x = Add(Mul(Mul(" + kRmsR2 + ", " + kRmsN + "), Sub(Mul(" + an + ", " + un + "), " +
+         RowMean("Mul(" + a + ", " + u + ")") + ")), " +
+         RmsP("Sub(" + c + ", Mul(" + kRmsR + ", Add(Mul(" + un + ", " + a + "), Mul(" + an + ", " + u + "))))") +
+         ")";
+}
 
 }  // namespace
 
@@ -249,6 +231,11 @@ REGISTER_OP("SoftmaxGrad")
     .Output("output: T")
     .Attr(kFloatTypes)
     .SetShapeFn(SoftmaxGradShape)
+    // output = s * (g - sum(s * g)): linear in g with the symmetric Jacobian of
+    // Softmax, so dg is SoftmaxGrad itself; ds by the product rule.
+    .Gradient("softmax = Sub(Mul(doutput, Sub(grad, Sum(Mul(softmax, grad), axis=list(axis), keepdims=true))), "
+              "Mul(grad, Sum(Mul(doutput, softmax), axis=list(axis), keepdims=true)))")
+    .Gradient("grad = SoftmaxGrad(softmax, doutput, axis=axis)")
     .Doc(R"doc(
 The gradient of Softmax with respect to its logits.
 
@@ -272,6 +259,9 @@ REGISTER_OP("RmsNormGrad")
     .Output("grad_weight: T")
     .Attr(kFloatTypes)
     .SetShapeFn(RmsNormGradShape)
+    .Gradient(RmsNormGradGradX())
+    .Gradient("weight = Mul(grad, " + RmsP("dgrad_x") + ")")  // summed to weight's shape by the tape
+    .Gradient("grad = Add(Mul(weight, " + RmsP("dgrad_x") + "), Mul(dgrad_weight, " + kRmsN + "))")
     .Doc(R"doc(
 The gradients of RmsNorm(x, weight, epsilon) with respect to x and weight.
 
@@ -300,6 +290,13 @@ REGISTER_OP("MatMulGrad")
     .Output("grad_b: T")
     .Attr(kFloatTypes)
     .SetShapeFn(MatMulGradShape)
+    // grad_a and grad_b are the partial derivatives of <MatMul(a, b), grad>,
+    // which is bilinear, so <dgrad_a, grad_a> + <dgrad_b, grad_b> =
+    // <MatMul(dgrad_a, b) + MatMul(a, dgrad_b), grad>: one MatMulGrad of the
+    // two directions gives da and db (batch broadcasting included).
+    .Gradient("a, b = MatMulGrad(dgrad_a, dgrad_b, grad, transpose_a=transpose_a, transpose_b=transpose_b)")
+    .Gradient("grad = Add(MatMul(dgrad_a, b, transpose_a=transpose_a, transpose_b=transpose_b), "
+              "MatMul(a, dgrad_b, transpose_a=transpose_a, transpose_b=transpose_b))")
     .Doc(R"doc(
 The gradients of MatMul(a, b, transpose_a, transpose_b) with respect to a and b.
 
@@ -357,26 +354,33 @@ REGISTER_OP("ReduceGradGrad")
     .Input("x: T")
     .Input("y: T")
     .Input("grad: T")
-    .Input("doutput: T")
+    .Input("direction: T")
     .Attr("reduction: string")
     .Attr("axis: list(int) = None")
     .Attr("keepdims: bool = false")
     .Output("output: T")
     .Attr(kFloatTypes)
     .SetShapeFn(ReduceGradGradShape)
+    // output = grad * H(x) direction, H the (symmetric) Hessian of each
+    // group's reduction: linear in grad and in direction; y picks nothing.
+    .Gradient("x = ZerosLike(x)")  // TODO(grad2): prod's third derivative
+    .Gradient("y = ZerosLike(y)")
+    .Gradient("grad = Sum(Mul(doutput, ReduceGradGrad(x, y, OnesLike(grad), direction, reduction=reduction, "
+              "axis=axis, keepdims=keepdims)), axis=axis, keepdims=keepdims)")
+    .Gradient("direction = ReduceGradGrad(x, y, grad, doutput, reduction=reduction, axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
 The gradient of ReduceGrad's output with respect to x: second derivatives of a reduction.
 
 For "sum" and "mean" ReduceGrad does not depend on x, and for "max" and "min"
 it is piecewise constant in x, so the result is zeros (x is not read). For
 "prod", element j gets grad * sum over the other elements i of its group of
-doutput[i] * (the product of the group without i and j), computed in one
+direction[i] * (the product of the group without i and j), computed in one
 pass each way with running products in float64, so zeros need no special case.
 
 x: The reduction's input.
 y: The reduction's result, of the reduced shape (not read).
 grad: The gradient ReduceGrad was given, of the reduced shape.
-doutput: The gradient flowing into ReduceGrad's output, of x's shape.
+direction: The gradient flowing into ReduceGrad's output, of x's shape.
 reduction: Which reduction: "sum", "mean", "max", "min" or "prod".
 axis: The reduction's axes (as ReduceGrad).
 keepdims: The reduction's keepdims (as ReduceGrad).
@@ -415,6 +419,9 @@ REGISTER_OP("ConcatGrad")
     .Output("output: T")
     .Attr(kFloatTypes)
     .SetShapeFn(ConcatGradShape)
+    // A slice of grad: its adjoint pads doutput with zeros; values give only shapes.
+    .Gradient("grad = ConcatGradGrad(doutput, values, index=index, axis=axis)")
+    .Gradient("values[i] = ConcatGrad(ZerosLike(grad), values, index=i, axis=axis)")
     .Doc(R"doc(
 The gradient of Concat(values, axis) with respect to values[index].
 
@@ -427,6 +434,33 @@ values: Concat's inputs; only their shapes are used.
 index: Which of values to return the gradient of, in [0, N).
 axis: Concat's axis; negative values count from the end.
 output: The gradient with respect to values[index], with its shape.
+)doc");
+
+REGISTER_OP("ConcatGradGrad")
+    .Input("block: T")
+    .Input("values: N * T")
+    .Attr("N: int >= 1")
+    .Attr("index: int >= 0")
+    .Attr("axis: int = 0")
+    .Output("output: T")
+    .Attr(kFloatTypes)
+    .SetShapeFn(ConcatGradShape)
+    // Zero padding of block: its adjoint is the slice ConcatGrad takes.
+    .Gradient("block = ConcatGrad(doutput, values, index=index, axis=axis)")
+    .Gradient("values[i] = ConcatGrad(ZerosLike(output), values, index=i, axis=axis)")
+    .Doc(R"doc(
+The gradient of ConcatGrad with respect to its grad: block padded with zeros to the concatenation's shape.
+
+Zeros of the shape of Concat(values, axis) with block written where
+values[index] sits, as numpy's
+numpy.concatenate([block if i == index else numpy.zeros_like(v) for i, v in enumerate(values)], axis).
+Only the shapes of values are read.
+
+block: The gradient with respect to ConcatGrad's output; it must have values[index]'s shape.
+values: Concat's inputs; only their shapes are used.
+index: Which of values block stands for, in [0, N).
+axis: Concat's axis; negative values count from the end.
+output: Zeros of the concatenation's shape with block at values[index]'s place.
 )doc");
 
 }  // namespace opforge

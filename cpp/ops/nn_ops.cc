@@ -1,9 +1,11 @@
 // Neural-network ops: Softmax and RmsNorm; the training block (layers, losses
 // and their backward ops) is at the end.
 #include <cstdint>
+#include <string>
 
 #include "opforge/op.h"
 #include "opforge/shape_inference.h"
+#include "shape_checks.h"
 
 namespace opforge {
 namespace {
@@ -24,20 +26,7 @@ Status SoftmaxShape(InferenceContext* ctx) {
 
 Status RmsNormShape(InferenceContext* ctx) {
   const TensorShape& x = ctx->input_shape(0);
-  const TensorShape& w = ctx->input_shape(1);
-  const double eps = ctx->attr_float("epsilon");
-  if (!(eps >= 0)) {  // also rejects NaN
-    return errors::InvalidArgument("attr 'epsilon' must be >= 0, got ", eps);
-  }
-  if (x.rank() == 0) {
-    return errors::InvalidArgument("argument 'x' must have rank >= 1, got a 0-d tensor");
-  }
-  const int64_t d = x.dim(x.rank() - 1);
-  if (w.rank() != 1 || w.dim(0) != d) {
-    return errors::InvalidArgument("argument 'weight' must have shape [", d,
-                                   "] (the last dim of argument 'x' of shape ", x.DebugString(),
-                                   "), got ", w.DebugString());
-  }
+  OF_RETURN_IF_ERROR(CheckRmsNormInputs(ctx->attr_float("epsilon"), x, ctx->input_shape(1)));
   ctx->set_output_shape(0, x);
   return Status::OK();
 }
@@ -227,6 +216,34 @@ Status DropoutMaskShape(InferenceContext* ctx) {
 
 }  // namespace
 
+namespace {
+
+// LayerNormGrad's gradient, per row of d features, with h = LayerNorm(x, 1, 0),
+// r = 1 / sqrt(var(x) + epsilon), u = dy * weight, mean over the row:
+// dx = P u, P v = r * (v - mean(v) - h * mean(v * h)) (P symmetric, and the
+// Jacobian of h), dweight = sum over rows of dy * h, dbias = sum of dy.
+// Differentiating <ddx, dx> + <ddweight, dweight> + <ddbias, dbias>
+// (a = ddx, c = ddweight * dy) gives d dy = weight * P a + ddweight * h + ddbias,
+// d weight = dy * P a, and
+// d x = r**2 h (mean(a h) mean(u h) - mean(a u) + mean(a) mean(u)) + P(c - r (mean(u h) a + mean(a h) u)).
+std::string RowMean(const std::string& v) { return "Mean(" + v + ", axis=[-1], keepdims=true)"; }
+const std::string kLnH = "LayerNorm(x, OnesLike(weight), ZerosLike(weight), epsilon=epsilon)";
+const std::string kLnR2 = "Div(1, Add(" + RowMean("Square(Sub(x, " + RowMean("x") + "))") + ", epsilon))";
+const std::string kLnR = "Sqrt(" + kLnR2 + ")";
+std::string LnP(const std::string& v) {
+  return "Mul(" + kLnR + ", Sub(Sub(" + v + ", " + RowMean(v) + "), Mul(" + kLnH + ", " +
+         RowMean("Mul(" + v + ", " + kLnH + ")") + ")))";
+}
+std::string LayerNormGradGradX() {
+  const std::string u = "Mul(dy, weight)", a = "ddx", c = "Mul(ddweight, dy)";
+  const std::string ah = RowMean("Mul(" + a + ", " + kLnH + ")"), uh = RowMean("Mul(" + u + ", " + kLnH + ")");
+  return "x = Add(Mul(Mul(" + kLnR2 + ", " + kLnH + "), Add(Sub(Mul(" + ah + ", " + uh + "), " +
+         RowMean("Mul(" + a + ", " + u + ")") + "), Mul(" + RowMean(a) + ", " + RowMean(u) + "))), " +
+         LnP("Sub(" + c + ", Mul(" + kLnR + ", Add(Mul(" + uh + ", " + a + "), Mul(" + ah + ", " + u + "))))") + ")";
+}
+
+}  // namespace
+
 REGISTER_OP("Gelu")
     .Input("x: T")
     .Output("y: T")
@@ -249,7 +266,10 @@ REGISTER_OP("GeluGrad")
     .Output("dx: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(GeluGradShape)
-        .Doc(R"doc(
+    // dx = dy * Gelu'(x) with Gelu'' = phi(x) * (2 - x**2), phi(x) = exp(-x**2 / 2) / sqrt(2 pi).
+    .Gradient("dy = GeluGrad(ddx, x)")
+    .Gradient("x = Mul(Mul(ddx, dy), Mul(Exp(Mul(Square(x), -0.5)), Mul(Sub(2, Square(x)), 0.3989422804014327)))")
+    .Doc(R"doc(
 The backward op of Gelu: dy * (Phi(x) + x * phi(x)), Phi and phi the standard normal CDF and density.
 
 dy: The gradient of the loss with respect to Gelu's output.
@@ -290,7 +310,10 @@ REGISTER_OP("LayerNormGrad")
     .Output("dbias: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(NormGradShape)
-        .Doc(R"doc(
+    .Gradient(LayerNormGradGradX())
+    .Gradient("weight = Mul(dy, " + LnP("ddx") + ")")  // summed to weight's shape by the tape
+    .Gradient("dy = Add(Add(Mul(weight, " + LnP("ddx") + "), Mul(ddweight, " + kLnH + ")), ddbias)")
+    .Doc(R"doc(
 The backward op of LayerNorm: the gradients with respect to x, weight and bias, in one pass over the rows.
 
 dy: The gradient of the loss with respect to LayerNorm's output.
@@ -330,7 +353,11 @@ REGISTER_OP("GatherGrad")
     .Attr("T: {float32, float64}")
     .Attr("Tindices: {int32, int64}")
     .SetShapeFn(GatherGradShape)
-        .Doc(R"doc(
+    // A scatter-add, linear in dy: its adjoint is Gather. params gives only a shape.
+    .Gradient("params = ZerosLike(params)")
+    .Gradient("indices = None")
+    .Gradient("dy = Gather(ddparams, indices)")
+    .Doc(R"doc(
 The backward op of Gather: scatter-adds the rows of dy into a zero tensor of params' shape.
 
 Equivalent to d = numpy.zeros_like(params); numpy.add.at(d, indices, dy).
@@ -350,7 +377,11 @@ REGISTER_OP("SparseSoftmaxCrossEntropyWithLogits")
     .Attr("T: {float32, float64}")
     .Attr("Tlabels: {int32, int64}")
     .SetShapeFn(SparseXentShape)
-    .Gradient("features = Transpose(Mul(Transpose(backprop), dloss))").Gradient("labels = None")
+    // backprop = softmax(features) - onehot(labels): what flows into it goes
+    // back through Softmax's Jacobian (second derivatives of the loss).
+    .Gradient("features = Add(Transpose(Mul(Transpose(backprop), dloss)), "
+              "SoftmaxGrad(Softmax(features), dbackprop))")
+    .Gradient("labels = None")
     .Doc(R"doc(
 Softmax cross-entropy with integer class labels, per example, and its gradient, in one numerically stable pass.
 
