@@ -357,9 +357,10 @@ class GradAttr:
 
 @dataclass(frozen=True)
 class GradExpr:
-    """None, a number (as written), a name (input/output/grad) or an op call."""
-    kind: str                 # none | number | name | call
-    text: str = ""            # number: as written; name: the name; call: the op
+    """None, a number (as written), a name (input/output/grad), an op call or
+    a list (for a list input: literal, append(list, e), replace(list, e))."""
+    kind: str                 # none | number | name | call | list
+    text: str = ""            # number: as written; name: the name; call: the op; list: literal | append | replace
     name_kind: str = ""       # name: input | output | grad | attr
     index: int = 0            # name: which input or output
     args: tuple[GradExpr, ...] = ()
@@ -372,6 +373,14 @@ class GradExpr:
         if isinstance(d, dict) and "number" in d:
             _fields(d, ("number",), where)
             return GradExpr("number", text=_typed(d["number"], (str,), "number", where))
+        if isinstance(d, dict) and "list" in d:
+            _fields(d, ("elements", "list"), where)
+            text = _typed(d["list"], (str,), "list", where)
+            elements = tuple(GradExpr.parse(a, f"{where}: elements[{i}]")
+                             for i, a in enumerate(_typed(d["elements"], (list,), "elements", where)))
+            if text not in ("literal", "append", "replace") or (text != "literal" and len(elements) != 2):
+                raise CodegenError(f"{where}: unknown list expression {text!r} of {len(elements)} elements")
+            return GradExpr("list", text=text, args=elements)
         if isinstance(d, dict) and "op" in d:
             _fields(d, ("args", "attrs", "op"), where)
             return GradExpr(
@@ -395,6 +404,8 @@ class GradExpr:
         if self.kind == "call":
             return {"args": [a.to_dict() for a in self.args], "attrs": [a.to_dict() for a in self.attrs],
                     "op": self.text}
+        if self.kind == "list":
+            return {"elements": [a.to_dict() for a in self.args], "list": self.text}
         return {"index": self.index, "kind": self.name_kind, "name": self.text}
 
 

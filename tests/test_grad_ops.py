@@ -458,6 +458,207 @@ def test_second_derivative_through_slice():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("reduction", list(FORWARD))
+@pytest.mark.parametrize("shape,axis,keepdims", [((3, 4), [1], False), ((2, 3, 2), [0, 2], True), ((4,), None, False)])
+def test_reduce_grad_matches_finite_differences(reduction, shape, axis, keepdims):
+    x = rand(shape)  # distinct values: max/min differentiable
+    op = {"sum": of.sum, "mean": of.mean, "max": of.max, "min": of.min, "prod": of.prod}[reduction]
+    y = _np(op(x, axis=axis, keepdims=keepdims))
+    g = rand(y.shape)
+    want = numeric_grad(forward(op, axis=axis, keepdims=keepdims), x, g)
+    got = G.reduce_grad(x, y, g, reduction=reduction, axis=axis, keepdims=keepdims)
+    np.testing.assert_allclose(_np(got), want, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_reduce_grad_prod_with_zeros_is_exact(dtype):
+    x = np.array([[0.0, 2.0, 3.0], [0.0, 0.0, 5.0], [1.5, 2.0, 4.0]], dtype)
+    y = np.prod(x, axis=1)
+    got = _np(G.reduce_grad(x, y, np.ones(3, dtype), reduction="prod", axis=[1]))
+    np.testing.assert_array_equal(got, np.array([[6, 0, 0], [0, 0, 0], [8, 6, 3]], dtype))
+    assert np.isfinite(got).all()
+
+
+def test_reduce_grad_max_splits_ties_and_nan():
+    x = np.array([[1.0, 3.0, 3.0, 3.0], [np.nan, 2.0, np.nan, 1.0]])
+    y = np.max(x, axis=1)
+    got = _np(G.reduce_grad(x, y, np.array([6.0, 4.0]), reduction="max", axis=[-1]))
+    np.testing.assert_array_equal(got, [[0, 2, 2, 2], [2, 0, 2, 0]])
+
+
+def test_reduce_grad_large_matches_formula():
+    x = RNG.integers(0, 5, (300, 200, 3)).astype(np.float32)
+    for reduction, axis in [("sum", [0]), ("mean", [1, 2]), ("max", [0, 2]), ("min", [1])]:
+        y = np.asarray(FORWARD[reduction](x, axis=tuple(axis)), np.float32)
+        g = rand(y.shape, np.float32)
+        got = G.reduce_grad(x, y, g, reduction=reduction, axis=axis)
+        _close(got, reduce_grad_np(x, y, g, reduction, axis, False), np.float32)
+
+
+# --------------------------------------------------------------- SliceGrad
+
+SLICE_CASES = [((5,), [1], [3]), ((4, 5), [1, 2], [2, -1]), ((2, 3, 4), [0, 1, 0], [-1, 2, 4]), ((), [], []),
+               ((3, 4), [3, 0], [0, -1]), ((0, 4), [0, 1], [0, 2]), ((300, 500), [10, 7], [200, 300])]
+
+
+@pytest.mark.parametrize("shape,begin,size", SLICE_CASES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_slice_grad_matches_numpy(dtype, shape, begin, size):
+    x = np.full(shape, np.nan, dtype)  # only x's shape may be used
+    index = tuple(slice(b, d if s == -1 else b + s) for b, s, d in zip(begin, size, shape))
+    g = rand(np.empty(shape)[index].shape, dtype)
+    want = np.zeros(shape, dtype)
+    want[index] = g
+    got = G.slice_grad(x, g, begin=begin, size=size)
+    np.testing.assert_array_equal(_np(got), want)
+    assert _np(got).dtype == dtype
+
+
+def test_slice_grad_matches_finite_differences():
+    x, g = rand((3, 4, 2)), rand((2, 2, 1))
+    want = numeric_grad(forward(of.slice, begin=[1, 2, 1], size=[2, -1, 1]), x, g, h=1e-2)
+    np.testing.assert_allclose(_np(G.slice_grad(x, g, begin=[1, 2, 1], size=[2, -1, 1])), want, atol=1e-9)
+
+
+# -------------------------------------------------------------- ConcatGrad
+
+CONCAT_CASES = [([(2, 3), (4, 3)], 0), ([(2, 3), (2, 1), (2, 0), (2, 5)], 1), ([(2, 3, 4)] * 3, -2),
+                ([(5,)], 0), ([(0, 2), (3, 2)], 0), ([(100, 70), (100, 900)], -1)]
+
+
+@pytest.mark.parametrize("shapes,axis", CONCAT_CASES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_concat_grad_matches_numpy(dtype, shapes, axis):
+    values = [np.full(s, np.nan, dtype) for s in shapes]  # only their shapes may be used
+    g = rand(np.concatenate(values, axis).shape, dtype)
+    sizes = [s[axis] for s in shapes]
+    pieces = np.split(g, np.cumsum(sizes)[:-1], axis)
+    for i in range(len(shapes)):
+        got = G.concat_grad(g, values, index=i, axis=axis)
+        np.testing.assert_array_equal(_np(got), pieces[i])
+
+
+def test_concat_grad_matches_finite_differences():
+    a, b, c = rand((2, 1)), rand((2, 3)), rand((2, 2))
+    g = rand((2, 6))
+    for i, v in enumerate((a, b, c)):
+        def f(u, i=i):
+            vals = [a, b, c]
+            vals[i] = u
+            return _np(of.concat(vals, axis=1))
+        want = numeric_grad(f, v, g, h=1e-2)
+        np.testing.assert_allclose(_np(G.concat_grad(g, [a, b, c], index=i, axis=1)), want, atol=1e-9)
+
+
+# --------------------------------------------------------------- bad input
+
+x23, x34 = np.zeros((2, 3)), np.zeros((3, 4))
+BAD = [
+    ("SoftmaxGrad", lambda: G.softmax_grad(x23, x34), "grad"),
+    ("SoftmaxGrad", lambda: G.softmax_grad(np.float64(1.0), np.float64(1.0)), "softmax"),
+    ("SoftmaxGrad", lambda: G.softmax_grad(x23, x23, axis=2), "axis"),
+    ("RmsNormGrad", lambda: G.rms_norm_grad(x23, np.zeros(2), x23), "weight"),
+    ("RmsNormGrad", lambda: G.rms_norm_grad(x23, np.zeros(3), x34), "grad"),
+    ("RmsNormGrad", lambda: G.rms_norm_grad(x23, np.zeros(3), x23, epsilon=-1.0), "epsilon"),
+    ("RmsNormGrad", lambda: G.rms_norm_grad(np.float64(1), np.zeros(1), np.float64(1)), "x"),
+    ("MatMulGrad", lambda: G.mat_mul_grad(x23, x23, np.zeros((2, 2))), "a"),
+    ("MatMulGrad", lambda: G.mat_mul_grad(x23, x34, np.zeros((2, 3))), "grad"),
+    ("MatMulGrad", lambda: G.mat_mul_grad(x23, x34, np.zeros((1, 2, 4))), "grad"),
+    ("MatMulGrad", lambda: G.mat_mul_grad(np.zeros((2, 2, 3)), np.zeros((3, 3, 4)), np.zeros((2, 2, 4))), "b"),
+    ("MatMulGrad", lambda: G.mat_mul_grad(np.float64(1), x34, x34), "a"),
+    ("ReduceGrad", lambda: G.reduce_grad(x23, np.zeros(2), np.zeros(2), reduction="median", axis=[1]),
+     "reduction"),
+    ("ReduceGrad", lambda: G.reduce_grad(x23, np.zeros(2), np.zeros(2), reduction="sum", axis=[2]), "axis"),
+    ("ReduceGrad", lambda: G.reduce_grad(x23, np.zeros(2), np.zeros(2), reduction="sum", axis=[1, -1]), "axis"),
+    ("ReduceGrad", lambda: G.reduce_grad(x23, np.zeros(3), np.zeros(2), reduction="sum", axis=[1]), "y"),
+    ("ReduceGrad", lambda: G.reduce_grad(x23, np.zeros(2), np.zeros((2, 1)), reduction="max", axis=[1]), "grad"),
+    ("ReduceGrad", lambda: G.reduce_grad(np.zeros((2, 0)), np.zeros(2), np.zeros(2), reduction="max", axis=[1]),
+     "x"),
+    ("SliceGrad", lambda: G.slice_grad(x23, np.zeros((1, 1)), begin=[0], size=[1]), "begin"),
+    ("SliceGrad", lambda: G.slice_grad(x23, np.zeros((1, 1)), begin=[-1, 0], size=[1, 1]), "begin"),
+    ("SliceGrad", lambda: G.slice_grad(x23, np.zeros((1, 1)), begin=[1, 0], size=[2, 1]), "size"),
+    ("SliceGrad", lambda: G.slice_grad(x23, np.zeros((1, 2)), begin=[1, 0], size=[1, 1]), "grad"),
+    ("ConcatGrad", lambda: G.concat_grad(np.zeros((5, 3)), [x23, x34], index=0), "values"),
+    ("ConcatGrad", lambda: G.concat_grad(np.zeros((5, 3)), [x23, np.zeros((3, 3))], index=2), "index"),
+    ("ConcatGrad", lambda: G.concat_grad(np.zeros((5, 3)), [x23, np.zeros((3, 3))], index=-1), "index"),
+    ("ConcatGrad", lambda: G.concat_grad(np.zeros((4, 3)), [x23, np.zeros((3, 3))], index=0), "grad"),
+    ("ConcatGrad", lambda: G.concat_grad(np.zeros((5, 3)), [x23, np.zeros((3, 3))], index=0, axis=2), "axis"),
+]
+
+
+@pytest.mark.parametrize("op,call,arg", BAD, ids=[f"{b[0]}-{b[2]}-{i}" for i, b in enumerate(BAD)])
+def test_bad_input_raises_named_error(op, call, arg):
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        call()
+    msg = str(info.value)
+    assert msg.startswith(op + ":") and f"'{arg}'" in msg, msg
+
+
+@pytest.mark.parametrize("call", [
+    lambda: G.softmax_grad(np.zeros(3, np.int32), np.zeros(3, np.int32)),
+    lambda: G.slice_grad(np.zeros(3), np.zeros(1, np.float32), begin=[0], size=[1]),
+    lambda: G.concat_grad(np.zeros(3), [np.zeros(3, np.float32)], index=0),
+])
+def test_wrong_dtypes_raise(call):
+    with pytest.raises(errors.OpError):
+        call()
+
+
+def test_ops_are_exported_with_docs():
+    for name in ["softmax_grad", "rms_norm_grad", "mat_mul_grad", "reduce_grad", "slice_grad", "concat_grad"]:
+        fn = getattr(of, name)
+        assert fn is getattr(G, name) and len(fn.__doc__) > 100
+
+
+# ------------------------------------- through the tape: forward ops' gradients
+
+from opforge.testing import check_gradients  # noqa: E402
+
+TAPE_CASES = [
+    ("softmax", lambda x: of.softmax(x, axis=0), [(3, 4)]),
+    ("softmax_last", lambda x: of.softmax(x), [(2, 3, 4)]),
+    ("rms_norm", lambda x, w: of.rms_norm(x, w, epsilon=1e-3), [(3, 4), (4,)]),
+    ("matmul", lambda a, b: of.matmul(a, b), [(2, 1, 3, 4), (2, 4, 2)]),
+    ("matmul_t", lambda a, b: of.matmul(a, b, transpose_a=True, transpose_b=True), [(4, 3), (2, 2, 4)]),
+    ("matmul_1d", lambda a, b: of.matmul(a, b), [(4,), (3, 4, 2)]),
+    ("sum", lambda x: of.sum(x, axis=[0, 2], keepdims=True), [(2, 3, 2)]),
+    ("mean", lambda x: of.mean(x, axis=[-1]), [(3, 4)]),
+    ("max", lambda x: of.max(x, axis=[1]), [(3, 4)]),
+    ("min", lambda x: of.min(x), [(3, 4)]),
+    ("prod", lambda x: of.prod(x, axis=[0]), [(3, 2)]),
+    ("slice", lambda x: of.slice(x, begin=[1, 0], size=[-1, 2]), [(3, 4)]),
+    ("concat", lambda a, b: of.concat([a, b], axis=-1), [(2, 1), (2, 3)]),
+]
+
+
+@pytest.mark.parametrize("name,fn,shapes", TAPE_CASES, ids=[c[0] for c in TAPE_CASES])
+def test_forward_op_gradients_use_the_backward_ops(name, fn, shapes):
+    inputs = [rand(s) for s in shapes]
+    check_gradients(fn, inputs, atol=1e-6, rtol=1e-5, delta=1e-5)
+
+
+def test_backward_through_mlp_with_softmax_matches_numpy():
+    x, w, t = rand((5, 4)), rand((4, 3)), np.eye(3)[[0, 2, 1, 1, 0]]
+    wt = of.tensor(w, requires_grad=True)
+    loss = of.sum(of.mul(of.log(of.softmax(of.matmul(x, wt))), -t))
+    loss.backward()
+    z = x @ w
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.testing.assert_allclose(_np(wt.grad), x.T @ (p - t), rtol=1e-12, atol=1e-12)
+
+
+def test_second_derivative_through_slice():
+    # d/dx sum(d/dx sum(tanh(x[1:3])**2)): SliceGrad's own gradient is Slice.
+    x = rand((4,))
+    f = lambda v: of.sum(of.square(of.tanh(of.slice(v, begin=[1], size=[2]))))
+    got = _np(of.grad(lambda v: of.sum(of.grad(f)(v)))(x))
+    t = np.tanh(x)
+    want = 2 * (1 - t**2) ** 2 - 4 * t**2 * (1 - t**2)  # d2/dx2 tanh(x)**2
+    want[[0, 3]] = 0
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def reduce_grad_grad_np(x, g, d, reduction, axis, keepdims):
     """sum over i != j of d[i] * g * product of x without i and j, per group (prod); else 0."""
     if reduction != "prod":
@@ -481,13 +682,15 @@ def reduce_grad_grad_np(x, g, d, reduction, axis, keepdims):
 @pytest.mark.parametrize("shape,axis,keepdims", [((3, 4), [1], False), ((2, 3, 2), [0, 2], True), ((4,), None, False),
                                                  ((2, 3), [], False)])
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_reduce_grad_grad_matches_definition(dtype, reduction, shape, axis, keepdims):
+@pytest.mark.parametrize("directions", [1, 2, 3])
+def test_reduce_grad_grad_matches_definition(dtype, reduction, shape, axis, keepdims, directions):
+    from robustness_oracles import reduce_grad_grad as definition
     x = RNG.integers(-2, 3, shape).astype(dtype)  # zeros included
     ax = None if axis is None else tuple(axis)
     y = np.asarray(FORWARD[reduction](x, axis=ax, keepdims=keepdims), dtype)
-    g, d = rand(y.shape, dtype), rand(shape, dtype)
-    got = G.reduce_grad_grad(x, y, g, d, reduction=reduction, axis=axis, keepdims=keepdims)
-    _close(got, reduce_grad_grad_np(x, g, d, reduction, axis, keepdims), dtype)
+    g, ds = rand(y.shape, dtype), [rand(shape, dtype) for _ in range(directions)]
+    got = G.reduce_grad_grad(x, y, g, ds, reduction=reduction, axis=axis, keepdims=keepdims)
+    _close(got, definition(x, y, g, ds, reduction, axis, keepdims).astype(np.float64), dtype)
 
 
 @pytest.mark.parametrize("reduction", list(FORWARD))

@@ -83,7 +83,7 @@ def _sum_of(x, axis, keepdims):
 
 
 def reduce_grad_cases(extra_direction):
-    """(x, y, grad[, direction]) for each reduction. For max/min, x and y are
+    """(x, y, grad[, directions]) for each reduction. For max/min, x and y are
     held: they only pick the ties (piecewise constant; a nudge breaks a tie)."""
     cases = []
     for reduction, axis, keepdims in [("sum", [1], False), ("mean", None, False), ("max", [0, 2], True),
@@ -91,7 +91,8 @@ def reduce_grad_cases(extra_direction):
         x = distinct(2, 3, 2) if reduction in ("max", "min") else r(2, 3, 2)
         y = (_max_of(x, axis, keepdims) if reduction == "max"
              else -_max_of(-x, axis, keepdims) if reduction == "min" else _sum_of(x, axis, keepdims))
-        inputs = (x, y, r(*y.shape)) + ((r(2, 3, 2),) if extra_direction else ())
+        n = (2 if reduction == "prod" else 1) if extra_direction else 0  # prod: up to fourth derivatives
+        inputs = (x, y, r(*y.shape)) + (([r(2, 3, 2) for _ in range(n)],) if n else ())
         held = {"x", "y"} if reduction in ("max", "min") else set()
         cases.append((inputs, {"reduction": reduction, "axis": axis, "keepdims": keepdims}, held))
     return cases

@@ -61,6 +61,12 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
+// A list of tensors: a list literal or function, or a list input's name.
+bool IsListExpr(const OpDef& op, const GradExpr& e) {
+  return e.kind == GradExpr::kList ||
+         (e.kind == GradExpr::kName && e.name_kind == GradExpr::kInput && op.inputs[e.index].is_list());
+}
+
 class Parser {
  public:
   Parser(const OpDef& op, std::vector<Token> tokens) : op_(op), t_(std::move(tokens)) {}
@@ -89,6 +95,7 @@ class Parser {
     per_element_ = rule->per_element;
     OF_RETURN_IF_ERROR(Expr(&rule->expr));
     if (t_[pos_].kind != Token::kEnd) return Error("unexpected '" + t_[pos_].text + "' after the expression");
+    if (IsList(rule->expr)) return Error("a gradient is one tensor, not a list");
     if (rule->targets.size() > 1 && rule->expr.kind != GradExpr::kCall) {
       return Error("several inputs are bound to one op call's outputs, not to a name or number");
     }
@@ -98,6 +105,36 @@ class Parser {
  private:
   Status Expr(GradExpr* e) {
     const Token& tok = t_[pos_];
+    if (tok.kind == Token::kPunct && tok.text == "[") {
+      ++pos_;
+      e->kind = GradExpr::kList;
+      e->text = "literal";
+      if (Accept("]")) return Status::OK();
+      do {
+        e->args.emplace_back();
+        OF_RETURN_IF_ERROR(Element(&e->args.back(), "a list literal"));
+      } while (Accept(","));
+      if (!Accept("]")) return Error("expected ']' to close the list");
+      return Status::OK();
+    }
+    if (tok.kind == Token::kIdent && (tok.text == "append" || tok.text == "replace") &&
+        t_[pos_ + 1].kind == Token::kPunct && t_[pos_ + 1].text == "(") {
+      const std::string fn = tok.text;
+      pos_ += 2;
+      if (fn == "replace" && !per_element_) {
+        return Error("replace(list, e) replaces element i: it belongs in a per-element rule 'x[i] = ...'");
+      }
+      e->kind = GradExpr::kList;
+      e->text = fn;
+      e->args.emplace_back();
+      OF_RETURN_IF_ERROR(Expr(&e->args.back()));
+      if (!IsList(e->args.back())) return Error(fn + "(list, e): the first argument must be a list");
+      if (!Accept(",")) return Error("expected ',' in " + fn + "(list, e)");
+      e->args.emplace_back();
+      OF_RETURN_IF_ERROR(Element(&e->args.back(), fn + "(list, e)"));
+      if (!Accept(")")) return Error("expected ')' to close " + fn + "(list, e)");
+      return Status::OK();
+    }
     if (tok.kind == Token::kNumber) {
       if (!IsNumber(tok.text)) return Error("'" + tok.text + "' is not a number");
       e->kind = GradExpr::kNumber;
@@ -134,6 +171,15 @@ class Parser {
     if (!Accept(")")) return Error("expected ')' to close the call of " + name);
     return Status::OK();
   }
+
+  // One tensor: not None and not a list.
+  Status Element(GradExpr* e, const std::string& where) {
+    OF_RETURN_IF_ERROR(Expr(e));
+    if (e->kind == GradExpr::kNone || IsList(*e)) return Error("an element of " + where + " must be one tensor");
+    return Status::OK();
+  }
+
+  bool IsList(const GradExpr& e) const { return IsListExpr(op_, e); }
 
   Status Name(const std::string& name, GradExpr* e) {
     e->kind = GradExpr::kName;
@@ -270,7 +316,12 @@ bool MayBeFloat(const OpDef& op, const ArgDef& arg) {
   return false;
 }
 
-Status CheckCall(const GradExpr& e, size_t outputs_bound, const std::function<const OpDef*(const std::string&)>& find) {
+Status CheckCall(const OpDef& op, const GradExpr& e, size_t outputs_bound,
+                 const std::function<const OpDef*(const std::string&)>& find) {
+  if (e.kind == GradExpr::kList) {
+    for (const GradExpr& a : e.args) OF_RETURN_IF_ERROR(CheckCall(op, a, 1, find));
+    return Status::OK();
+  }
   if (e.kind != GradExpr::kCall) return Status::OK();
   const OpDef* callee = find(e.text);
   if (callee == nullptr) return errors::NotFound("calls op '", e.text, "', which is not registered");
@@ -288,7 +339,14 @@ Status CheckCall(const GradExpr& e, size_t outputs_bound, const std::function<co
     return errors::InvalidArgument("uses ", e.text, ", which has ", callee->outputs.size(), " outputs, where ",
                                    outputs_bound, (outputs_bound == 1 ? " is" : " are"), " bound");
   }
-  for (const GradExpr& a : e.args) OF_RETURN_IF_ERROR(CheckCall(a, 1, find));
+  for (size_t i = 0; i < e.args.size(); ++i) {
+    if (IsListExpr(op, e.args[i]) != callee->inputs[i].is_list()) {
+      return errors::InvalidArgument("passes ", IsListExpr(op, e.args[i]) ? "a list" : "one tensor", " as input '",
+                                     callee->inputs[i].name, "' of ", e.text, ", which takes ",
+                                     callee->inputs[i].is_list() ? "a list" : "one tensor");
+    }
+    OF_RETURN_IF_ERROR(CheckCall(op, e.args[i], 1, find));
+  }
   return Status::OK();
 }
 
@@ -303,6 +361,12 @@ std::string ExprJson(const GradExpr& e) {
                          : e.name_kind == GradExpr::kGrad   ? "grad"
                                                             : "attr";
       os << "{\"index\": " << e.index << ", \"kind\": \"" << kind << "\", \"name\": " << JsonString(e.text) << "}";
+      break;
+    }
+    case GradExpr::kList: {
+      os << "{\"elements\": [";
+      for (size_t i = 0; i < e.args.size(); ++i) os << (i ? ", " : "") << ExprJson(e.args[i]);
+      os << "], \"list\": " << JsonString(e.text) << "}";
       break;
     }
     case GradExpr::kCall: {
@@ -352,7 +416,7 @@ Status CheckGradient(const OpDef& op, const std::function<const OpDef*(const std
         return errors::InvalidArgument(Where(op, spec), "input '", t, "' already has a gradient rule");
       }
     }
-    Status s = CheckCall(rule.expr, rule.per_element ? 1 : rule.targets.size(), find);
+    Status s = CheckCall(op, rule.expr, rule.per_element ? 1 : rule.targets.size(), find);
     if (!s.ok()) return Status(s.code(), Where(op, spec) + s.message());
   }
   if (op.no_gradient) {

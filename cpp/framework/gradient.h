@@ -6,7 +6,10 @@
 //   .Gradient("condition = None")                    no gradient for this input
 //
 // An expression is a number, a name or a call of a registered op with
-// positional inputs and `attr=value` keywords. Names are the op's inputs,
+// positional inputs and `attr=value` keywords. A list input of the called op
+// takes a list: a list input's name, `[e, ...]`, `append(list, e)` (one more
+// element) or, in a per-element rule, `replace(list, e)` (element i
+// replaced by e). Names are the op's inputs,
 // outputs, `d<output>` (the gradient flowing into an output) and scalar
 // attrs (a value like a number). An attr
 // value is a literal (number, true/false, None, 'string', [list], dtype
@@ -30,11 +33,11 @@ struct GradAttrValue {
 };
 
 struct GradExpr {
-  enum Kind { kNone, kNumber, kName, kCall } kind = kNone;
-  std::string text;  // kNumber: as written; kName: the name; kCall: the op
+  enum Kind { kNone, kNumber, kName, kCall, kList } kind = kNone;
+  std::string text;  // kNumber: as written; kName: the name; kCall: the op; kList: literal/append/replace
   enum NameKind { kInput, kOutput, kGrad, kAttr } name_kind = kInput;
   int index = 0;     // kName: which input/output/attr (for kGrad, the output)
-  std::vector<GradExpr> args;
+  std::vector<GradExpr> args;  // kCall: the inputs; kList: the elements (append/replace: the list, then e)
   std::vector<std::pair<std::string, GradAttrValue>> attrs;
 };
 

@@ -135,9 +135,26 @@ Status ReduceGradShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
+// The number of directions ReduceGradGrad takes at most: derivatives of order
+// up to kMaxDirections + 1 (its kernel keeps 2**N running sums per element).
+constexpr int kMaxDirections = 8;
+
 Status ReduceGradGradShape(InferenceContext* ctx) {
   OF_RETURN_IF_ERROR(ReduceGradShape(ctx));
-  return ExpectShape("direction", ctx->input_shape(3), ctx->input_shape(0), "argument 'x'");
+  const auto range = ctx->input_range("directions");
+  if (range.second - range.first > kMaxDirections) {
+    return errors::InvalidArgument("argument 'directions' has ", range.second - range.first,
+                                   " tensors; at most ", kMaxDirections, " (derivatives of order up to ",
+                                   kMaxDirections + 1, ") are supported");
+  }
+  for (int i = range.first; i < range.second; ++i) {
+    const TensorShape& d = ctx->input_shape(i);
+    if (d != ctx->input_shape(0)) {
+      return errors::InvalidArgument("argument 'directions'[", i - range.first, "] has shape ", d.DebugString(),
+                                     " but argument 'x' has shape ", ctx->input_shape(0).DebugString());
+    }
+  }
+  return Status::OK();
 }
 
 // Slice's rules (shape_checks.h); grad must have the slice's shape.
@@ -327,7 +344,7 @@ REGISTER_OP("ReduceGrad")
     .SetShapeFn(ReduceGradShape)
     // output = W * broadcast(grad), W = ReduceGrad(x, y, ones): linear in grad;
     // y only picks ties (piecewise constant); x enters through W (prod only).
-    .Gradient("x = ReduceGradGrad(x, y, grad, doutput, reduction=reduction, axis=axis, keepdims=keepdims)")
+    .Gradient("x = ReduceGradGrad(x, y, grad, [doutput], reduction=reduction, axis=axis, keepdims=keepdims)")
     .Gradient("y = ZerosLike(y)")
     .Gradient("grad = Sum(Mul(doutput, ReduceGrad(x, y, OnesLike(grad), reduction=reduction, axis=axis, "
               "keepdims=keepdims)), axis=axis, keepdims=keepdims)")
@@ -354,33 +371,41 @@ REGISTER_OP("ReduceGradGrad")
     .Input("x: T")
     .Input("y: T")
     .Input("grad: T")
-    .Input("direction: T")
+    .Input("directions: N * T")
+    .Attr("N: int >= 1")
     .Attr("reduction: string")
     .Attr("axis: list(int) = None")
     .Attr("keepdims: bool = false")
     .Output("output: T")
     .Attr(kFloatTypes)
     .SetShapeFn(ReduceGradGradShape)
-    // output = grad * H(x) direction, H the (symmetric) Hessian of each
-    // group's reduction: linear in grad and in direction; y picks nothing.
-    .Gradient("x = ZerosLike(x)")  // TODO(grad2): prod's third derivative
+    // output = grad * (the derivative of order N + 1 of each group's reduction,
+    // contracted with the directions): symmetric in the directions and the
+    // output, linear in each and in grad. So every gradient is ReduceGradGrad
+    // again (one more direction for x), and the derivatives never run out.
+    .Gradient("x = ReduceGradGrad(x, y, grad, append(directions, doutput), reduction=reduction, axis=axis, "
+              "keepdims=keepdims)")
     .Gradient("y = ZerosLike(y)")
-    .Gradient("grad = Sum(Mul(doutput, ReduceGradGrad(x, y, OnesLike(grad), direction, reduction=reduction, "
+    .Gradient("grad = Sum(Mul(doutput, ReduceGradGrad(x, y, OnesLike(grad), directions, reduction=reduction, "
               "axis=axis, keepdims=keepdims)), axis=axis, keepdims=keepdims)")
-    .Gradient("direction = ReduceGradGrad(x, y, grad, doutput, reduction=reduction, axis=axis, keepdims=keepdims)")
+    .Gradient("directions[i] = ReduceGradGrad(x, y, grad, replace(directions, doutput), reduction=reduction, "
+              "axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
-The gradient of ReduceGrad's output with respect to x: second derivatives of a reduction.
+Higher derivatives of a reduction: ReduceGrad's gradient with respect to x (one direction), and its gradients.
 
 For "sum" and "mean" ReduceGrad does not depend on x, and for "max" and "min"
 it is piecewise constant in x, so the result is zeros (x is not read). For
-"prod", element j gets grad * sum over the other elements i of its group of
-direction[i] * (the product of the group without i and j), computed in one
-pass each way with running products in float64, so zeros need no special case.
+"prod", element j gets grad * the sum, over distinct other elements
+i1, ..., iN of j's group, of directions[0][i1] * ... * directions[N-1][iN] *
+(the product of the rest of the group): with one direction, grad * sum over
+i != j of directions[0][i] * (the product of the group without i and j).
+It is computed in one pass each way with running sums in float64, so zeros
+need no special case and nothing is divided.
 
 x: The reduction's input.
 y: The reduction's result, of the reduced shape (not read).
 grad: The gradient ReduceGrad was given, of the reduced shape.
-direction: The gradient flowing into ReduceGrad's output, of x's shape.
+directions: One to eight tensors of x's shape: the gradient flowing into ReduceGrad's output, then those into this op's outputs.
 reduction: Which reduction: "sum", "mean", "max", "min" or "prod".
 axis: The reduction's axes (as ReduceGrad).
 keepdims: The reduction's keepdims (as ReduceGrad).
