@@ -95,7 +95,9 @@ def grad_function(op: OpDef, local_ops: frozenset[str] = frozenset(), local_pref
     results = {}
     for rule in op.gradient.rules:
         value = r.expr(rule.expr)
-        if rule.per_element:
+        if rule.local:  # computed once, before the rules that use it
+            body.append(f"{local(rule.targets[0])} = {value}")
+        elif rule.per_element:
             (target,) = rule.targets
             results[target] = f"[{value} for i in range(len({local(target)}))]"
         elif len(rule.targets) == 1:

@@ -69,9 +69,26 @@ bool IsListExpr(const OpDef& op, const GradExpr& e) {
 
 class Parser {
  public:
-  Parser(const OpDef& op, std::vector<Token> tokens) : op_(op), t_(std::move(tokens)) {}
+  Parser(const OpDef& op, const std::vector<std::string>& locals, std::vector<Token> tokens)
+      : op_(op), locals_(locals), t_(std::move(tokens)) {}
 
   Status Rule(GradRule* rule) {
+    if (t_[0].kind == Token::kIdent && t_[0].text == "let" && t_[1].kind == Token::kIdent) {
+      pos_ = 2;
+      const std::string name = t_[1].text;
+      if (name == "i" || name[0] == '_' || op_.FindInput(name) >= 0 || op_.FindAttr(name) >= 0 ||
+          Known(name)) {
+        return Error("'let " + name + "': the name is taken (an input, output, d<output>, attr, local, 'i', "
+                     "or starts with '_')");
+      }
+      rule->targets.push_back(name);
+      rule->local = true;
+      if (!Accept("=")) return Error("expected '=' after 'let " + name + "'");
+      OF_RETURN_IF_ERROR(Expr(&rule->expr));
+      if (t_[pos_].kind != Token::kEnd) return Error("unexpected '" + t_[pos_].text + "' after the expression");
+      if (rule->expr.kind == GradExpr::kNone || IsList(rule->expr)) return Error("a local is one tensor");
+      return Status::OK();
+    }
     do {
       OF_RETURN_IF_ERROR(Expect(Token::kIdent, "an input name"));
       const std::string name = t_[pos_ - 1].text;
@@ -181,9 +198,27 @@ class Parser {
 
   bool IsList(const GradExpr& e) const { return IsListExpr(op_, e); }
 
+  // An output, d<output> or local of that name.
+  bool Known(const std::string& name) const {
+    for (const ArgDef& out : op_.outputs) {
+      if (out.name == name || "d" + out.name == name) return true;
+    }
+    for (const std::string& l : locals_) {
+      if (l == name) return true;
+    }
+    return false;
+  }
+
   Status Name(const std::string& name, GradExpr* e) {
     e->kind = GradExpr::kName;
     e->text = name;
+    for (size_t i = 0; i < locals_.size(); ++i) {
+      if (locals_[i] == name) {
+        e->name_kind = GradExpr::kLocal;
+        e->index = static_cast<int>(i);
+        return Status::OK();
+      }
+    }
     if ((e->index = op_.FindInput(name)) >= 0) {
       e->name_kind = GradExpr::kInput;
       return Status::OK();
@@ -211,8 +246,8 @@ class Parser {
       e->index = attr;
       return Status::OK();
     }
-    return Error("'" + name + "' is neither an input, an output, the gradient d<output> of an output, nor a " +
-                 "scalar attr of " + op_.name);
+    return Error("'" + name + "' is neither an input, an output, the gradient d<output> of an output, a " +
+                 "scalar attr of " + op_.name + ", nor a local defined before ('let " + name + " = ...')");
   }
 
   Status AttrValueExpr(GradAttrValue* v) {
@@ -296,6 +331,7 @@ class Parser {
   Status Error(const std::string& message) { return errors::InvalidArgument(message); }
 
   const OpDef& op_;
+  const std::vector<std::string>& locals_;
   std::vector<Token> t_;
   size_t pos_ = 0;
   bool per_element_ = false;
@@ -359,6 +395,7 @@ std::string ExprJson(const GradExpr& e) {
       const char* kind = e.name_kind == GradExpr::kInput    ? "input"
                          : e.name_kind == GradExpr::kOutput ? "output"
                          : e.name_kind == GradExpr::kGrad   ? "grad"
+                         : e.name_kind == GradExpr::kLocal  ? "local"
                                                             : "attr";
       os << "{\"index\": " << e.index << ", \"kind\": \"" << kind << "\", \"name\": " << JsonString(e.text) << "}";
       break;
@@ -393,7 +430,8 @@ std::string ExprJson(const GradExpr& e) {
 
 }  // namespace
 
-Status ParseGradientRule(const OpDef& op, const std::string& spec, GradRule* out) {
+Status ParseGradientRule(const OpDef& op, const std::string& spec, const std::vector<std::string>& locals,
+                         GradRule* out) {
   std::vector<Token> tokens;
   std::string error;
   Status s;
@@ -401,16 +439,23 @@ Status ParseGradientRule(const OpDef& op, const std::string& spec, GradRule* out
     s = errors::InvalidArgument(error);
   } else {
     *out = GradRule();
-    s = Parser(op, std::move(tokens)).Rule(out);
+    s = Parser(op, locals, std::move(tokens)).Rule(out);
   }
   return s.ok() ? s : errors::InvalidArgument(Where(op, spec), s.message());
 }
 
 Status CheckGradient(const OpDef& op, const std::function<const OpDef*(const std::string&)>& find) {
   std::set<std::string> covered;
+  std::vector<std::string> locals;
   for (const std::string& spec : op.gradient_specs) {
     GradRule rule;
-    OF_RETURN_IF_ERROR(ParseGradientRule(op, spec, &rule));
+    OF_RETURN_IF_ERROR(ParseGradientRule(op, spec, locals, &rule));
+    if (rule.local) {
+      locals.push_back(rule.targets[0]);
+      Status s = CheckCall(op, rule.expr, 1, find);
+      if (!s.ok()) return Status(s.code(), Where(op, spec) + s.message());
+      continue;
+    }
     for (const std::string& t : rule.targets) {
       if (!covered.insert(t).second) {
         return errors::InvalidArgument(Where(op, spec), "input '", t, "' already has a gradient rule");
@@ -443,13 +488,15 @@ Status CheckGradient(const OpDef& op, const std::function<const OpDef*(const std
 
 std::string GradientJson(const OpDef& op) {
   std::string rules;
+  std::vector<std::string> locals;
   for (const std::string& spec : op.gradient_specs) {
     GradRule rule;
-    if (!ParseGradientRule(op, spec, &rule).ok()) continue;  // reported at registration
+    if (!ParseGradientRule(op, spec, locals, &rule).ok()) continue;  // reported at registration
+    if (rule.local) locals.push_back(rule.targets[0]);
     std::string targets;
     for (const std::string& t : rule.targets) targets += (targets.empty() ? "" : ", ") + JsonString(t);
     rules += std::string(rules.empty() ? "" : ", ") + "{\"expr\": " + ExprJson(rule.expr) +
-             ", \"per_element\": " + (rule.per_element ? "true" : "false") + ", \"spec\": " + JsonString(spec) +
+             ", \"local\": " + (rule.local ? "true" : "false") + ", \"per_element\": " + (rule.per_element ? "true" : "false") + ", \"spec\": " + JsonString(spec) +
              ", \"targets\": [" + targets + "]}";
   }
   return std::string("{\"none\": ") + (op.no_gradient ? "true" : "false") + ", \"rules\": [" + rules + "]}";

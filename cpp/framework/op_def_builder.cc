@@ -454,9 +454,11 @@ Status OpDefBuilder::Finalize(OpDef* out) const {
   // Syntax and names now; the ops a rule calls once all are registered.
   def.gradient_specs = gradients_;
   def.no_gradient = no_gradient_;
+  std::vector<std::string> locals;
   for (const std::string& spec : gradients_) {
     GradRule rule;
-    OF_RETURN_IF_ERROR(ParseGradientRule(def, spec, &rule));
+    OF_RETURN_IF_ERROR(ParseGradientRule(def, spec, locals, &rule));
+    if (rule.local) locals.push_back(rule.targets[0]);
   }
   *out = std::move(def);
   return Status::OK();

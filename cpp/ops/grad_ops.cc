@@ -215,30 +215,6 @@ Status ConcatGradShape(InferenceContext* ctx) {
 
 constexpr const char* kFloatTypes = "T: {float32, float64}";
 
-// RmsNormGrad's gradient, per row of d features, with n = RmsNorm(x, 1),
-// r = 1 / sqrt(mean(x**2) + epsilon), u = grad * weight, mean over the row:
-// grad_x = P u, P v = r * (v - n * mean(v * n)) (P symmetric, and the
-// Jacobian of n), grad_weight = sum over rows of grad * n. Differentiating
-// <dgrad_x, grad_x> + <dgrad_weight, grad_weight> (a = dgrad_x,
-// c = dgrad_weight * grad) gives d grad = weight * P a + dgrad_weight * n,
-// d weight = grad * P a, and
-// d x = r**2 n (mean(a n) mean(u n) - mean(a u)) + P(c - r (mean(u n) a + mean(a n) u)).
-std::string RowMean(const std::string& v) { return "Mean(" + v + ", axis=[-1], keepdims=true)"; }
-const std::string kRmsN = "RmsNorm(x, OnesLike(weight), epsilon=epsilon)";
-const std::string kRmsR2 = "Div(1, Add(" + RowMean("Square(x)") + ", epsilon))";
-const std::string kRmsR = "Sqrt(" + kRmsR2 + ")";
-std::string RmsP(const std::string& v) {
-  return "Mul(" + kRmsR + ", Sub(" + v + ", Mul(" + kRmsN + ", " + RowMean("Mul(" + v + ", " + kRmsN + ")") + ")))";
-}
-std::string RmsNormGradGradX() {
-  const std::string u = "Mul(grad, weight)", a = "dgrad_x", c = "Mul(dgrad_weight, grad)";
-  const std::string an = RowMean("Mul(" + a + ", " + kRmsN + ")"), un = RowMean("Mul(" + u + ", " + kRmsN + ")");
-  return "x = Add(Mul(Mul(" + kRmsR2 + ", " + kRmsN + "), Sub(Mul(" + an + ", " + un + "), " +
-         RowMean("Mul(" + a + ", " + u + ")") + ")), " +
-         RmsP("Sub(" + c + ", Mul(" + kRmsR + ", Add(Mul(" + un + ", " + a + "), Mul(" + an + ", " + u + "))))") +
-         ")";
-}
-
 }  // namespace
 
 REGISTER_OP("SoftmaxGrad")
@@ -276,9 +252,26 @@ REGISTER_OP("RmsNormGrad")
     .Output("grad_weight: T")
     .Attr(kFloatTypes)
     .SetShapeFn(RmsNormGradShape)
-    .Gradient(RmsNormGradGradX())
-    .Gradient("weight = Mul(grad, " + RmsP("dgrad_x") + ")")  // summed to weight's shape by the tape
-    .Gradient("grad = Add(Mul(weight, " + RmsP("dgrad_x") + "), Mul(dgrad_weight, " + kRmsN + "))")
+    // Per row of d features, with n = RmsNorm(x, 1), r = 1 / sqrt(mean(x**2) +
+    // epsilon), u = grad * weight, means over the row: grad_x = P u with
+    // P v = r (v - n mean(v n)) (symmetric; the Jacobian of n), grad_weight =
+    // the sum over rows of grad * n. Differentiating <dgrad_x, grad_x> +
+    // <dgrad_weight, grad_weight> (a = dgrad_x) gives d grad = weight P a +
+    // dgrad_weight n, d weight = grad P a (summed to weight's shape by the
+    // tape), and d x = r**2 n (mean(a n) mean(u n) - mean(a u)) + P v with
+    // v = dgrad_weight grad - r (mean(u n) a + mean(a n) u).
+    .Gradient("let n = RmsNorm(x, OnesLike(weight), epsilon=epsilon)")
+    .Gradient("let r2 = Div(1, Add(Mean(Square(x), axis=[-1], keepdims=true), epsilon))")
+    .Gradient("let r = Sqrt(r2)")
+    .Gradient("let u = Mul(grad, weight)")
+    .Gradient("let an = Mean(Mul(dgrad_x, n), axis=[-1], keepdims=true)")
+    .Gradient("let un = Mean(Mul(u, n), axis=[-1], keepdims=true)")
+    .Gradient("let pa = Mul(r, Sub(dgrad_x, Mul(n, an)))")
+    .Gradient("let v = Sub(Mul(dgrad_weight, grad), Mul(r, Add(Mul(un, dgrad_x), Mul(an, u))))")
+    .Gradient("x = Add(Mul(Mul(r2, n), Sub(Mul(an, un), Mean(Mul(dgrad_x, u), axis=[-1], keepdims=true))), "
+              "Mul(r, Sub(v, Mul(n, Mean(Mul(v, n), axis=[-1], keepdims=true)))))")
+    .Gradient("weight = Mul(grad, pa)")
+    .Gradient("grad = Add(Mul(weight, pa), Mul(dgrad_weight, n))")
     .Doc(R"doc(
 The gradients of RmsNorm(x, weight, epsilon) with respect to x and weight.
 

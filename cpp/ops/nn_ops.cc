@@ -1,7 +1,6 @@
 // Neural-network ops: Softmax and RmsNorm; the training block (layers, losses
 // and their backward ops) is at the end.
 #include <cstdint>
-#include <string>
 
 #include "opforge/op.h"
 #include "opforge/shape_inference.h"
@@ -216,34 +215,6 @@ Status DropoutMaskShape(InferenceContext* ctx) {
 
 }  // namespace
 
-namespace {
-
-// LayerNormGrad's gradient, per row of d features, with h = LayerNorm(x, 1, 0),
-// r = 1 / sqrt(var(x) + epsilon), u = dy * weight, mean over the row:
-// dx = P u, P v = r * (v - mean(v) - h * mean(v * h)) (P symmetric, and the
-// Jacobian of h), dweight = sum over rows of dy * h, dbias = sum of dy.
-// Differentiating <ddx, dx> + <ddweight, dweight> + <ddbias, dbias>
-// (a = ddx, c = ddweight * dy) gives d dy = weight * P a + ddweight * h + ddbias,
-// d weight = dy * P a, and
-// d x = r**2 h (mean(a h) mean(u h) - mean(a u) + mean(a) mean(u)) + P(c - r (mean(u h) a + mean(a h) u)).
-std::string RowMean(const std::string& v) { return "Mean(" + v + ", axis=[-1], keepdims=true)"; }
-const std::string kLnH = "LayerNorm(x, OnesLike(weight), ZerosLike(weight), epsilon=epsilon)";
-const std::string kLnR2 = "Div(1, Add(" + RowMean("Square(Sub(x, " + RowMean("x") + "))") + ", epsilon))";
-const std::string kLnR = "Sqrt(" + kLnR2 + ")";
-std::string LnP(const std::string& v) {
-  return "Mul(" + kLnR + ", Sub(Sub(" + v + ", " + RowMean(v) + "), Mul(" + kLnH + ", " +
-         RowMean("Mul(" + v + ", " + kLnH + ")") + ")))";
-}
-std::string LayerNormGradGradX() {
-  const std::string u = "Mul(dy, weight)", a = "ddx", c = "Mul(ddweight, dy)";
-  const std::string ah = RowMean("Mul(" + a + ", " + kLnH + ")"), uh = RowMean("Mul(" + u + ", " + kLnH + ")");
-  return "x = Add(Mul(Mul(" + kLnR2 + ", " + kLnH + "), Add(Sub(Mul(" + ah + ", " + uh + "), " +
-         RowMean("Mul(" + a + ", " + u + ")") + "), Mul(" + RowMean(a) + ", " + RowMean(u) + "))), " +
-         LnP("Sub(" + c + ", Mul(" + kLnR + ", Add(Mul(" + uh + ", " + a + "), Mul(" + ah + ", " + u + "))))") + ")";
-}
-
-}  // namespace
-
 REGISTER_OP("Gelu")
     .Input("x: T")
     .Output("y: T")
@@ -310,9 +281,29 @@ REGISTER_OP("LayerNormGrad")
     .Output("dbias: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(NormGradShape)
-    .Gradient(LayerNormGradGradX())
-    .Gradient("weight = Mul(dy, " + LnP("ddx") + ")")  // summed to weight's shape by the tape
-    .Gradient("dy = Add(Add(Mul(weight, " + LnP("ddx") + "), Mul(ddweight, " + kLnH + ")), ddbias)")
+    // Per row of d features, with h = LayerNorm(x, 1, 0), r = 1 / sqrt(var(x) +
+    // epsilon), u = dy * weight, means over the row: dx = P u with P v =
+    // r (v - mean(v) - h mean(v h)) (symmetric; the Jacobian of h), dweight =
+    // the sum over rows of dy * h, dbias = that of dy. Differentiating <ddx, dx>
+    // + <ddweight, dweight> + <ddbias, dbias> (a = ddx) gives d dy = weight P a +
+    // ddweight h + ddbias, d weight = dy P a (summed to weight's shape by the
+    // tape), and d x = r**2 h (mean(a h) mean(u h) - mean(a u) + mean(a) mean(u))
+    // + P v with v = ddweight dy - r (mean(u h) a + mean(a h) u).
+    .Gradient("let h = LayerNorm(x, OnesLike(weight), ZerosLike(weight), epsilon=epsilon)")
+    .Gradient("let xc = Sub(x, Mean(x, axis=[-1], keepdims=true))")
+    .Gradient("let r2 = Div(1, Add(Mean(Square(xc), axis=[-1], keepdims=true), epsilon))")
+    .Gradient("let r = Sqrt(r2)")
+    .Gradient("let u = Mul(dy, weight)")
+    .Gradient("let ah = Mean(Mul(ddx, h), axis=[-1], keepdims=true)")
+    .Gradient("let uh = Mean(Mul(u, h), axis=[-1], keepdims=true)")
+    .Gradient("let pa = Mul(r, Sub(Sub(ddx, Mean(ddx, axis=[-1], keepdims=true)), Mul(h, ah)))")
+    .Gradient("let v = Sub(Mul(ddweight, dy), Mul(r, Add(Mul(uh, ddx), Mul(ah, u))))")
+    .Gradient("x = Add(Mul(Mul(r2, h), Add(Sub(Mul(ah, uh), Mean(Mul(ddx, u), axis=[-1], keepdims=true)), "
+              "Mul(Mean(ddx, axis=[-1], keepdims=true), Mean(u, axis=[-1], keepdims=true)))), "
+              "Mul(r, Sub(Sub(v, Mean(v, axis=[-1], keepdims=true)), Mul(h, Mean(Mul(v, h), axis=[-1], "
+              "keepdims=true)))))")
+    .Gradient("weight = Mul(dy, pa)")
+    .Gradient("dy = Add(Add(Mul(weight, pa), Mul(ddweight, h)), ddbias)")
     .Doc(R"doc(
 The backward op of LayerNorm: the gradients with respect to x, weight and bias, in one pass over the rows.
 
