@@ -423,7 +423,30 @@ Status SliceGradKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
-// ---- ConcatGrad: the block of grad that values[index] occupies ---------------
+// ---- ConcatGrad and ConcatGradGrad: a block of the concatenation ------------
+//
+// ConcatGrad copies values[index]'s block out of the joined tensor;
+// ConcatGradGrad copies it in, into zeros. Both copy `outer` rows of `len`
+// elements, `total` apart on the joined side, starting at `start`.
+struct ConcatBlock {
+  int64 outer = 1, len = 0, total = 0, start = 0;
+};
+
+ConcatBlock ConcatBlockOf(OpKernelContext* ctx, const TensorShape& joined) {
+  const auto range = ctx->input_range("values");
+  const int index = static_cast<int>(ctx->attr_int("index"));
+  const int rank = joined.rank();
+  const int axis = NormAxis(ctx->attr_int("axis"), rank);
+  ConcatBlock b;
+  int64 inner = 1, offset = 0;
+  for (int i = range.first; i < range.first + index; ++i) offset += ctx->input(i).dim(axis);
+  for (int i = 0; i < axis; ++i) b.outer *= joined.dim(i);
+  for (int i = axis + 1; i < rank; ++i) inner *= joined.dim(i);
+  b.len = ctx->input(range.first + index).dim(axis) * inner;
+  b.total = joined.dim(axis) * inner;
+  b.start = offset * inner;
+  return b;
+}
 
 template <typename T>
 Status ConcatGradKernel(OpKernelContext* ctx) {
@@ -431,27 +454,14 @@ Status ConcatGradKernel(OpKernelContext* ctx) {
   Tensor* out = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
   if (out->NumElements() == 0) return Status::OK();
-  const auto range = ctx->input_range("values");
-  const int index = static_cast<int>(ctx->attr_int("index"));
-  const int rank = grad.rank();
-  const int axis = NormAxis(ctx->attr_int("axis"), rank);
-  int64 start = 0;  // offset of the block along axis
-  for (int i = range.first; i < range.first + index; ++i) start += ctx->input(i).dim(axis);
-  int64 outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= grad.dim(i);
-  for (int i = axis + 1; i < rank; ++i) inner *= grad.dim(i);
-  const int64 len = out->dim(axis) * inner, total = grad.dim(axis) * inner;
-  const T* g = grad.data<T>() + start * inner;
+  const ConcatBlock b = ConcatBlockOf(ctx, grad.shape());
+  const T* g = grad.data<T>() + b.start;
   T* o = out->data<T>();
-  ParallelFor(outer, len, [&](int64 r0, int64 r1) {
-    for (int64 r = r0; r < r1; ++r) {
-      std::memcpy(o + r * len, g + r * total, static_cast<size_t>(len) * sizeof(T));
-    }
+  ParallelFor(b.outer, b.len, [&](int64 r0, int64 r1) {
+    for (int64 r = r0; r < r1; ++r) std::memcpy(o + r * b.len, g + r * b.total, static_cast<size_t>(b.len) * sizeof(T));
   });
   return Status::OK();
 }
-
-// ---- ConcatGradGrad: zeros with block written where values[index] sits -----
 
 template <typename T>
 Status ConcatGradGradKernel(OpKernelContext* ctx) {
@@ -460,22 +470,11 @@ Status ConcatGradGradKernel(OpKernelContext* ctx) {
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
   ZeroFill(out, sizeof(T));
   if (block.NumElements() == 0) return Status::OK();
-  const auto range = ctx->input_range("values");
-  const int index = static_cast<int>(ctx->attr_int("index"));
-  const int rank = out->rank();
-  const int axis = NormAxis(ctx->attr_int("axis"), rank);
-  int64 start = 0;  // offset of the block along axis
-  for (int i = range.first; i < range.first + index; ++i) start += ctx->input(i).dim(axis);
-  int64 outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= out->dim(i);
-  for (int i = axis + 1; i < rank; ++i) inner *= out->dim(i);
-  const int64 len = block.dim(axis) * inner, total = out->dim(axis) * inner;
-  const T* b = block.data<T>();
-  T* o = out->data<T>() + start * inner;
-  ParallelFor(outer, len, [&](int64 r0, int64 r1) {
-    for (int64 r = r0; r < r1; ++r) {
-      std::memcpy(o + r * total, b + r * len, static_cast<size_t>(len) * sizeof(T));
-    }
+  const ConcatBlock b = ConcatBlockOf(ctx, out->shape());
+  const T* in = block.data<T>();
+  T* o = out->data<T>() + b.start;
+  ParallelFor(b.outer, b.len, [&](int64 r0, int64 r1) {
+    for (int64 r = r0; r < r1; ++r) std::memcpy(o + r * b.total, in + r * b.len, static_cast<size_t>(b.len) * sizeof(T));
   });
   return Status::OK();
 }
