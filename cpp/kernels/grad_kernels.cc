@@ -343,6 +343,12 @@ Status ReduceGradGradKernel(OpKernelContext* ctx) {
   const T* g = grad.data<T>();
   T* o = out->data<T>();
   const int64 n = L.count;
+  // Each thread keeps the running sums before every element of its group.
+  if (n > (int64{1} << 26) / states) {
+    return errors::ResourceExhausted("ReduceGradGrad: ", nd, " directions over groups of ", n,
+                                     " elements would need ", n * states * 8 >> 20,
+                                     " MiB of running sums per thread; use fewer directions or smaller groups");
+  }
   // Adds element `at` to running sums c over `seen` elements so far.
   auto add = [&](std::vector<double>& c, int64 at, int64 seen) {
     const double xv = static_cast<double>(xs[at]);
