@@ -491,3 +491,13 @@ def test_shapes_infer_without_data():
                     {"reduction": "max", "axis": [1]})[1] == ((2, 3),)
     with pytest.raises(errors.InvalidArgumentError, match="SliceGrad: argument 'grad'"):
         pw.infer("SliceGrad", ((f32, (2, 3)), (f32, (1, 1))), {"begin": [1, 0], "size": [1, 2]})
+
+
+def test_reduce_grad_grad_refuses_too_many_directions_or_too_much_memory():
+    x = np.ones(300_000)
+    y, g = np.prod(x, keepdims=True), np.ones(1)
+    with pytest.raises(of.errors.InvalidArgumentError, match=r"'directions' has 9 tensors; at most 8"):
+        G.reduce_grad_grad(x[:3], y, g, [x[:3]] * 9, reduction="prod", keepdims=True)
+    with pytest.raises(of.errors.ResourceExhaustedError, match=r"ReduceGradGrad: 8 directions over groups of 300000"):
+        G.reduce_grad_grad(x, y, g, [x] * 8, reduction="prod", keepdims=True)
+    assert G.reduce_grad_grad(x, y, g, [x] * 8, reduction="sum", keepdims=True).shape == x.shape  # zeros, no sums
