@@ -1,6 +1,8 @@
-"""Gradient cases: the cost of recording, and an MLP training step's
-forward + backward (numpy: backpropagation written by hand; opforge and
-torch: their tapes). Each statement returns d loss / d w1."""
+"""Gradient cases: the cost of recording, an MLP training step's forward +
+backward (numpy: backpropagation written by hand; opforge and torch: their
+tapes; each statement returns d loss / d w1), and a Hessian-vector product
+of an MLP (numpy: central differences of the hand-written gradient;
+opforge and torch: a gradient of the gradient; each returns (H v) for w1)."""
 import numpy as np
 
 
@@ -40,6 +42,43 @@ def _torch_mlp(torch):
     return step
 
 
+def _numpy_hvp(x, labels, w1, b1, w2, b2, v1, vb1, v2, vb2, eps=1e-6):
+    def grad_w1(w1, b1, w2, b2):
+        h = np.tanh(x @ w1 + b1)
+        logits = h @ w2 + b2
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p = e / e.sum(axis=1, keepdims=True)
+        p[np.arange(len(labels)), labels] -= 1
+        return x.T @ ((p / x.shape[0]) @ w2.T * (1 - h * h))
+    plus = grad_w1(w1 + eps * v1, b1 + eps * vb1, w2 + eps * v2, b2 + eps * vb2)
+    minus = grad_w1(w1 - eps * v1, b1 - eps * vb1, w2 - eps * v2, b2 - eps * vb2)
+    return (plus - minus) / (2 * eps)
+
+
+def _opforge_hvp(of):
+    def hvp(x, labels, w1, b1, w2, b2, v1, vb1, v2, vb2):
+        def loss(w1, b1, w2, b2):
+            logits = of.matmul(of.tanh(of.matmul(x, w1) + b1), w2) + b2
+            return of.mean(of.sparse_softmax_cross_entropy_with_logits(logits, labels)[0])
+
+        def inner(*ps):
+            g1, gb1, g2, gb2 = of.grad(loss, argnums=(0, 1, 2, 3))(*ps)
+            return of.sum(g1 * v1) + of.sum(gb1 * vb1) + of.sum(g2 * v2) + of.sum(gb2 * vb2)
+        return of.grad(inner, argnums=0)(w1, b1, w2, b2)
+    return hvp
+
+
+def _torch_hvp(torch):
+    def hvp(x, labels, w1, b1, w2, b2, v1, vb1, v2, vb2):
+        ps = [p.detach().requires_grad_(True) for p in (w1, b1, w2, b2)]
+        logits = torch.tanh(x @ ps[0] + ps[1]) @ ps[2] + ps[3]
+        loss = torch.nn.functional.cross_entropy(logits, labels)
+        gs = torch.autograd.grad(loss, ps, create_graph=True)
+        inner = sum((g * v).sum() for g, v in zip(gs, (v1, vb1, v2, vb2)))
+        return torch.autograd.grad(inner, ps[0])[0]
+    return hvp
+
+
 def build(add, of, torch, rng):
     """Adds the cases through cases.build's `add`; returns (id, setup) pairs: setup()
     makes the case's tensors that require gradients, just before it runs."""
@@ -72,4 +111,20 @@ def build(add, of, torch, rng):
             ns.update({"r" + k: torch.tensor(arrays[k], requires_grad=True) for k in ("w1", "b1", "w2", "b2")})
         return ns
     extra.append(("grad.mlp_step", mlp_setup))
+
+    # float64: the numpy baseline is a central difference, accurate to ~1e-8 there.
+    h64 = {k: v.astype(np.float64) for k, v in arrays.items() if k != "onehot"}
+    h64["labels"] = rng.integers(0, 10, batch)
+    h64.update({"v" + k: rng.standard_normal(arrays[k].shape) for k in ("w1", "b1", "w2", "b2")})
+    add("grad.hvp_mlp", "gradients", "Hessian-vector product, MLP 784-256-10 + xent, batch 64 float64",
+        (batch,), "time", 0,
+        "np_hvp(x, labels, w1, b1, w2, b2, vw1, vb1, vw2, vb2)",
+        "of_hvp(x, labels, w1, b1, w2, b2, vw1, vb1, vw2, vb2)",
+        "torch_hvp(tx, tlabels, tw1, tb1, tw2, tb2, tvw1, tvb1, tvw2, tvb2)", h64, rtol=1e-5, atol=1e-8)
+    def hvp_setup():
+        ns = {"np_hvp": _numpy_hvp, "of_hvp": _opforge_hvp(of)}
+        if torch is not None:
+            ns["torch_hvp"] = _torch_hvp(torch)
+        return ns
+    extra.append(("grad.hvp_mlp", hvp_setup))
     return extra

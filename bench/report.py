@@ -9,6 +9,7 @@ GROUP_TITLES = {
     "matmul": "Matmul: GFLOP/s at 2*n^3 flops",
     "backward": "Backward ops: GB/s (each input read and output written once); mat_mul_grad GFLOP/s at 4*m*k*n",
     "training": "Training (issue 12): time per step, or GB/s counting each read and write once",
+    "gradients": "Gradients (issue 9): time per call (a recorded op, a training step, a Hessian-vector product)",
 }
 
 

@@ -357,10 +357,11 @@ class GradAttr:
 
 @dataclass(frozen=True)
 class GradExpr:
-    """None, a number (as written), a name (input/output/grad) or an op call."""
-    kind: str                 # none | number | name | call
-    text: str = ""            # number: as written; name: the name; call: the op
-    name_kind: str = ""       # name: input | output | grad | attr
+    """None, a number (as written), a name (input/output/grad), an op call or
+    a list (for a list input: literal, append(list, e), replace(list, e))."""
+    kind: str                 # none | number | name | call | list
+    text: str = ""            # number: as written; name: the name; call: the op; list: literal | append | replace
+    name_kind: str = ""       # name: input | output | grad | attr | local
     index: int = 0            # name: which input or output
     args: tuple[GradExpr, ...] = ()
     attrs: tuple[GradAttr, ...] = ()
@@ -372,6 +373,14 @@ class GradExpr:
         if isinstance(d, dict) and "number" in d:
             _fields(d, ("number",), where)
             return GradExpr("number", text=_typed(d["number"], (str,), "number", where))
+        if isinstance(d, dict) and "list" in d:
+            _fields(d, ("elements", "list"), where)
+            text = _typed(d["list"], (str,), "list", where)
+            elements = tuple(GradExpr.parse(a, f"{where}: elements[{i}]")
+                             for i, a in enumerate(_typed(d["elements"], (list,), "elements", where)))
+            if text not in ("literal", "append", "replace") or (text != "literal" and len(elements) != 2):
+                raise CodegenError(f"{where}: unknown list expression {text!r} of {len(elements)} elements")
+            return GradExpr("list", text=text, args=elements)
         if isinstance(d, dict) and "op" in d:
             _fields(d, ("args", "attrs", "op"), where)
             return GradExpr(
@@ -382,7 +391,7 @@ class GradExpr:
                             for i, a in enumerate(_typed(d["attrs"], (list,), "attrs", where))))
         _fields(d, ("index", "kind", "name"), where)
         kind = _typed(d["kind"], (str,), "kind", where)
-        if kind not in ("input", "output", "grad", "attr"):
+        if kind not in ("input", "output", "grad", "attr", "local"):
             raise CodegenError(f"{where}: unknown name kind {kind!r}")
         return GradExpr("name", text=_typed(d["name"], (str,), "name", where), name_kind=kind,
                         index=_typed(d["index"], (int,), "index", where))
@@ -395,27 +404,31 @@ class GradExpr:
         if self.kind == "call":
             return {"args": [a.to_dict() for a in self.args], "attrs": [a.to_dict() for a in self.attrs],
                     "op": self.text}
+        if self.kind == "list":
+            return {"elements": [a.to_dict() for a in self.args], "list": self.text}
         return {"index": self.index, "kind": self.name_kind, "name": self.text}
 
 
 @dataclass(frozen=True)
 class GradRule:
-    targets: tuple[str, ...]
+    targets: tuple[str, ...]    # input names; a local (`let name = ...`): its name
     per_element: bool
     spec: str
     expr: GradExpr
+    local: bool = False
 
     @staticmethod
     def parse(d: Any, where: str) -> GradRule:
-        _fields(d, ("expr", "per_element", "spec", "targets"), where)
+        _fields(d, ("expr", "local", "per_element", "spec", "targets"), where)
         spec = _typed(d["spec"], (str,), "spec", where)
         return GradRule(targets=_str_list(d["targets"], "targets", where),
                         per_element=_typed(d["per_element"], (bool,), "per_element", where), spec=spec,
-                        expr=GradExpr.parse(d["expr"], f"{where}: {spec!r}"))
+                        expr=GradExpr.parse(d["expr"], f"{where}: {spec!r}"),
+                        local=_typed(d["local"], (bool,), "local", where))
 
     def to_dict(self) -> dict:
-        return {"expr": self.expr.to_dict(), "per_element": self.per_element, "spec": self.spec,
-                "targets": list(self.targets)}
+        return {"expr": self.expr.to_dict(), "local": self.local, "per_element": self.per_element,
+                "spec": self.spec, "targets": list(self.targets)}
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ Where opforge documents a stricter rule than numpy (no promotion, Fill's
 single value, Slice's bounds), the oracle raises ValueError to say so.
 """
 
+import itertools
+
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -371,27 +373,31 @@ def reduce_grad(x, y, grad, reduction, axis, keepdims):
 
 def reduce_grad_grad_gen(draw, dtype):
     (x, y, g), attrs = reduce_grad_gen(draw, dtype)
-    return (x, y, g, grad_array(draw, dtype, like_or_other(draw, x.shape))), attrs
+    n = draw(st.integers(1, 2))
+    return (x, y, g, [grad_array(draw, dtype, like_or_other(draw, x.shape)) for _ in range(n)]), attrs
 
 
 @quiet
-def reduce_grad_grad(x, y, grad, doutput, reduction, axis, keepdims):
+def reduce_grad_grad(x, y, grad, directions, reduction, axis, keepdims):
+    """For prod, element j: grad * the sum over distinct other elements
+    i1..iN of j's group of directions[0][i1] * ... * directions[N-1][iN] *
+    (the product of the rest of the group); else zeros."""
     reduce_grad(x, y, grad, reduction, axis, keepdims)  # raises like ReduceGrad
-    if doutput.shape != x.shape:
-        raise ValueError("doutput must have x's shape")
+    if any(d.shape != x.shape for d in directions):
+        raise ValueError("directions must have x's shape")
     if reduction != "prod":
         return np.zeros(x.shape, x.dtype)
     axis = [axis] if isinstance(axis, int) else axis
     ax = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in axis)
-    x64, d = x.astype(np.float64), doutput.astype(np.float64)
+    x64, ds = x.astype(np.float64), [d.astype(np.float64) for d in directions]
     g = np.broadcast_to(grad.astype(np.float64).reshape(np.sum(x64, ax, keepdims=True).shape), x.shape)
     out = np.zeros(x.shape)
     for j in np.ndindex(x.shape):
-        for i in np.ndindex(x.shape):
-            if i != j and all(i[k] == j[k] for k in range(x.ndim) if k not in ax):
-                others = x64.copy()
-                others[i] = others[j] = 1
-                out[j] += d[i] * np.prod(others[tuple(slice(None) if k in ax else j[k] for k in range(x.ndim))])
+        group = [i for i in np.ndindex(x.shape) if all(i[k] == j[k] for k in range(x.ndim) if k not in ax)]
+        for picked in itertools.permutations([i for i in group if i != j], len(ds)):
+            term = np.prod([d[i] for d, i in zip(ds, picked)])
+            rest = [x64[i] for i in group if i != j and i not in picked]
+            out[j] += term * np.prod(rest)  # an empty product is 1, as the kernel's
     return (g * out).astype(x.dtype)  # grad times the sum (even an empty one, as the kernel)
 
 
@@ -435,6 +441,24 @@ def concat_grad(grad, values, axis, index):
     return grad[tuple(piece)].copy()
 
 
+def concat_grad_grad_gen(draw, dtype):
+    (grad, values), attrs = concat_grad_gen(draw, dtype)
+    index = attrs["index"]
+    shape = values[index].shape if 0 <= index < len(values) else draw(shapes())
+    return (grad_array(draw, dtype, like_or_other(draw, shape)), values), attrs
+
+
+def concat_grad_grad(block, values, axis, index):
+    if not 0 <= index < len(values):
+        raise ValueError("index out of range")
+    parts = [np.zeros(v.shape, block.dtype) for v in values]
+    np.concatenate(parts, axis)  # raises like Concat
+    if block.shape != values[index].shape:
+        raise ValueError("block must have values[index]'s shape")
+    parts[index] = block
+    return np.concatenate(parts, axis)
+
+
 # op name -> (draw(draw, dtype) -> (args, kwargs), numpy oracle)
 ORACLES = {
     "Abs": unary(np.abs), "Cos": unary(np.cos), "Exp": unary(np.exp), "Log": unary(np.log),
@@ -461,6 +485,7 @@ ORACLES = {
     "MatMulGrad": (mat_mul_grad_gen, mat_mul_grad), "ReduceGrad": (reduce_grad_gen, reduce_grad),
     "ReduceGradGrad": (reduce_grad_grad_gen, reduce_grad_grad),
     "SliceGrad": (slice_grad_gen, slice_grad), "ConcatGrad": (concat_grad_gen, concat_grad),
+    "ConcatGradGrad": (concat_grad_grad_gen, concat_grad_grad),
 }
 
 # Float ops whose results are sums or transcendental: compared to a tolerance

@@ -75,7 +75,7 @@ def _keyword_op() -> dict:
         "params": ["in", "from", "default"],
         "kernels": {"cpu": ["float32"]},
         "gradient": {"none": False, "rules": [{
-            "targets": ["in"], "per_element": False, "spec": "in = Lambda(dout, from=from)",
+            "targets": ["in"], "per_element": False, "local": False, "spec": "in = Lambda(dout, from=from)",
             "expr": {"op": "Lambda", "args": [{"index": 0, "kind": "grad", "name": "dout"}],
                      "attrs": [{"name": "from", "kind": "attr", "value": "from", "argument": None}]}}]},
         "category": "elementwise",

@@ -37,6 +37,7 @@ NOT_DISTRIBUTED = {
     "SparseSoftmaxCrossEntropyWithLogits": "two outputs",
     "LayerNormGrad": "three outputs", "MatMulGrad": "two outputs", "RmsNormGrad": "two outputs",
     "ConcatGrad": "backward op (the tape's); distribute the forward op",
+    "ConcatGradGrad": "backward op (the tape's): ConcatGrad's adjoint",
     "GatherGrad": "backward op with a scatter-add over indices",
     "ReduceGrad": "backward op (the tape's)", "ReduceGradGrad": "backward op (the tape's)",
     "SliceGrad": "backward op (the tape's)",

@@ -458,36 +458,19 @@ def test_second_derivative_through_slice():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-def reduce_grad_grad_np(x, g, d, reduction, axis, keepdims):
-    """sum over i != j of d[i] * g * product of x without i and j, per group (prod); else 0."""
-    if reduction != "prod":
-        return np.zeros(x.shape)
-    x, d = x.astype(np.float64), d.astype(np.float64)
-    ax = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in axis)
-    gb = np.broadcast_to(g if keepdims else np.expand_dims(g, ax), x.shape)
-    out = np.zeros(x.shape)
-    for j in np.ndindex(x.shape):
-        for i in np.ndindex(x.shape):
-            same_group = all(i[k] == j[k] for k in range(x.ndim) if k not in ax)
-            if i != j and same_group:
-                others = x.copy()
-                others[i] = others[j] = 1
-                group = tuple(slice(None) if k in ax else j[k] for k in range(x.ndim))
-                out[j] += d[i] * gb[j] * np.prod(others[group])
-    return out
-
-
 @pytest.mark.parametrize("reduction", list(FORWARD))
 @pytest.mark.parametrize("shape,axis,keepdims", [((3, 4), [1], False), ((2, 3, 2), [0, 2], True), ((4,), None, False),
                                                  ((2, 3), [], False)])
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_reduce_grad_grad_matches_definition(dtype, reduction, shape, axis, keepdims):
+@pytest.mark.parametrize("directions", [1, 2, 3])
+def test_reduce_grad_grad_matches_definition(dtype, reduction, shape, axis, keepdims, directions):
+    from robustness_oracles import reduce_grad_grad as definition
     x = RNG.integers(-2, 3, shape).astype(dtype)  # zeros included
     ax = None if axis is None else tuple(axis)
     y = np.asarray(FORWARD[reduction](x, axis=ax, keepdims=keepdims), dtype)
-    g, d = rand(y.shape, dtype), rand(shape, dtype)
-    got = G.reduce_grad_grad(x, y, g, d, reduction=reduction, axis=axis, keepdims=keepdims)
-    _close(got, reduce_grad_grad_np(x, g, d, reduction, axis, keepdims), dtype)
+    g, ds = rand(y.shape, dtype), [rand(shape, dtype) for _ in range(directions)]
+    got = G.reduce_grad_grad(x, y, g, ds, reduction=reduction, axis=axis, keepdims=keepdims)
+    _close(got, definition(x, y, g, ds, reduction, axis, keepdims).astype(np.float64), dtype)
 
 
 @pytest.mark.parametrize("reduction", list(FORWARD))
@@ -508,3 +491,13 @@ def test_shapes_infer_without_data():
                     {"reduction": "max", "axis": [1]})[1] == ((2, 3),)
     with pytest.raises(errors.InvalidArgumentError, match="SliceGrad: argument 'grad'"):
         pw.infer("SliceGrad", ((f32, (2, 3)), (f32, (1, 1))), {"begin": [1, 0], "size": [1, 2]})
+
+
+def test_reduce_grad_grad_refuses_too_many_directions_or_too_much_memory():
+    x = np.ones(300_000)
+    y, g = np.prod(x, keepdims=True), np.ones(1)
+    with pytest.raises(of.errors.InvalidArgumentError, match=r"'directions' has 9 tensors; at most 8"):
+        G.reduce_grad_grad(x[:3], y, g, [x[:3]] * 9, reduction="prod", keepdims=True)
+    with pytest.raises(of.errors.ResourceExhaustedError, match=r"ReduceGradGrad: 8 directions over groups of 300000"):
+        G.reduce_grad_grad(x, y, g, [x] * 8, reduction="prod", keepdims=True)
+    assert G.reduce_grad_grad(x, y, g, [x] * 8, reduction="sum", keepdims=True).shape == x.shape  # zeros, no sums

@@ -69,9 +69,61 @@ CASES = {
     "Gelu": UNARY,
     "LayerNorm": [((r(2, 4), r(4), r(4)), {}), ((r(3), positive(3), r(3)), {"epsilon": 0.1})],
     "Gather": [((r(5, 3), np.array([4, 0, 4, 2])), {}), ((r(4), np.array([[1, 3], [3, 0]])), {})],
-    # Output 0, the loss; its second output (the backprop) gets no gradient here.
+    # Both outputs: the loss, and the backprop (second derivatives of the loss).
     "SparseSoftmaxCrossEntropyWithLogits": [((r(3, 4), np.array([0, 3, 1])), {})],
 }
+
+
+def _max_of(x, axis, keepdims):
+    return np.max(x, axis=None if axis is None else tuple(axis), keepdims=keepdims)
+
+
+def _sum_of(x, axis, keepdims):
+    return np.sum(x, axis=None if axis is None else tuple(axis), keepdims=keepdims)
+
+
+def reduce_grad_cases(extra_direction):
+    """(x, y, grad[, directions]) for each reduction. For max/min, x and y are
+    held: they only pick the ties (piecewise constant; a nudge breaks a tie)."""
+    cases = []
+    for reduction, axis, keepdims in [("sum", [1], False), ("mean", None, False), ("max", [0, 2], True),
+                                      ("min", [-1], False), ("prod", [1], True), ("prod", None, False)]:
+        x = distinct(2, 3, 2) if reduction in ("max", "min") else r(2, 3, 2)
+        y = (_max_of(x, axis, keepdims) if reduction == "max"
+             else -_max_of(-x, axis, keepdims) if reduction == "min" else _sum_of(x, axis, keepdims))
+        n = (2 if reduction == "prod" else 1) if extra_direction else 0  # prod: up to fourth derivatives
+        inputs = (x, y, r(*y.shape)) + (([r(2, 3, 2) for _ in range(n)],) if n else ())
+        held = {"x", "y"} if reduction in ("max", "min") else set()
+        cases.append((inputs, {"reduction": reduction, "axis": axis, "keepdims": keepdims}, held))
+    return cases
+
+
+# The backward ops: their own gradients make second derivatives (and, as
+# compositions, higher ones) work through every op.
+CASES.update({
+    "SoftmaxGrad": [((r(2, 4), r(2, 4)), {}), ((r(3, 2), r(3, 2)), {"axis": 0})],
+    "RmsNormGrad": [((r(2, 4), r(4), r(2, 4)), {}), ((r(3), positive(3), r(3)), {"epsilon": 0.1}),
+                    ((r(2, 2, 3), r(3), r(2, 2, 3)), {"epsilon": 0.01})],
+    "LayerNormGrad": [((r(2, 4), r(2, 4), r(4)), {}), ((r(3), r(3), positive(3)), {"epsilon": 0.1}),
+                      ((r(2, 2, 3), r(2, 2, 3), r(3)), {"epsilon": 0.01})],
+    "GeluGrad": [((r(2, 3), r(2, 3)), {}), ((r(), r()), {})],
+    "GatherGrad": [((r(5, 3), np.array([4, 0, 4, 2]), r(4, 3)), {}),
+                   ((r(4), np.array([[1, 3], [3, 0]]), r(2, 2)), {})],
+    "MatMulGrad": [((r(2, 3), r(3, 4), r(2, 4)), {}),
+                   ((r(3, 2), r(3, 4), r(2, 4)), {"transpose_a": True}),
+                   ((r(2, 3), r(4, 3), r(2, 4)), {"transpose_b": True}),
+                   ((r(2, 1, 2, 3), r(3, 3, 2), r(2, 3, 2, 2)), {}),
+                   ((r(3, 1, 3, 2), r(2, 4, 3), r(3, 2, 2, 4)), {"transpose_a": True, "transpose_b": True}),
+                   ((r(3), r(3, 2), r(2)), {}), ((r(2, 3), r(3), r(2)), {}), ((r(3), r(3), r()), {})],
+    "ConcatGrad": [((r(3, 3), [r(2, 3), r(1, 3)]), {"axis": 0, "index": 1}),
+                   ((r(2, 6), [r(2, 1), r(2, 2), r(2, 3)]), {"axis": -1, "index": 1})],
+    "ConcatGradGrad": [((r(1, 3), [r(2, 3), r(1, 3)]), {"axis": 0, "index": 1}),
+                       ((r(2, 2), [r(2, 1), r(2, 2), r(2, 3)]), {"axis": -1, "index": 1})],
+    "SliceGrad": [((r(3, 4), r(2, 3)), {"begin": [1, 0], "size": [2, 3]}),
+                  ((r(4), r(2)), {"begin": [1], "size": [2]})],
+    "ReduceGrad": reduce_grad_cases(False),
+    "ReduceGradGrad": reduce_grad_cases(True),
+})
 
 
 def registry_ops():
@@ -88,23 +140,16 @@ def may_be_float(op, arg):
 DIFFERENTIABLE = sorted(op["name"] for op in registry_ops() if op["gradient"]["rules"])
 
 
-# Backward ops whose own gradient is not declared yet: a second derivative
-# through them raises NotFoundError naming them (never a silent zero).
-NO_SECOND_DERIVATIVE = {"SoftmaxGrad", "RmsNormGrad", "MatMulGrad", "ConcatGrad", "ReduceGradGrad",
-                        "GeluGrad", "LayerNormGrad", "GatherGrad"}
-
-
 def test_every_op_with_a_float_input_declares_its_gradient():
     undeclared = [op["name"] for op in registry_ops()
                   if any(may_be_float(op, a) for a in op["inputs"])
-                  and not op["gradient"]["rules"] and not op["gradient"]["none"]
-                  and op["name"] not in NO_SECOND_DERIVATIVE]
+                  and not op["gradient"]["rules"] and not op["gradient"]["none"]]
     assert undeclared == [], f"ops with a float input but no .Gradient() or .NoGradient(): {undeclared}"
 
 
 def test_every_differentiable_op_has_a_gradient_check_case():
-    grad_ops = {op["name"] for op in registry_ops() if op["group"] == "grad"}
-    missing = sorted(set(DIFFERENTIABLE) - set(CASES) - grad_ops)
+    # Backward ops included: their gradients are what second derivatives use.
+    missing = sorted(set(DIFFERENTIABLE) - set(CASES))
     assert missing == [], f"add gradient-check cases for {missing}"
 
 
@@ -113,25 +158,45 @@ def wrapper(op_name):
     return getattr(of.ops, op_python_name(op_name))
 
 
+def _flat(out):
+    # Every output is checked: a multi-output op's outputs, flattened and joined.
+    if not isinstance(out, tuple):
+        return out
+    return of.concat([of.reshape(o, [-1]) for o in out], axis=0)
+
+
 @pytest.mark.parametrize("op_name", sorted(CASES))
 def test_gradient_matches_finite_differences(op_name):
     fn = wrapper(op_name)
     names, is_list, _, _ = _pw.op_signature(op_name)
-    for inputs, attrs in CASES[op_name]:
-        if any(is_list):  # Concat: check each element of the list
-            check_inputs = list(inputs[0])
+    for case in CASES[op_name]:
+        inputs, attrs = case[0], case[1]
+        held_names = case[2] if len(case) > 2 else set()
+        # The float inputs are checked (a list input element by element);
+        # others (a condition, indices, labels) and held_names are held.
+        slots, check_inputs = [], []   # per input: the value held, or how many of check_inputs it takes
+        for name, listed, v in zip(names, is_list, inputs):
+            if listed:
+                slots.append(len(v))
+                check_inputs.extend(v)
+            elif name in held_names or np.asarray(v).dtype.kind != "f":
+                slots.append(("held", v))
+            else:
+                slots.append(1)
+                check_inputs.append(v)
 
-            def call(*xs, attrs=attrs):
-                return fn(list(xs), **attrs)
-        else:
-            # The float inputs are checked; others (a condition, indices, labels) are held.
-            held = {n: v for n, v in zip(names, inputs) if np.asarray(v).dtype.kind != "f"}
-            free = [n for n in names if n not in held]
-            check_inputs = [v for n, v in zip(names, inputs) if n not in held]
-
-            def call(*xs, attrs=attrs, held=held, free=free):
-                out = fn(**held, **dict(zip(free, xs)), **attrs)
-                return out[0] if isinstance(out, tuple) else out
+        def call(*xs, attrs=attrs, slots=slots, names=names, is_list=is_list):
+            args, k = {}, 0
+            for name, slot, listed in zip(names, slots, is_list):
+                if isinstance(slot, tuple):
+                    args[name] = slot[1]
+                elif listed:
+                    args[name] = list(xs[k:k + slot])
+                    k += slot
+                else:
+                    args[name] = xs[k]
+                    k += 1
+            return _flat(fn(**args, **attrs))
         call.__name__ = op_name
         of.testing.check_gradients(call, check_inputs, atol=1e-6, rtol=1e-5, delta=1e-6)
 

@@ -170,6 +170,11 @@ REFUSALS = [
     ("invalid_ops", of.errors.InvalidArgumentError, r"invalid registrations: .*BadAttr"),
     ("math_ops", of.errors.AlreadyExistsError, r"in group 'math', which is already registered"),
     ("undocumented_ops", of.errors.InvalidArgumentError, r"op Undocumented: no summary"),
+    ("gradient_let_ops", of.errors.InvalidArgumentError,
+     r"op 'LetAfterUse' \(declared at .*gradient_let_ops.cc:\d+\): gradient 'x = Mul\(dy, s\)': 's' is neither"
+     r".*nor a local defined before \('let s = \.\.\.'\)"),
+    ("gradient_list_ops", of.errors.InvalidArgumentError,
+     r"op 'ListToTensor' .*passes a list as input 'x' of Identity, which takes one tensor"),
     ("plain", of.errors.InvalidArgumentError, r"has no opforge stamp"),
 ]
 

@@ -25,7 +25,7 @@ class GradFunction:
 def local(name: str) -> str:
     """The Python variable for an input, output or d<output> name."""
     name = naming.python_ident(name)
-    return name + "_" if name in ("op", "i", "_ops", "_h", "_lib") else name
+    return name + "_" if name in ("op", "i", "_k", "_v", "_ops", "_h", "_lib") else name
 
 
 def _literal(value) -> str:
@@ -64,6 +64,13 @@ class _Renderer:
             return e.text
         if e.kind == "name":
             return f"op.get_attr({e.text!r})" if e.name_kind == "attr" else local(e.text)
+        if e.kind == "list":
+            items = [self.expr(a) for a in e.args]
+            if e.text == "append":
+                return f"[*{items[0]}, {items[1]}]"
+            if e.text == "replace":  # element i (of a per-element rule) replaced
+                return f"[{items[1]} if _k == i else _v for _k, _v in enumerate({items[0]})]"
+            return f"[{', '.join(items)}]"
         args = [self.expr(a) for a in e.args]
         args += [f"{naming.python_ident(a.name)}={self.attr(a)}" for a in e.attrs]
         return f"{self.wrapper(e.text)}({', '.join(args)})"
@@ -88,7 +95,9 @@ def grad_function(op: OpDef, local_ops: frozenset[str] = frozenset(), local_pref
     results = {}
     for rule in op.gradient.rules:
         value = r.expr(rule.expr)
-        if rule.per_element:
+        if rule.local:  # computed once, before the rules that use it
+            body.append(f"{local(rule.targets[0])} = {value}")
+        elif rule.per_element:
             (target,) = rule.targets
             results[target] = f"[{value} for i in range(len({local(target)}))]"
         elif len(rule.targets) == 1:

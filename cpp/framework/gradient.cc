@@ -61,11 +61,34 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
+// A list of tensors: a list literal or function, or a list input's name.
+bool IsListExpr(const OpDef& op, const GradExpr& e) {
+  return e.kind == GradExpr::kList ||
+         (e.kind == GradExpr::kName && e.name_kind == GradExpr::kInput && op.inputs[e.index].is_list());
+}
+
 class Parser {
  public:
-  Parser(const OpDef& op, std::vector<Token> tokens) : op_(op), t_(std::move(tokens)) {}
+  Parser(const OpDef& op, const std::vector<std::string>& locals, std::vector<Token> tokens)
+      : op_(op), locals_(locals), t_(std::move(tokens)) {}
 
   Status Rule(GradRule* rule) {
+    if (t_[0].kind == Token::kIdent && t_[0].text == "let" && t_[1].kind == Token::kIdent) {
+      pos_ = 2;
+      const std::string name = t_[1].text;
+      if (name == "i" || name[0] == '_' || op_.FindInput(name) >= 0 || op_.FindAttr(name) >= 0 ||
+          Known(name)) {
+        return Error("'let " + name + "': the name is taken (an input, output, d<output>, attr, local, 'i', "
+                     "or starts with '_')");
+      }
+      rule->targets.push_back(name);
+      rule->local = true;
+      if (!Accept("=")) return Error("expected '=' after 'let " + name + "'");
+      OF_RETURN_IF_ERROR(Expr(&rule->expr));
+      if (t_[pos_].kind != Token::kEnd) return Error("unexpected '" + t_[pos_].text + "' after the expression");
+      if (rule->expr.kind == GradExpr::kNone || IsList(rule->expr)) return Error("a local is one tensor");
+      return Status::OK();
+    }
     do {
       OF_RETURN_IF_ERROR(Expect(Token::kIdent, "an input name"));
       const std::string name = t_[pos_ - 1].text;
@@ -89,6 +112,7 @@ class Parser {
     per_element_ = rule->per_element;
     OF_RETURN_IF_ERROR(Expr(&rule->expr));
     if (t_[pos_].kind != Token::kEnd) return Error("unexpected '" + t_[pos_].text + "' after the expression");
+    if (IsList(rule->expr)) return Error("a gradient is one tensor, not a list");
     if (rule->targets.size() > 1 && rule->expr.kind != GradExpr::kCall) {
       return Error("several inputs are bound to one op call's outputs, not to a name or number");
     }
@@ -98,6 +122,36 @@ class Parser {
  private:
   Status Expr(GradExpr* e) {
     const Token& tok = t_[pos_];
+    if (tok.kind == Token::kPunct && tok.text == "[") {
+      ++pos_;
+      e->kind = GradExpr::kList;
+      e->text = "literal";
+      if (Accept("]")) return Status::OK();
+      do {
+        e->args.emplace_back();
+        OF_RETURN_IF_ERROR(Element(&e->args.back(), "a list literal"));
+      } while (Accept(","));
+      if (!Accept("]")) return Error("expected ']' to close the list");
+      return Status::OK();
+    }
+    if (tok.kind == Token::kIdent && (tok.text == "append" || tok.text == "replace") &&
+        t_[pos_ + 1].kind == Token::kPunct && t_[pos_ + 1].text == "(") {
+      const std::string fn = tok.text;
+      pos_ += 2;
+      if (fn == "replace" && !per_element_) {
+        return Error("replace(list, e) replaces element i: it belongs in a per-element rule 'x[i] = ...'");
+      }
+      e->kind = GradExpr::kList;
+      e->text = fn;
+      e->args.emplace_back();
+      OF_RETURN_IF_ERROR(Expr(&e->args.back()));
+      if (!IsList(e->args.back())) return Error(fn + "(list, e): the first argument must be a list");
+      if (!Accept(",")) return Error("expected ',' in " + fn + "(list, e)");
+      e->args.emplace_back();
+      OF_RETURN_IF_ERROR(Element(&e->args.back(), fn + "(list, e)"));
+      if (!Accept(")")) return Error("expected ')' to close " + fn + "(list, e)");
+      return Status::OK();
+    }
     if (tok.kind == Token::kNumber) {
       if (!IsNumber(tok.text)) return Error("'" + tok.text + "' is not a number");
       e->kind = GradExpr::kNumber;
@@ -135,9 +189,36 @@ class Parser {
     return Status::OK();
   }
 
+  // One tensor: not None and not a list.
+  Status Element(GradExpr* e, const std::string& where) {
+    OF_RETURN_IF_ERROR(Expr(e));
+    if (e->kind == GradExpr::kNone || IsList(*e)) return Error("an element of " + where + " must be one tensor");
+    return Status::OK();
+  }
+
+  bool IsList(const GradExpr& e) const { return IsListExpr(op_, e); }
+
+  // An output, d<output> or local of that name.
+  bool Known(const std::string& name) const {
+    for (const ArgDef& out : op_.outputs) {
+      if (out.name == name || "d" + out.name == name) return true;
+    }
+    for (const std::string& l : locals_) {
+      if (l == name) return true;
+    }
+    return false;
+  }
+
   Status Name(const std::string& name, GradExpr* e) {
     e->kind = GradExpr::kName;
     e->text = name;
+    for (size_t i = 0; i < locals_.size(); ++i) {
+      if (locals_[i] == name) {
+        e->name_kind = GradExpr::kLocal;
+        e->index = static_cast<int>(i);
+        return Status::OK();
+      }
+    }
     if ((e->index = op_.FindInput(name)) >= 0) {
       e->name_kind = GradExpr::kInput;
       return Status::OK();
@@ -165,8 +246,8 @@ class Parser {
       e->index = attr;
       return Status::OK();
     }
-    return Error("'" + name + "' is neither an input, an output, the gradient d<output> of an output, nor a " +
-                 "scalar attr of " + op_.name);
+    return Error("'" + name + "' is neither an input, an output, the gradient d<output> of an output, a " +
+                 "scalar attr of " + op_.name + ", nor a local defined before ('let " + name + " = ...')");
   }
 
   Status AttrValueExpr(GradAttrValue* v) {
@@ -250,6 +331,7 @@ class Parser {
   Status Error(const std::string& message) { return errors::InvalidArgument(message); }
 
   const OpDef& op_;
+  const std::vector<std::string>& locals_;
   std::vector<Token> t_;
   size_t pos_ = 0;
   bool per_element_ = false;
@@ -270,7 +352,12 @@ bool MayBeFloat(const OpDef& op, const ArgDef& arg) {
   return false;
 }
 
-Status CheckCall(const GradExpr& e, size_t outputs_bound, const std::function<const OpDef*(const std::string&)>& find) {
+Status CheckCall(const OpDef& op, const GradExpr& e, size_t outputs_bound,
+                 const std::function<const OpDef*(const std::string&)>& find) {
+  if (e.kind == GradExpr::kList) {
+    for (const GradExpr& a : e.args) OF_RETURN_IF_ERROR(CheckCall(op, a, 1, find));
+    return Status::OK();
+  }
   if (e.kind != GradExpr::kCall) return Status::OK();
   const OpDef* callee = find(e.text);
   if (callee == nullptr) return errors::NotFound("calls op '", e.text, "', which is not registered");
@@ -288,7 +375,14 @@ Status CheckCall(const GradExpr& e, size_t outputs_bound, const std::function<co
     return errors::InvalidArgument("uses ", e.text, ", which has ", callee->outputs.size(), " outputs, where ",
                                    outputs_bound, (outputs_bound == 1 ? " is" : " are"), " bound");
   }
-  for (const GradExpr& a : e.args) OF_RETURN_IF_ERROR(CheckCall(a, 1, find));
+  for (size_t i = 0; i < e.args.size(); ++i) {
+    if (IsListExpr(op, e.args[i]) != callee->inputs[i].is_list()) {
+      return errors::InvalidArgument("passes ", IsListExpr(op, e.args[i]) ? "a list" : "one tensor", " as input '",
+                                     callee->inputs[i].name, "' of ", e.text, ", which takes ",
+                                     callee->inputs[i].is_list() ? "a list" : "one tensor");
+    }
+    OF_RETURN_IF_ERROR(CheckCall(op, e.args[i], 1, find));
+  }
   return Status::OK();
 }
 
@@ -301,8 +395,15 @@ std::string ExprJson(const GradExpr& e) {
       const char* kind = e.name_kind == GradExpr::kInput    ? "input"
                          : e.name_kind == GradExpr::kOutput ? "output"
                          : e.name_kind == GradExpr::kGrad   ? "grad"
+                         : e.name_kind == GradExpr::kLocal  ? "local"
                                                             : "attr";
       os << "{\"index\": " << e.index << ", \"kind\": \"" << kind << "\", \"name\": " << JsonString(e.text) << "}";
+      break;
+    }
+    case GradExpr::kList: {
+      os << "{\"elements\": [";
+      for (size_t i = 0; i < e.args.size(); ++i) os << (i ? ", " : "") << ExprJson(e.args[i]);
+      os << "], \"list\": " << JsonString(e.text) << "}";
       break;
     }
     case GradExpr::kCall: {
@@ -329,7 +430,8 @@ std::string ExprJson(const GradExpr& e) {
 
 }  // namespace
 
-Status ParseGradientRule(const OpDef& op, const std::string& spec, GradRule* out) {
+Status ParseGradientRule(const OpDef& op, const std::string& spec, const std::vector<std::string>& locals,
+                         GradRule* out) {
   std::vector<Token> tokens;
   std::string error;
   Status s;
@@ -337,22 +439,29 @@ Status ParseGradientRule(const OpDef& op, const std::string& spec, GradRule* out
     s = errors::InvalidArgument(error);
   } else {
     *out = GradRule();
-    s = Parser(op, std::move(tokens)).Rule(out);
+    s = Parser(op, locals, std::move(tokens)).Rule(out);
   }
   return s.ok() ? s : errors::InvalidArgument(Where(op, spec), s.message());
 }
 
 Status CheckGradient(const OpDef& op, const std::function<const OpDef*(const std::string&)>& find) {
   std::set<std::string> covered;
+  std::vector<std::string> locals;
   for (const std::string& spec : op.gradient_specs) {
     GradRule rule;
-    OF_RETURN_IF_ERROR(ParseGradientRule(op, spec, &rule));
+    OF_RETURN_IF_ERROR(ParseGradientRule(op, spec, locals, &rule));
+    if (rule.local) {
+      locals.push_back(rule.targets[0]);
+      Status s = CheckCall(op, rule.expr, 1, find);
+      if (!s.ok()) return Status(s.code(), Where(op, spec) + s.message());
+      continue;
+    }
     for (const std::string& t : rule.targets) {
       if (!covered.insert(t).second) {
         return errors::InvalidArgument(Where(op, spec), "input '", t, "' already has a gradient rule");
       }
     }
-    Status s = CheckCall(rule.expr, rule.per_element ? 1 : rule.targets.size(), find);
+    Status s = CheckCall(op, rule.expr, rule.per_element ? 1 : rule.targets.size(), find);
     if (!s.ok()) return Status(s.code(), Where(op, spec) + s.message());
   }
   if (op.no_gradient) {
@@ -379,13 +488,15 @@ Status CheckGradient(const OpDef& op, const std::function<const OpDef*(const std
 
 std::string GradientJson(const OpDef& op) {
   std::string rules;
+  std::vector<std::string> locals;
   for (const std::string& spec : op.gradient_specs) {
     GradRule rule;
-    if (!ParseGradientRule(op, spec, &rule).ok()) continue;  // reported at registration
+    if (!ParseGradientRule(op, spec, locals, &rule).ok()) continue;  // reported at registration
+    if (rule.local) locals.push_back(rule.targets[0]);
     std::string targets;
     for (const std::string& t : rule.targets) targets += (targets.empty() ? "" : ", ") + JsonString(t);
     rules += std::string(rules.empty() ? "" : ", ") + "{\"expr\": " + ExprJson(rule.expr) +
-             ", \"per_element\": " + (rule.per_element ? "true" : "false") + ", \"spec\": " + JsonString(spec) +
+             ", \"local\": " + (rule.local ? "true" : "false") + ", \"per_element\": " + (rule.per_element ? "true" : "false") + ", \"spec\": " + JsonString(spec) +
              ", \"targets\": [" + targets + "]}";
   }
   return std::string("{\"none\": ") + (op.no_gradient ? "true" : "false") + ", \"rules\": [" + rules + "]}";

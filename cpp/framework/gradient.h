@@ -4,9 +4,14 @@
 //   .Gradient("a, b = MatMulGrad(a, b, dproduct, transpose_a=transpose_a)")
 //   .Gradient("values[i] = ConcatGrad(doutput, values, axis=axis, index=i)")
 //   .Gradient("condition = None")                    no gradient for this input
+//   .Gradient("let n = RmsNorm(x, OnesLike(weight))") a local: later rules use n,
+//                                                    computed once
 //
 // An expression is a number, a name or a call of a registered op with
-// positional inputs and `attr=value` keywords. Names are the op's inputs,
+// positional inputs and `attr=value` keywords. A list input of the called op
+// takes a list: a list input's name, `[e, ...]`, `append(list, e)` (one more
+// element) or, in a per-element rule, `replace(list, e)` (element i
+// replaced by e). Names are the op's inputs,
 // outputs, `d<output>` (the gradient flowing into an output) and scalar
 // attrs (a value like a number). An attr
 // value is a literal (number, true/false, None, 'string', [list], dtype
@@ -30,22 +35,25 @@ struct GradAttrValue {
 };
 
 struct GradExpr {
-  enum Kind { kNone, kNumber, kName, kCall } kind = kNone;
-  std::string text;  // kNumber: as written; kName: the name; kCall: the op
-  enum NameKind { kInput, kOutput, kGrad, kAttr } name_kind = kInput;
-  int index = 0;     // kName: which input/output/attr (for kGrad, the output)
-  std::vector<GradExpr> args;
+  enum Kind { kNone, kNumber, kName, kCall, kList } kind = kNone;
+  std::string text;  // kNumber: as written; kName: the name; kCall: the op; kList: literal/append/replace
+  enum NameKind { kInput, kOutput, kGrad, kAttr, kLocal } name_kind = kInput;
+  int index = 0;     // kName: which input/output/attr/local (for kGrad, the output)
+  std::vector<GradExpr> args;  // kCall: the inputs; kList: the elements (append/replace: the list, then e)
   std::vector<std::pair<std::string, GradAttrValue>> attrs;
 };
 
 struct GradRule {
-  std::vector<std::string> targets;  // input names
+  std::vector<std::string> targets;  // input names (a local: its name)
   bool per_element = false;          // `values[i] = ...`: one expression per list element
+  bool local = false;                // `let name = ...`: a value later rules share
   GradExpr expr;
 };
 
-// Parses one spec and checks its names against `op` (not the ops it calls).
-Status ParseGradientRule(const OpDef& op, const std::string& spec, GradRule* out);
+// Parses one spec and checks its names against `op` (not the ops it calls)
+// and `locals`, the names of the lets before it, in order.
+Status ParseGradientRule(const OpDef& op, const std::string& spec, const std::vector<std::string>& locals,
+                         GradRule* out);
 
 // Checks the parsed rules of `op` against the ops they call: each exists, gets
 // as many inputs as it declares, attrs it has, and as many outputs as bound.

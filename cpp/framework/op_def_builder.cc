@@ -469,9 +469,11 @@ Status OpDefBuilder::Finalize(OpDef* out) const {
         "contraction, whole_axis, layout, none"));
   }
   def.category = category_;
+  std::vector<std::string> locals;
   for (const std::string& spec : gradients_) {
     GradRule rule;
-    OF_RETURN_IF_ERROR(ParseGradientRule(def, spec, &rule));
+    OF_RETURN_IF_ERROR(ParseGradientRule(def, spec, locals, &rule));
+    if (rule.local) locals.push_back(rule.targets[0]);
   }
   *out = std::move(def);
   return Status::OK();

@@ -1,5 +1,5 @@
 // Backward-op kernels: SoftmaxGrad, RmsNormGrad, ReduceGrad (and ReduceGradGrad), SliceGrad,
-// ConcatGrad (MatMulGrad sits beside the GEMM in linalg_kernels.cc).
+// ConcatGrad, ConcatGradGrad (MatMulGrad sits beside the GEMM in linalg_kernels.cc).
 // Sums over rows are accumulated in double, as the forward kernels do.
 #include <algorithm>
 #include <cmath>
@@ -302,23 +302,32 @@ Status ReduceGradKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
-// ---- ReduceGradGrad: zeros, or for prod the second-order term --------------
+// ---- ReduceGradGrad: zeros, or for prod the higher-order terms ------------
 //
-// Along one group with running products, for element r:
-//   A_r = sum_{i<r} d_i prod_{k<r, k!=i} x_k   (A_{r+1} = A_r x_r + d_r prefix_r)
-//   B_r = sum_{i>r} d_i prod_{k>r, k!=i} x_k   (B_{r-1} = B_r x_r + d_r suffix_r)
-//   output_r = g (A_r suffix_r + prefix_r B_r)
-// with prefix_r / suffix_r the products before / after r.
+// With N directions d_0..d_{N-1}, element r of a group gets
+//   g * sum over subsets S of {0..N-1} of before_r[S] * after_r[complement of S]
+// where before_r[S] sums, over the ways to give each direction in S its own
+// element before r, the product of those direction values and of x at the
+// other elements before r (after_r: the same after r). Adding element k to
+// the running sums: c[S] <- c[S] x_k + sum over j in S of c[S - j] d_j[k].
+// A sum over more directions than elements is empty: it stays 0 and out of
+// products, so a NaN or inf in x reaches only the terms that hold it.
 template <typename T>
 Status ReduceGradGradKernel(OpKernelContext* ctx) {
   const Tensor& x = ctx->input(0);
   const Tensor& grad = ctx->input(2);
-  const Tensor& dout = ctx->input(3);
   Tensor* out = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
   ZeroFill(out, sizeof(T));
   const int64 total = x.NumElements();
   if (total == 0 || ctx->attr("reduction").s != "prod") return Status::OK();
+  const auto range = ctx->input_range("directions");
+  const int nd = range.second - range.first;
+  std::vector<const T*> d(static_cast<size_t>(nd));
+  for (int j = 0; j < nd; ++j) d[j] = ctx->input(range.first + j).data<T>();
+  const int states = 1 << nd, full = states - 1;
+  std::vector<int> bits(static_cast<size_t>(states));
+  for (int m = 0; m < states; ++m) bits[m] = __builtin_popcount(static_cast<unsigned>(m));
   const ReduceLayout L = MakeLayout(ctx, x.shape());
   int red[kMaxRank], kept[kMaxRank], nred = 0, nkept = 0;
   for (int i = 0; i < L.rank; ++i) (L.reduced[i] ? red[nred++] : kept[nkept++]) = i;
@@ -332,30 +341,50 @@ Status ReduceGradGradKernel(OpKernelContext* ctx) {
   };
   const T* xs = x.data<T>();
   const T* g = grad.data<T>();
-  const T* d = dout.data<T>();
   T* o = out->data<T>();
   const int64 n = L.count;
-  ParallelFor(total / n, n * 12, [&](int64 q0, int64 q1) {
-    std::vector<double> prefix(static_cast<size_t>(n)), a(static_cast<size_t>(n));
+  // Each thread keeps the running sums before every element of its group.
+  if (n > (int64{1} << 26) / states) {
+    return errors::ResourceExhausted("ReduceGradGrad: ", nd, " directions over groups of ", n,
+                                     " elements would need ", n * states * 8 >> 20,
+                                     " MiB of running sums per thread; use fewer directions or smaller groups");
+  }
+  // Adds element `at` to running sums c over `seen` elements so far.
+  auto add = [&](std::vector<double>& c, int64 at, int64 seen) {
+    const double xv = static_cast<double>(xs[at]);
+    for (int m = full; m >= 0; --m) {  // c[m - j] is read before it is updated
+      if (bits[m] > seen + 1) continue;
+      double v = bits[m] <= seen ? c[m] * xv : 0.0;
+      for (int j = 0; j < nd; ++j) {
+        if ((m >> j & 1) && bits[m] - 1 <= seen) v += c[m ^ (1 << j)] * static_cast<double>(d[j][at]);
+      }
+      c[m] = v;
+    }
+  };
+  ParallelFor(total / n, n * states * (nd + 2) * 2, [&](int64 q0, int64 q1) {
+    std::vector<double> before(static_cast<size_t>(n * states)), c(static_cast<size_t>(states));
+    std::vector<int64> at(static_cast<size_t>(n));
     for (int64 q = q0; q < q1; ++q) {
       const int64 base = offset(q, kept, nkept);
-      double p = 1, acc = 0;
+      std::fill(c.begin(), c.end(), 0.0);
+      c[0] = 1;
       for (int64 r = 0; r < n; ++r) {
-        const int64 at = base + offset(r, red, nred);
-        prefix[r] = p, a[r] = acc;
-        // An empty sum stays out of products, so a NaN or inf in x reaches only
-        // the terms that hold it, as in the definition.
-        acc = (r ? acc * static_cast<double>(xs[at]) : 0.0) + static_cast<double>(d[at]) * p;
-        p *= static_cast<double>(xs[at]);
+        at[r] = base + offset(r, red, nred);
+        std::copy(c.begin(), c.end(), before.begin() + r * states);
+        add(c, at[r], r);
       }
-      double suffix = 1, b = 0;
+      std::fill(c.begin(), c.end(), 0.0);
+      c[0] = 1;
       const double gq = static_cast<double>(g[q]);
       for (int64 r = n - 1; r >= 0; --r) {
-        const int64 at = base + offset(r, red, nred);
-        const double before = r ? a[r] * suffix : 0.0, after = r < n - 1 ? prefix[r] * b : 0.0;
-        o[at] = static_cast<T>(gq * (before + after));
-        b = (r < n - 1 ? b * static_cast<double>(xs[at]) : 0.0) + static_cast<double>(d[at]) * suffix;
-        suffix *= static_cast<double>(xs[at]);
+        const double* b = before.data() + r * states;
+        const int64 seen_after = n - 1 - r;
+        double sum = 0;
+        for (int m = 0; m < states; ++m) {
+          if (bits[m] <= r && bits[full ^ m] <= seen_after) sum += b[m] * c[full ^ m];
+        }
+        o[at[r]] = static_cast<T>(gq * sum);
+        add(c, at[r], seen_after);
       }
     }
   });
@@ -400,7 +429,30 @@ Status SliceGradKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
-// ---- ConcatGrad: the block of grad that values[index] occupies ---------------
+// ---- ConcatGrad and ConcatGradGrad: a block of the concatenation ------------
+//
+// ConcatGrad copies values[index]'s block out of the joined tensor;
+// ConcatGradGrad copies it in, into zeros. Both copy `outer` rows of `len`
+// elements, `total` apart on the joined side, starting at `start`.
+struct ConcatBlock {
+  int64 outer = 1, len = 0, total = 0, start = 0;
+};
+
+ConcatBlock ConcatBlockOf(OpKernelContext* ctx, const TensorShape& joined) {
+  const auto range = ctx->input_range("values");
+  const int index = static_cast<int>(ctx->attr_int("index"));
+  const int rank = joined.rank();
+  const int axis = NormAxis(ctx->attr_int("axis"), rank);
+  ConcatBlock b;
+  int64 inner = 1, offset = 0;
+  for (int i = range.first; i < range.first + index; ++i) offset += ctx->input(i).dim(axis);
+  for (int i = 0; i < axis; ++i) b.outer *= joined.dim(i);
+  for (int i = axis + 1; i < rank; ++i) inner *= joined.dim(i);
+  b.len = ctx->input(range.first + index).dim(axis) * inner;
+  b.total = joined.dim(axis) * inner;
+  b.start = offset * inner;
+  return b;
+}
 
 template <typename T>
 Status ConcatGradKernel(OpKernelContext* ctx) {
@@ -408,22 +460,27 @@ Status ConcatGradKernel(OpKernelContext* ctx) {
   Tensor* out = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
   if (out->NumElements() == 0) return Status::OK();
-  const auto range = ctx->input_range("values");
-  const int index = static_cast<int>(ctx->attr_int("index"));
-  const int rank = grad.rank();
-  const int axis = NormAxis(ctx->attr_int("axis"), rank);
-  int64 start = 0;  // offset of the block along axis
-  for (int i = range.first; i < range.first + index; ++i) start += ctx->input(i).dim(axis);
-  int64 outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= grad.dim(i);
-  for (int i = axis + 1; i < rank; ++i) inner *= grad.dim(i);
-  const int64 len = out->dim(axis) * inner, total = grad.dim(axis) * inner;
-  const T* g = grad.data<T>() + start * inner;
+  const ConcatBlock b = ConcatBlockOf(ctx, grad.shape());
+  const T* g = grad.data<T>() + b.start;
   T* o = out->data<T>();
-  ParallelFor(outer, len, [&](int64 r0, int64 r1) {
-    for (int64 r = r0; r < r1; ++r) {
-      std::memcpy(o + r * len, g + r * total, static_cast<size_t>(len) * sizeof(T));
-    }
+  ParallelFor(b.outer, b.len, [&](int64 r0, int64 r1) {
+    for (int64 r = r0; r < r1; ++r) std::memcpy(o + r * b.len, g + r * b.total, static_cast<size_t>(b.len) * sizeof(T));
+  });
+  return Status::OK();
+}
+
+template <typename T>
+Status ConcatGradGradKernel(OpKernelContext* ctx) {
+  const Tensor& block = ctx->input(0);
+  Tensor* out = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
+  ZeroFill(out, sizeof(T));
+  if (block.NumElements() == 0) return Status::OK();
+  const ConcatBlock b = ConcatBlockOf(ctx, out->shape());
+  const T* in = block.data<T>();
+  T* o = out->data<T>() + b.start;
+  ParallelFor(b.outer, b.len, [&](int64 r0, int64 r1) {
+    for (int64 r = r0; r < r1; ++r) std::memcpy(o + r * b.total, in + r * b.len, static_cast<size_t>(b.len) * sizeof(T));
   });
   return Status::OK();
 }
@@ -442,5 +499,7 @@ REGISTER_KERNEL("SliceGrad", kCPU, DType::kFloat32, SliceGradKernel<float>);
 REGISTER_KERNEL("SliceGrad", kCPU, DType::kFloat64, SliceGradKernel<double>);
 REGISTER_KERNEL("ConcatGrad", kCPU, DType::kFloat32, ConcatGradKernel<float>);
 REGISTER_KERNEL("ConcatGrad", kCPU, DType::kFloat64, ConcatGradKernel<double>);
+REGISTER_KERNEL("ConcatGradGrad", kCPU, DType::kFloat32, ConcatGradGradKernel<float>);
+REGISTER_KERNEL("ConcatGradGrad", kCPU, DType::kFloat64, ConcatGradGradKernel<double>);
 
 }  // namespace opforge

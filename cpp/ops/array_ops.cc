@@ -5,18 +5,10 @@
 
 #include "opforge/op.h"
 #include "opforge/shape_inference.h"
+#include "shape_checks.h"
 
 namespace opforge {
 namespace {
-
-std::string ListString(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v[i]);
-  }
-  return s + "]";
-}
 
 Status ReshapeShape(InferenceContext* ctx) {
   const std::vector<int64_t>& spec = ctx->attr_ints("shape");
@@ -166,37 +158,8 @@ Status ConcatShape(InferenceContext* ctx) {
 }
 
 Status SliceShape(InferenceContext* ctx) {
-  const TensorShape& in = ctx->input_shape(0);
-  const std::vector<int64_t>& begin = ctx->attr_ints("begin");
-  const std::vector<int64_t>& size = ctx->attr_ints("size");
-  const int rank = in.rank();
-  if (static_cast<int>(begin.size()) != rank) {
-    return errors::InvalidArgument("attr 'begin' ", ListString(begin), " has ", begin.size(),
-                                   " entries but argument 'x' has rank ", rank);
-  }
-  if (static_cast<int>(size.size()) != rank) {
-    return errors::InvalidArgument("attr 'size' ", ListString(size), " has ", size.size(),
-                                   " entries but argument 'x' has rank ", rank);
-  }
   TensorShape out;
-  for (int i = 0; i < rank; ++i) {
-    const int64_t dim = in.dim(i);
-    if (begin[i] < 0 || begin[i] > dim) {
-      return errors::InvalidArgument("attr 'begin' ", ListString(begin), " entry ", i, " is ",
-                                     begin[i], " but must be in [0, ", dim,
-                                     "] for argument 'x' of shape ", in.DebugString());
-    }
-    int64_t n = size[i];
-    if (n == -1) {
-      n = dim - begin[i];
-    } else if (n < 0 || n > dim - begin[i]) {
-      return errors::InvalidArgument("attr 'size' ", ListString(size), " entry ", i, " is ", n,
-                                     " but must be -1 or in [0, ", dim - begin[i],
-                                     "] (begin ", begin[i], ", dim ", dim,
-                                     ") for argument 'x' of shape ", in.DebugString());
-    }
-    out.AddDim(n);
-  }
+  OF_RETURN_IF_ERROR(SliceResultShape(ctx->input_shape(0), ctx->attr_ints("begin"), ctx->attr_ints("size"), &out));
   ctx->set_output_shape(0, out);
   return Status::OK();
 }

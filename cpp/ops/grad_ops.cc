@@ -9,18 +9,10 @@
 
 #include "opforge/op.h"
 #include "opforge/shape_inference.h"
+#include "shape_checks.h"
 
 namespace opforge {
 namespace {
-
-std::string ListString(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v[i]);
-  }
-  return s + "]";
-}
 
 // `got` must equal `want`, the shape the forward op gives `what`.
 Status ExpectShape(const char* arg, const TensorShape& got, const TensorShape& want, const char* what) {
@@ -43,23 +35,10 @@ Status SoftmaxGradShape(InferenceContext* ctx) {
 
 Status RmsNormGradShape(InferenceContext* ctx) {
   const TensorShape& x = ctx->input_shape(0);
-  const TensorShape& w = ctx->input_shape(1);
-  const double eps = ctx->attr_float("epsilon");
-  if (!(eps >= 0)) {  // also rejects NaN
-    return errors::InvalidArgument("attr 'epsilon' must be >= 0, got ", eps);
-  }
-  if (x.rank() == 0) {
-    return errors::InvalidArgument("argument 'x' must have rank >= 1, got a 0-d tensor");
-  }
-  const int64_t d = x.dim(x.rank() - 1);
-  if (w.rank() != 1 || w.dim(0) != d) {
-    return errors::InvalidArgument("argument 'weight' must have shape [", d,
-                                   "] (the last dim of argument 'x' of shape ", x.DebugString(),
-                                   "), got ", w.DebugString());
-  }
+  OF_RETURN_IF_ERROR(CheckRmsNormInputs(ctx->attr_float("epsilon"), x, ctx->input_shape(1)));
   OF_RETURN_IF_ERROR(ExpectShape("grad", ctx->input_shape(2), x, "argument 'x'"));
   ctx->set_output_shape(0, x);
-  ctx->set_output_shape(1, w);
+  ctx->set_output_shape(1, ctx->input_shape(1));
   return Status::OK();
 }
 
@@ -156,49 +135,39 @@ Status ReduceGradShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
+// The number of directions ReduceGradGrad takes at most: derivatives of order
+// up to kMaxDirections + 1 (its kernel keeps 2**N running sums per element).
+constexpr int kMaxDirections = 8;
+
 Status ReduceGradGradShape(InferenceContext* ctx) {
   OF_RETURN_IF_ERROR(ReduceGradShape(ctx));
-  return ExpectShape("doutput", ctx->input_shape(3), ctx->input_shape(0), "argument 'x'");
-}
-
-// Slice's rules (array_ops.cc): begin in [0, dim], size -1 or in [0, dim - begin].
-Status SliceGradShape(InferenceContext* ctx) {
-  const TensorShape& x = ctx->input_shape(0);
-  const std::vector<int64_t>& begin = ctx->attr_ints("begin");
-  const std::vector<int64_t>& size = ctx->attr_ints("size");
-  const int rank = x.rank();
-  if (static_cast<int>(begin.size()) != rank) {
-    return errors::InvalidArgument("attr 'begin' ", ListString(begin), " has ", begin.size(),
-                                   " entries but argument 'x' has rank ", rank);
+  const auto range = ctx->input_range("directions");
+  if (range.second - range.first > kMaxDirections) {
+    return errors::InvalidArgument("argument 'directions' has ", range.second - range.first,
+                                   " tensors; at most ", kMaxDirections, " (derivatives of order up to ",
+                                   kMaxDirections + 1, ") are supported");
   }
-  if (static_cast<int>(size.size()) != rank) {
-    return errors::InvalidArgument("attr 'size' ", ListString(size), " has ", size.size(),
-                                   " entries but argument 'x' has rank ", rank);
-  }
-  TensorShape sliced;
-  for (int i = 0; i < rank; ++i) {
-    const int64_t dim = x.dim(i);
-    if (begin[i] < 0 || begin[i] > dim) {
-      return errors::InvalidArgument("attr 'begin' ", ListString(begin), " entry ", i, " is ", begin[i],
-                                     " but must be in [0, ", dim, "] for argument 'x' of shape ",
-                                     x.DebugString());
+  for (int i = range.first; i < range.second; ++i) {
+    const TensorShape& d = ctx->input_shape(i);
+    if (d != ctx->input_shape(0)) {
+      return errors::InvalidArgument("argument 'directions'[", i - range.first, "] has shape ", d.DebugString(),
+                                     " but argument 'x' has shape ", ctx->input_shape(0).DebugString());
     }
-    int64_t n = size[i];
-    if (n == -1) {
-      n = dim - begin[i];
-    } else if (n < 0 || n > dim - begin[i]) {
-      return errors::InvalidArgument("attr 'size' ", ListString(size), " entry ", i, " is ", n,
-                                     " but must be -1 or in [0, ", dim - begin[i], "] (begin ", begin[i],
-                                     ", dim ", dim, ") for argument 'x' of shape ", x.DebugString());
-    }
-    sliced.AddDim(n);
   }
-  OF_RETURN_IF_ERROR(ExpectShape("grad", ctx->input_shape(1), sliced, "the slice of argument 'x'"));
-  ctx->set_output_shape(0, x);
   return Status::OK();
 }
 
-// Concat's rules (array_ops.cc); grad must have the joined shape.
+// Slice's rules (shape_checks.h); grad must have the slice's shape.
+Status SliceGradShape(InferenceContext* ctx) {
+  TensorShape sliced;
+  OF_RETURN_IF_ERROR(SliceResultShape(ctx->input_shape(0), ctx->attr_ints("begin"), ctx->attr_ints("size"), &sliced));
+  OF_RETURN_IF_ERROR(ExpectShape("grad", ctx->input_shape(1), sliced, "the slice of argument 'x'"));
+  ctx->set_output_shape(0, ctx->input_shape(0));
+  return Status::OK();
+}
+
+// Concat's rules (array_ops.cc), for ConcatGrad (grad must have the joined
+// shape) and its adjoint ConcatGradGrad (block must have values[index]'s).
 Status ConcatGradShape(InferenceContext* ctx) {
   const auto range = ctx->input_range("values");
   const int n = range.second - range.first;
@@ -233,8 +202,14 @@ Status ConcatGradShape(InferenceContext* ctx) {
     total += s.dim(axis);
   }
   joined.set_dim(axis, total);
-  OF_RETURN_IF_ERROR(ExpectShape("grad", ctx->input_shape(0), joined, "the concatenation of 'values'"));
-  ctx->set_output_shape(0, ctx->input_shape(range.first + static_cast<int>(index)));
+  const TensorShape& block = ctx->input_shape(range.first + static_cast<int>(index));
+  if (ctx->op().name == "ConcatGradGrad") {  // (block, values) -> the joined shape
+    OF_RETURN_IF_ERROR(ExpectShape("block", ctx->input_shape(0), block, "argument 'values'[index]"));
+    ctx->set_output_shape(0, joined);
+  } else {  // ConcatGrad: (grad, values) -> values[index]'s shape
+    OF_RETURN_IF_ERROR(ExpectShape("grad", ctx->input_shape(0), joined, "the concatenation of 'values'"));
+    ctx->set_output_shape(0, block);
+  }
   return Status::OK();
 }
 
@@ -250,6 +225,11 @@ REGISTER_OP("SoftmaxGrad")
     .Attr(kFloatTypes)
     .SetShapeFn(SoftmaxGradShape)
     .Category("whole_axis")
+    // output = s * (g - sum(s * g)): linear in g with the symmetric Jacobian of
+    // Softmax, so dg is SoftmaxGrad itself; ds by the product rule.
+    .Gradient("softmax = Sub(Mul(doutput, Sub(grad, Sum(Mul(softmax, grad), axis=list(axis), keepdims=true))), "
+              "Mul(grad, Sum(Mul(doutput, softmax), axis=list(axis), keepdims=true)))")
+    .Gradient("grad = SoftmaxGrad(softmax, doutput, axis=axis)")
     .Doc(R"doc(
 The gradient of Softmax with respect to its logits.
 
@@ -273,6 +253,26 @@ REGISTER_OP("RmsNormGrad")
     .Output("grad_weight: T")
     .Attr(kFloatTypes)
     .SetShapeFn(RmsNormGradShape)
+    // Per row of d features, with n = RmsNorm(x, 1), r = 1 / sqrt(mean(x**2) +
+    // epsilon), u = grad * weight, means over the row: grad_x = P u with
+    // P v = r (v - n mean(v n)) (symmetric; the Jacobian of n), grad_weight =
+    // the sum over rows of grad * n. Differentiating <dgrad_x, grad_x> +
+    // <dgrad_weight, grad_weight> (a = dgrad_x) gives d grad = weight P a +
+    // dgrad_weight n, d weight = grad P a (summed to weight's shape by the
+    // tape), and d x = r**2 n (mean(a n) mean(u n) - mean(a u)) + P v with
+    // v = dgrad_weight grad - r (mean(u n) a + mean(a n) u).
+    .Gradient("let n = RmsNorm(x, OnesLike(weight), epsilon=epsilon)")
+    .Gradient("let r2 = Div(1, Add(Mean(Square(x), axis=[-1], keepdims=true), epsilon))")
+    .Gradient("let r = Sqrt(r2)")
+    .Gradient("let u = Mul(grad, weight)")
+    .Gradient("let an = Mean(Mul(dgrad_x, n), axis=[-1], keepdims=true)")
+    .Gradient("let un = Mean(Mul(u, n), axis=[-1], keepdims=true)")
+    .Gradient("let pa = Mul(r, Sub(dgrad_x, Mul(n, an)))")
+    .Gradient("let v = Sub(Mul(dgrad_weight, grad), Mul(r, Add(Mul(un, dgrad_x), Mul(an, u))))")
+    .Gradient("x = Add(Mul(Mul(r2, n), Sub(Mul(an, un), Mean(Mul(dgrad_x, u), axis=[-1], keepdims=true))), "
+              "Mul(r, Sub(v, Mul(n, Mean(Mul(v, n), axis=[-1], keepdims=true)))))")
+    .Gradient("weight = Mul(grad, pa)")
+    .Gradient("grad = Add(Mul(weight, pa), Mul(dgrad_weight, n))")
     .Doc(R"doc(
 The gradients of RmsNorm(x, weight, epsilon) with respect to x and weight.
 
@@ -301,6 +301,13 @@ REGISTER_OP("MatMulGrad")
     .Output("grad_b: T")
     .Attr(kFloatTypes)
     .SetShapeFn(MatMulGradShape)
+    // grad_a and grad_b are the partial derivatives of <MatMul(a, b), grad>,
+    // which is bilinear, so <dgrad_a, grad_a> + <dgrad_b, grad_b> =
+    // <MatMul(dgrad_a, b) + MatMul(a, dgrad_b), grad>: one MatMulGrad of the
+    // two directions gives da and db (batch broadcasting included).
+    .Gradient("a, b = MatMulGrad(dgrad_a, dgrad_b, grad, transpose_a=transpose_a, transpose_b=transpose_b)")
+    .Gradient("grad = Add(MatMul(dgrad_a, b, transpose_a=transpose_a, transpose_b=transpose_b), "
+              "MatMul(a, dgrad_b, transpose_a=transpose_a, transpose_b=transpose_b))")
     .Doc(R"doc(
 The gradients of MatMul(a, b, transpose_a, transpose_b) with respect to a and b.
 
@@ -331,7 +338,7 @@ REGISTER_OP("ReduceGrad")
     .SetShapeFn(ReduceGradShape)
     // output = W * broadcast(grad), W = ReduceGrad(x, y, ones): linear in grad;
     // y only picks ties (piecewise constant); x enters through W (prod only).
-    .Gradient("x = ReduceGradGrad(x, y, grad, doutput, reduction=reduction, axis=axis, keepdims=keepdims)")
+    .Gradient("x = ReduceGradGrad(x, y, grad, [doutput], reduction=reduction, axis=axis, keepdims=keepdims)")
     .Gradient("y = ZerosLike(y)")
     .Gradient("grad = Sum(Mul(doutput, ReduceGrad(x, y, OnesLike(grad), reduction=reduction, axis=axis, "
               "keepdims=keepdims)), axis=axis, keepdims=keepdims)")
@@ -358,26 +365,41 @@ REGISTER_OP("ReduceGradGrad")
     .Input("x: T")
     .Input("y: T")
     .Input("grad: T")
-    .Input("doutput: T")
+    .Input("directions: N * T")
+    .Attr("N: int >= 1")
     .Attr("reduction: string")
     .Attr("axis: list(int) = None")
     .Attr("keepdims: bool = false")
     .Output("output: T")
     .Attr(kFloatTypes)
     .SetShapeFn(ReduceGradGradShape)
+    // output = grad * (the derivative of order N + 1 of each group's reduction,
+    // contracted with the directions): symmetric in the directions and the
+    // output, linear in each and in grad. So every gradient is ReduceGradGrad
+    // again (one more direction for x), and the derivatives never run out.
+    .Gradient("x = ReduceGradGrad(x, y, grad, append(directions, doutput), reduction=reduction, axis=axis, "
+              "keepdims=keepdims)")
+    .Gradient("y = ZerosLike(y)")
+    .Gradient("grad = Sum(Mul(doutput, ReduceGradGrad(x, y, OnesLike(grad), directions, reduction=reduction, "
+              "axis=axis, keepdims=keepdims)), axis=axis, keepdims=keepdims)")
+    .Gradient("directions[i] = ReduceGradGrad(x, y, grad, replace(directions, doutput), reduction=reduction, "
+              "axis=axis, keepdims=keepdims)")
     .Doc(R"doc(
-The gradient of ReduceGrad's output with respect to x: second derivatives of a reduction.
+Higher derivatives of a reduction: ReduceGrad's gradient with respect to x (one direction), and its gradients.
 
 For "sum" and "mean" ReduceGrad does not depend on x, and for "max" and "min"
 it is piecewise constant in x, so the result is zeros (x is not read). For
-"prod", element j gets grad * sum over the other elements i of its group of
-doutput[i] * (the product of the group without i and j), computed in one
-pass each way with running products in float64, so zeros need no special case.
+"prod", element j gets grad * the sum, over distinct other elements
+i1, ..., iN of j's group, of directions[0][i1] * ... * directions[N-1][iN] *
+(the product of the rest of the group): with one direction, grad * sum over
+i != j of directions[0][i] * (the product of the group without i and j).
+It is computed in one pass each way with running sums in float64, so zeros
+need no special case and nothing is divided.
 
 x: The reduction's input.
 y: The reduction's result, of the reduced shape (not read).
 grad: The gradient ReduceGrad was given, of the reduced shape.
-doutput: The gradient flowing into ReduceGrad's output, of x's shape.
+directions: One to eight tensors of x's shape: the gradient flowing into ReduceGrad's output, then those into this op's outputs.
 reduction: Which reduction: "sum", "mean", "max", "min" or "prod".
 axis: The reduction's axes (as ReduceGrad).
 keepdims: The reduction's keepdims (as ReduceGrad).
@@ -416,6 +438,9 @@ REGISTER_OP("ConcatGrad")
     .Output("output: T")
     .Attr(kFloatTypes)
     .SetShapeFn(ConcatGradShape)
+    // A slice of grad: its adjoint pads doutput with zeros; values give only shapes.
+    .Gradient("grad = ConcatGradGrad(doutput, values, index=index, axis=axis)")
+    .Gradient("values[i] = ConcatGrad(ZerosLike(grad), values, index=i, axis=axis)")
     .Doc(R"doc(
 The gradient of Concat(values, axis) with respect to values[index].
 
@@ -428,6 +453,33 @@ values: Concat's inputs; only their shapes are used.
 index: Which of values to return the gradient of, in [0, N).
 axis: Concat's axis; negative values count from the end.
 output: The gradient with respect to values[index], with its shape.
+)doc");
+
+REGISTER_OP("ConcatGradGrad")
+    .Input("block: T")
+    .Input("values: N * T")
+    .Attr("N: int >= 1")
+    .Attr("index: int >= 0")
+    .Attr("axis: int = 0")
+    .Output("output: T")
+    .Attr(kFloatTypes)
+    .SetShapeFn(ConcatGradShape)
+    // Zero padding of block: its adjoint is the slice ConcatGrad takes.
+    .Gradient("block = ConcatGrad(doutput, values, index=index, axis=axis)")
+    .Gradient("values[i] = ConcatGrad(ZerosLike(output), values, index=i, axis=axis)")
+    .Doc(R"doc(
+The gradient of ConcatGrad with respect to its grad: block padded with zeros to the concatenation's shape.
+
+Zeros of the shape of Concat(values, axis) with block written where
+values[index] sits, as numpy's
+numpy.concatenate([block if i == index else numpy.zeros_like(v) for i, v in enumerate(values)], axis).
+Only the shapes of values are read.
+
+block: The gradient with respect to ConcatGrad's output; it must have values[index]'s shape.
+values: Concat's inputs; only their shapes are used.
+index: Which of values block stands for, in [0, N).
+axis: Concat's axis; negative values count from the end.
+output: Zeros of the concatenation's shape with block at values[index]'s place.
 )doc");
 
 }  // namespace opforge

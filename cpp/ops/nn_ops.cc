@@ -4,6 +4,7 @@
 
 #include "opforge/op.h"
 #include "opforge/shape_inference.h"
+#include "shape_checks.h"
 
 namespace opforge {
 namespace {
@@ -24,20 +25,7 @@ Status SoftmaxShape(InferenceContext* ctx) {
 
 Status RmsNormShape(InferenceContext* ctx) {
   const TensorShape& x = ctx->input_shape(0);
-  const TensorShape& w = ctx->input_shape(1);
-  const double eps = ctx->attr_float("epsilon");
-  if (!(eps >= 0)) {  // also rejects NaN
-    return errors::InvalidArgument("attr 'epsilon' must be >= 0, got ", eps);
-  }
-  if (x.rank() == 0) {
-    return errors::InvalidArgument("argument 'x' must have rank >= 1, got a 0-d tensor");
-  }
-  const int64_t d = x.dim(x.rank() - 1);
-  if (w.rank() != 1 || w.dim(0) != d) {
-    return errors::InvalidArgument("argument 'weight' must have shape [", d,
-                                   "] (the last dim of argument 'x' of shape ", x.DebugString(),
-                                   "), got ", w.DebugString());
-  }
+  OF_RETURN_IF_ERROR(CheckRmsNormInputs(ctx->attr_float("epsilon"), x, ctx->input_shape(1)));
   ctx->set_output_shape(0, x);
   return Status::OK();
 }
@@ -254,7 +242,10 @@ REGISTER_OP("GeluGrad")
     .Attr("T: {float32, float64}")
     .SetShapeFn(GeluGradShape)
     .Category("elementwise")
-        .Doc(R"doc(
+    // dx = dy * Gelu'(x) with Gelu'' = phi(x) * (2 - x**2), phi(x) = exp(-x**2 / 2) / sqrt(2 pi).
+    .Gradient("dy = GeluGrad(ddx, x)")
+    .Gradient("x = Mul(Mul(ddx, dy), Mul(Exp(Mul(Square(x), -0.5)), Mul(Sub(2, Square(x)), 0.3989422804014327)))")
+    .Doc(R"doc(
 The backward op of Gelu: dy * (Phi(x) + x * phi(x)), Phi and phi the standard normal CDF and density.
 
 dy: The gradient of the loss with respect to Gelu's output.
@@ -296,7 +287,30 @@ REGISTER_OP("LayerNormGrad")
     .Output("dbias: T")
     .Attr("T: {float32, float64}")
     .SetShapeFn(NormGradShape)
-        .Doc(R"doc(
+    // Per row of d features, with h = LayerNorm(x, 1, 0), r = 1 / sqrt(var(x) +
+    // epsilon), u = dy * weight, means over the row: dx = P u with P v =
+    // r (v - mean(v) - h mean(v h)) (symmetric; the Jacobian of h), dweight =
+    // the sum over rows of dy * h, dbias = that of dy. Differentiating <ddx, dx>
+    // + <ddweight, dweight> + <ddbias, dbias> (a = ddx) gives d dy = weight P a +
+    // ddweight h + ddbias, d weight = dy P a (summed to weight's shape by the
+    // tape), and d x = r**2 h (mean(a h) mean(u h) - mean(a u) + mean(a) mean(u))
+    // + P v with v = ddweight dy - r (mean(u h) a + mean(a h) u).
+    .Gradient("let h = LayerNorm(x, OnesLike(weight), ZerosLike(weight), epsilon=epsilon)")
+    .Gradient("let xc = Sub(x, Mean(x, axis=[-1], keepdims=true))")
+    .Gradient("let r2 = Div(1, Add(Mean(Square(xc), axis=[-1], keepdims=true), epsilon))")
+    .Gradient("let r = Sqrt(r2)")
+    .Gradient("let u = Mul(dy, weight)")
+    .Gradient("let ah = Mean(Mul(ddx, h), axis=[-1], keepdims=true)")
+    .Gradient("let uh = Mean(Mul(u, h), axis=[-1], keepdims=true)")
+    .Gradient("let pa = Mul(r, Sub(Sub(ddx, Mean(ddx, axis=[-1], keepdims=true)), Mul(h, ah)))")
+    .Gradient("let v = Sub(Mul(ddweight, dy), Mul(r, Add(Mul(uh, ddx), Mul(ah, u))))")
+    .Gradient("x = Add(Mul(Mul(r2, h), Add(Sub(Mul(ah, uh), Mean(Mul(ddx, u), axis=[-1], keepdims=true)), "
+              "Mul(Mean(ddx, axis=[-1], keepdims=true), Mean(u, axis=[-1], keepdims=true)))), "
+              "Mul(r, Sub(Sub(v, Mean(v, axis=[-1], keepdims=true)), Mul(h, Mean(Mul(v, h), axis=[-1], "
+              "keepdims=true)))))")
+    .Gradient("weight = Mul(dy, pa)")
+    .Gradient("dy = Add(Add(Mul(weight, pa), Mul(ddweight, h)), ddbias)")
+    .Doc(R"doc(
 The backward op of LayerNorm: the gradients with respect to x, weight and bias, in one pass over the rows.
 
 dy: The gradient of the loss with respect to LayerNorm's output.
@@ -337,7 +351,11 @@ REGISTER_OP("GatherGrad")
     .Attr("T: {float32, float64}")
     .Attr("Tindices: {int32, int64}")
     .SetShapeFn(GatherGradShape)
-        .Doc(R"doc(
+    // A scatter-add, linear in dy: its adjoint is Gather. params gives only a shape.
+    .Gradient("params = ZerosLike(params)")
+    .Gradient("indices = None")
+    .Gradient("dy = Gather(ddparams, indices)")
+    .Doc(R"doc(
 The backward op of Gather: scatter-adds the rows of dy into a zero tensor of params' shape.
 
 Equivalent to d = numpy.zeros_like(params); numpy.add.at(d, indices, dy).
@@ -357,7 +375,11 @@ REGISTER_OP("SparseSoftmaxCrossEntropyWithLogits")
     .Attr("T: {float32, float64}")
     .Attr("Tlabels: {int32, int64}")
     .SetShapeFn(SparseXentShape)
-    .Gradient("features = Transpose(Mul(Transpose(backprop), dloss))").Gradient("labels = None")
+    // backprop = softmax(features) - onehot(labels): what flows into it goes
+    // back through Softmax's Jacobian (second derivatives of the loss).
+    .Gradient("features = Add(Transpose(Mul(Transpose(backprop), dloss)), "
+              "SoftmaxGrad(Softmax(features), dbackprop))")
+    .Gradient("labels = None")
     .Doc(R"doc(
 Softmax cross-entropy with integer class labels, per example, and its gradient, in one numerically stable pass.
 
