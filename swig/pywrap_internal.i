@@ -3,6 +3,7 @@
 %module pywrap_internal
 
 %{
+#include "py_autograd.h"
 #include "py_binding.h"
 #include "py_engine.h"
 #include "py_infer.h"
@@ -32,6 +33,17 @@ PyObject* RegistryJson();
 PyObject* SavedTensor(PyObject* t);
 PyObject* RegistrationErrors();
 PyObject* ValidateDeclaration(const char* name, PyObject* specs);
+}}
+
+// The gradient tape's C half (py_autograd.h).
+%feature("docstring") opforge::py::AutogradInit "autograd_init(python_gradients) -> (Meta, Node)";
+%rename(autograd_init) opforge::py::AutogradInit;
+%rename(grad_enabled) opforge::py::GradEnabled;
+%rename(set_grad_enabled) opforge::py::SetGradEnabled;
+namespace opforge { namespace py {
+PyObject* AutogradInit(PyObject* python_gradients);
+PyObject* GradEnabled();
+PyObject* SetGradEnabled(PyObject* enabled);
 }}
 
 // Custom op libraries (py_op_library.h).
