@@ -230,20 +230,6 @@ PyObject* ToTensor(PyObject* value, PyObject* dtype) {
   return WrapTensor(std::move(tensor));
 }
 
-PyObject* SavedTensor(PyObject* t) {
-  if (!IsTensor(t)) return SetInvalidArgument("saved_tensor", "expected an opforge.Tensor");
-  const Tensor& src = TensorOf(t);
-  if (!BorrowsWritableMemory(src)) {
-    Py_INCREF(t);
-    return t;
-  }
-  Tensor copy;
-  Status s = Tensor::Allocate(src.dtype(), src.shape(), &copy);
-  if (!s.ok()) return SetError(s);
-  if (src.TotalBytes()) memcpy(copy.raw_data(), src.raw_data(), src.TotalBytes());
-  return WrapTensor(std::move(copy));
-}
-
 PyObject* RegistryJson() {
   const std::string json = RegistryToJson();
   return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));

@@ -22,7 +22,6 @@
 %rename(check_fingerprint) opforge::py::CheckFingerprint;
 %rename(to_tensor) opforge::py::ToTensor;
 %rename(registry_json) opforge::py::RegistryJson;
-%rename(saved_tensor) opforge::py::SavedTensor;
 %rename(registration_errors) opforge::py::RegistrationErrors;
 %rename(_validate_declaration) opforge::py::ValidateDeclaration;
 namespace opforge { namespace py {
@@ -30,7 +29,6 @@ PyObject* Init(PyObject* tensor_methods, PyObject* dtypes, PyObject* error_class
 PyObject* CheckFingerprint(const char* group, const char* expected);
 PyObject* ToTensor(PyObject* value, PyObject* dtype);
 PyObject* RegistryJson();
-PyObject* SavedTensor(PyObject* t);
 PyObject* RegistrationErrors();
 PyObject* ValidateDeclaration(const char* name, PyObject* specs);
 }}
