@@ -95,6 +95,11 @@ def build(add, of, torch, rng):
             ns["tgx"] = torch.tensor(x, requires_grad=True)
         return ns
     extra.append(("grad.add_1_recorded", add_setup))
+    # The same add with no input requiring grad while such a tensor is alive:
+    # nothing is recorded, and it must cost what dispatch.add_1 does.
+    add("grad.add_1_beside_tape", "gradients", "add, 1 float32, while a tensor requires grad (not recorded)",
+        (1,), "time", 0, "np.add(x, y)", "of.add(x, y)", "torch.add(tx, ty)", {"x": x, "y": y})
+    extra.append(("grad.add_1_beside_tape", add_setup))
 
     batch, sizes = 64, (784, 256, 10)
     arrays = {"x": normal(batch, sizes[0]), "onehot": np.eye(sizes[2], dtype=np.float32)[rng.integers(0, 10, batch)],

@@ -22,6 +22,8 @@ MODE_TARGETS = [(f"matmul {n} float32, alone/interleaved x warm/cold: each >= 0.
 TIME_RATIO_TARGETS = [
     ("tiny add with requires_grad <= 3x tiny add without (issue 9)",
      ("grad.add_1_recorded", "opforge"), ("dispatch.add_1", "opforge"), 3.0),
+    ("tiny add beside a tensor that requires grad <= 1.2x tiny add (issue 9)",
+     ("grad.add_1_beside_tape", "opforge"), ("dispatch.add_1", "opforge"), 1.2),
     ("MLP forward + backward <= PyTorch's time per step (issue 9)",
      ("grad.mlp_step", "opforge"), ("grad.mlp_step", "torch"), 1.0),
 ]

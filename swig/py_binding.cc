@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "numpy_api.h"
+#include "py_autograd.h"
 #include "opforge/inlined_vector.h"
 #include "py_errors.h"
 #include "py_tensor.h"
@@ -44,7 +45,9 @@ PyObject* Recorded(const OpDef& op, const Tensor* tensors, size_t n, const AttrV
   return Py_BuildValue("(NN)", flat, dict);
 }
 
-bool ConvertArgs(const OpDef& op, PyObject* const* inputs, AttrValue* attrs, InlinedVector<Tensor, 4>* tensors) {
+// Also sets `any_autograd` if some input Tensor has autograd state.
+bool ConvertArgs(const OpDef& op, PyObject* const* inputs, AttrValue* attrs, InlinedVector<Tensor, 4>* tensors,
+                 bool* any_autograd) {
   const char* name = op.name.c_str();
   // Flatten: a list arg contributes one slot per element. Tensors are
   // converted straight into the array Execute reads.
@@ -73,6 +76,7 @@ bool ConvertArgs(const OpDef& op, PyObject* const* inputs, AttrValue* attrs, Inl
       return false;
     }
     any_pending |= s.in.pending;
+    *any_autograd |= s.in.autograd;
     return true;
   };
   for (size_t a = 0; a < op.inputs.size(); ++a) {
@@ -175,13 +179,20 @@ PyObject* OpBinding::Call(PyObject* const* inputs, AttrValue* given, PyObject** 
   InlinedVector<AttrValue, 4> attrs(op.attrs.size());
   for (size_t i = 0; i < attr_slots_.size(); ++i) attrs[attr_slots_[i]] = std::move(given[i]);
   InlinedVector<Tensor, 4> tensors;
-  if (!ConvertArgs(op, inputs, attrs.data(), &tensors)) return nullptr;
+  bool any_autograd = false;
+  if (!ConvertArgs(op, inputs, attrs.data(), &tensors, &any_autograd)) return nullptr;
+  // The gradient tape: a flag test when no input has autograd state.
+  const bool record = any_autograd && WantsRecording(op, inputs);
   InlinedVector<Tensor, 2> outputs(op.outputs.size());
   if (!Run(op, tensors, attrs.data(), &outputs)) return nullptr;
   if (recorded != nullptr && !(*recorded = Recorded(op, tensors.data(), tensors.size(), attrs.data()))) {
     return nullptr;
   }
-  return WrapOutputs(outputs);
+  PyObject* result = WrapOutputs(outputs);
+  if (record && result && !RecordCall(op, inputs, tensors.data(), tensors.size(), attrs.data(), result)) {
+    Py_CLEAR(result);
+  }
+  return result;
 }
 
 PyObject* Init(PyObject* tensor_methods, PyObject* dtypes, PyObject* error_classes) {
@@ -217,20 +228,6 @@ PyObject* ToTensor(PyObject* value, PyObject* dtype) {
                                       " but dtype is " + DTypeName(want) + "; use cast");
   }
   return WrapTensor(std::move(tensor));
-}
-
-PyObject* SavedTensor(PyObject* t) {
-  if (!IsTensor(t)) return SetInvalidArgument("saved_tensor", "expected an opforge.Tensor");
-  const Tensor& src = TensorOf(t);
-  if (!BorrowsWritableMemory(src)) {
-    Py_INCREF(t);
-    return t;
-  }
-  Tensor copy;
-  Status s = Tensor::Allocate(src.dtype(), src.shape(), &copy);
-  if (!s.ok()) return SetError(s);
-  if (src.TotalBytes()) memcpy(copy.raw_data(), src.raw_data(), src.TotalBytes());
-  return WrapTensor(std::move(copy));
 }
 
 PyObject* RegistryJson() {

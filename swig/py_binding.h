@@ -43,9 +43,6 @@ PyObject* Init(PyObject* tensor_methods, PyObject* dtypes, PyObject* error_class
 PyObject* CheckFingerprint(const char* group, const char* expected);
 PyObject* ToTensor(PyObject* value, PyObject* dtype);
 PyObject* RegistryJson();
-// `t` itself, or a copy when it borrows writable numpy memory (what the
-// gradient recorder saves, so a later write to the array cannot change it).
-PyObject* SavedTensor(PyObject* t);
 PyObject* RegistrationErrors();
 // Parses and validates a declaration without registering it (for tests and
 // tools, the DSL fuzzer): specs is a sequence of ("input"|"output"|"attr"|"doc"|

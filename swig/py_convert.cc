@@ -165,6 +165,7 @@ bool ConvertInput(PyObject* obj, const char* op, const std::string& arg, InputSl
   if (IsTensor(obj)) {
     if (!ResolvePending(obj)) return false;  // async mode: wait for the value
     *slot->tensor = TensorOf(obj);
+    slot->autograd = reinterpret_cast<PyTensor*>(obj)->ag != nullptr;
     return true;
   }
   if (PyArray_Check(obj)) return TensorFromArray(obj, op, arg, slot->tensor);

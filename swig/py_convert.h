@@ -20,6 +20,7 @@ struct InputSlot {
   PyObject* obj = nullptr;    // borrowed
   Tensor* tensor = nullptr;   // where the converted tensor goes
   bool pending = false;
+  bool autograd = false;      // a Tensor whose `_ag` slot is set (the tape may record the call)
 };
 
 // Converts obj unless it must wait for a partner. On failure sets

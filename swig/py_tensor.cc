@@ -10,17 +10,11 @@
 
 namespace opforge {
 namespace py {
-namespace {
-
-struct PyTensor {
-  PyObject_HEAD
-  Tensor tensor;
-  PyObject* weakrefs;
-  PyObject* ag;  // autograd state (opforge/autodiff), or NULL
-  std::shared_ptr<PendingValue> pending;  // async mode: set until the value is read
-};
 
 PyTypeObject* tensor_type = nullptr;
+
+namespace {
+
 
 // Recently freed tensor objects, reused by WrapTensor: op results are
 // created and dropped at a high rate, and PyType_GenericAlloc is costly.
@@ -219,8 +213,6 @@ PyObject* InitTensorType(PyObject* methods, PyObject* dtypes) {
   Py_INCREF(type);  // one reference kept here, one returned
   return type;
 }
-
-bool IsTensor(PyObject* obj) { return tensor_type && Py_TYPE(obj) == tensor_type; }
 
 const Tensor& TensorOf(PyObject* obj) { return reinterpret_cast<PyTensor*>(obj)->tensor; }
 

@@ -17,7 +17,20 @@ namespace py {
 // returns it (new reference).
 PyObject* InitTensorType(PyObject* methods, PyObject* dtype_objects);
 
-bool IsTensor(PyObject* obj);
+class PendingValue;
+
+// The C part of a Tensor object (in the header so the per-call checks inline).
+struct PyTensor {
+  PyObject_HEAD
+  Tensor tensor;
+  PyObject* weakrefs;
+  PyObject* ag;  // autograd state (opforge/autodiff: a Meta), or NULL or None
+  std::shared_ptr<PendingValue> pending;  // async mode: set until the value is read
+};
+
+extern PyTypeObject* tensor_type;  // set by InitTensorType
+
+inline bool IsTensor(PyObject* obj) { return tensor_type && Py_TYPE(obj) == tensor_type; }
 const Tensor& TensorOf(PyObject* obj);  // obj must satisfy IsTensor
 PyObject* WrapTensor(Tensor t);         // new reference, or NULL with an error set
 

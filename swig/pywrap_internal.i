@@ -3,6 +3,7 @@
 %module pywrap_internal
 
 %{
+#include "py_autograd.h"
 #include "py_binding.h"
 #include "py_engine.h"
 #include "py_infer.h"
@@ -21,7 +22,6 @@
 %rename(check_fingerprint) opforge::py::CheckFingerprint;
 %rename(to_tensor) opforge::py::ToTensor;
 %rename(registry_json) opforge::py::RegistryJson;
-%rename(saved_tensor) opforge::py::SavedTensor;
 %rename(registration_errors) opforge::py::RegistrationErrors;
 %rename(_validate_declaration) opforge::py::ValidateDeclaration;
 namespace opforge { namespace py {
@@ -29,9 +29,19 @@ PyObject* Init(PyObject* tensor_methods, PyObject* dtypes, PyObject* error_class
 PyObject* CheckFingerprint(const char* group, const char* expected);
 PyObject* ToTensor(PyObject* value, PyObject* dtype);
 PyObject* RegistryJson();
-PyObject* SavedTensor(PyObject* t);
 PyObject* RegistrationErrors();
 PyObject* ValidateDeclaration(const char* name, PyObject* specs);
+}}
+
+// The gradient tape's C half (py_autograd.h).
+%feature("docstring") opforge::py::AutogradInit "autograd_init(python_gradients) -> (Meta, Node)";
+%rename(autograd_init) opforge::py::AutogradInit;
+%rename(grad_enabled) opforge::py::GradEnabled;
+%rename(set_grad_enabled) opforge::py::SetGradEnabled;
+namespace opforge { namespace py {
+PyObject* AutogradInit(PyObject* python_gradients);
+PyObject* GradEnabled();
+PyObject* SetGradEnabled(PyObject* enabled);
 }}
 
 // Custom op libraries (py_op_library.h).

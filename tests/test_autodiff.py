@@ -2,6 +2,7 @@
 higher derivatives, Python-registered gradients, and the hazards (borrowed
 memory, dtypes, reference cycles, threads). autograd is the oracle."""
 import gc
+import os
 import threading
 
 import numpy as np
@@ -203,6 +204,8 @@ def _rss_mb():
     return 0.0
 
 
+@pytest.mark.skipif(bool(os.environ.get("OPFORGE_SANITIZED")),
+                    reason="RSS is meaningless under ASan (quarantine, shadow memory)")
 def test_no_reference_cycles_over_many_steps():
     rng = np.random.default_rng(1)
     w1 = of.tensor(rng.normal(size=(16, 32)).astype(np.float32), requires_grad=True)

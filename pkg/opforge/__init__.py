@@ -41,13 +41,27 @@ argmin = ops.arg_min
 
 
 
-def __getattr__(name):
-    # opforge.testing, onnx, nn and optim on first use: most programs never need
-    # them, and importing opforge must not import onnx or safetensors (extras).
-    if name in ("testing", "onnx", "nn", "optim"):
-        import importlib
-        return importlib.import_module(f"opforge.{name}")
-    raise AttributeError(f"module 'opforge' has no attribute {name!r}")
+def _lazy_submodule(name):
+    # Bound now, executed on first attribute access (importlib's LazyLoader):
+    # most programs never need these, and importing opforge must not import
+    # onnx or safetensors (extras). Not a module __getattr__: CPython does not
+    # specialize attribute loads on a module that has one, so every
+    # `opforge.add` would cost a full lookup (about 280 instructions a call).
+    import importlib.util
+    import sys
+    full = f"{__name__}.{name}"
+    module = sys.modules.get(full)
+    if module is None:
+        spec = importlib.util.find_spec(full)
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[full] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+testing, onnx, nn, optim = (_lazy_submodule(n) for n in ("testing", "onnx", "nn", "optim"))
+del _lazy_submodule
 
 
 __version__ = "0.1.0"

@@ -2,12 +2,15 @@
 
 A wrapper runs ``if not hooks: return <entry point>(...)``: while ``hooks`` is
 empty, eager execution costs one branch. Otherwise it calls ``dispatch``,
-which hands a structured ``OpCall`` to the hooks that apply to this thread:
+which hands a structured ``OpCall`` to this thread's stack of hooks
+(``installed(hook)``): graph building, async execution, tracing. The
+innermost installed hook sees the call first.
 
-- the gradient recorder (``opforge.autodiff``), process-wide while tensors
-  that require gradients exist: it records ops whose inputs require them;
-- this thread's stack of hooks (``installed(hook)``): graph building, async
-  execution, tracing. The innermost installed hook sees the call first.
+Gradient recording needs no hook: the op call itself checks its inputs'
+autograd state in C (swig/py_autograd.cc). While this thread has hooks
+installed, the gradient recorder (``opforge.autodiff``) joins the front of
+the chain, to mark calls that must be recorded (``record``), so a hook that
+would defer them (async) runs them eagerly instead.
 
 A hook is ``hook(call) -> result``. It may build the result itself (a graph
 node) or delegate with ``call.run()``, which passes the call to the next hook
@@ -19,12 +22,12 @@ import threading
 
 from opforge import _pywrap_internal as _pw
 
-# One entry per active hook in any thread, plus the recorder while active:
-# the wrappers' fast-path test. Mutated in place under _lock.
+# One entry per active hook in any thread: the wrappers' fast-path test.
+# Mutated in place under _lock.
 hooks = []
 _lock = threading.Lock()
 _local = threading.local()
-_recorder = None  # set by opforge.autodiff while tensors require gradients
+_recorder = None  # set by opforge.autodiff once imported
 
 
 def _thread_stack():
@@ -71,14 +74,9 @@ def installed(hook):
 
 
 def set_recorder(recorder):
-    """Activates (or, with None, deactivates) the process-wide recorder."""
+    """Sets the recorder that leads every hook chain (None: none)."""
     global _recorder
-    with _lock:
-        if _recorder is not None:
-            _remove(hooks, _recorder)
-        _recorder = recorder
-        if recorder is not None:
-            hooks.append(recorder)
+    _recorder = recorder
 
 
 _signatures = {}
@@ -174,14 +172,12 @@ class OpCall:
 
 
 def dispatch(op_type, entry_point, args):
-    # The recorder (if active) sees the call first, then this thread's hooks,
-    # innermost first; with neither, the call runs as on the fast path.
+    # This thread's hooks, innermost first, after the recorder; with none
+    # (another thread's hooks made the wrappers call here), the call runs
+    # as on the fast path.
     stack = getattr(_local, "stack", None)
-    recorder = _recorder
     if not stack:
-        if recorder is None:
-            return entry_point(*args)
-        chain = (recorder,)
-    else:
-        chain = ((recorder,) if recorder is not None else ()) + tuple(reversed(stack))
+        return entry_point(*args)
+    recorder = _recorder
+    chain = ((recorder,) if recorder is not None else ()) + tuple(reversed(stack))
     return OpCall(op_type, entry_point, args, chain).run()

@@ -1,8 +1,13 @@
-"""Reverse mode: the recorder on the wrappers' hook, Nodes, and backward.
+"""Reverse mode: Nodes and backward.
 
-Each recorded op becomes a ``Node`` (the ``grad_fn`` of its outputs) holding
-what its gradient function may read: the inputs, aliases of the outputs and
-the completed attrs. ``backward`` walks the Nodes from the roots in
+Each recorded op becomes a ``Node`` (the ``grad_fn`` of its outputs, a C
+type built by the op call itself, swig/py_autograd.cc) holding what its
+gradient function may read, with TensorFlow's view of an op: ``type``,
+``inputs`` (flat; the caller's Tensors where they require a gradient, saved
+copies of borrowed writable numpy memory), ``outputs`` (aliases without
+autograd state, so a result, its Node and the Node's outputs form no
+reference cycle), ``get_attr(name)`` (the completed attrs) and ``edges``
+(per input, its Meta or None). ``backward`` walks the Nodes from the roots in
 dependency order and calls each op's gradient function (registry.py).
 """
 
@@ -16,37 +21,6 @@ from opforge.autodiff.state import Meta
 
 def _is_float(dtype):
     return dtype.as_numpy_dtype.kind == "f"
-
-
-class Node:
-    """A recorded op, with TensorFlow's gradient-function view of it:
-    ``type``, ``inputs`` (flat), ``outputs``, ``get_attr(name)``.
-
-    ``outputs`` are aliases of the results without autograd state, so a
-    result, its Node and the Node's outputs form no reference cycle.
-    """
-
-    __slots__ = ("type", "inputs", "outputs", "_attrs", "edges", "__weakref__")
-
-    def __init__(self, op_type, inputs, attrs, edges, outputs):
-        self.type = op_type
-        self.inputs = inputs   # flat Tensors; requires-grad ones are the caller's objects
-        self._attrs = attrs
-        self.edges = edges     # per flat input: the input's Meta, or None
-        self.outputs = outputs
-
-    @property
-    def name(self):
-        return self.type
-
-    def get_attr(self, name):
-        try:
-            return self._attrs[name]
-        except KeyError:
-            raise _errors.InvalidArgumentError(f"{self.type}: op has no attr {name!r}") from None
-
-    def __repr__(self):
-        return f"<grad_fn {self.type}>"
 
 
 class _DifferentiableView:
@@ -75,8 +49,11 @@ def _requires(value):
 
 
 def record(call):
-    """The recorder hook: runs the call, and records it if it needs to be."""
-    if not getattr(state._mode, "enabled", True):
+    """The recorder's link in a hook chain, there only while this thread has
+    hooks installed (graph, async, tracing): it marks a call that must be
+    recorded, so the hook that runs it executes it eagerly (``execute()``).
+    The Node itself is built in C, by the op call (swig/py_autograd.cc)."""
+    if not _pw.grad_enabled():
         return call.run()
     sig = _hooks.signature(call.op_type)
     args = call.args
@@ -88,35 +65,12 @@ def record(call):
             break
     else:
         return call.run()
-    if registry.has_no_gradient(call.op_type):
-        return call.run()
-    call.record = True
-    result = call.run()
-
-    inputs, edges = [], []
-    flat = call.flat_inputs
-    slot = 0
-    for listed, pos in zip(sig.is_list, sig.input_pos):
-        value = args[pos]
-        for given in (value if listed else (value,)):
-            ag = getattr(given, "_ag", None)
-            if ag is not None and ag.requires_grad:
-                inputs.append(given)
-                edges.append(ag)
-            else:
-                inputs.append(_pw.saved_tensor(flat[slot]))
-                edges.append(None)
-            slot += 1
-    outputs = call.outputs
-    node = Node(call.op_type, inputs, call.completed_attrs, edges,
-                tuple(_pw.to_tensor(o, None) for o in outputs))
-    for i, out in enumerate(outputs):
-        if _is_float(out.dtype):
-            out._ag = Meta(node, i)
-    return result
+    if not registry.has_no_gradient(call.op_type):
+        call.record = True
+    return call.run()
 
 
-state._recorder = record
+_hooks.set_recorder(record)
 
 
 def make_leaf(t):
