@@ -12,23 +12,14 @@ array is freed when it is done. Prints {"skipped": ...} without dask.
 import json
 import statistics
 import sys
-import time
 
 import numpy as np
+
+from bench import timing
 
 TARGET = 1.5
 CHUNK_BYTES = 64 << 20
 COLS = 4096
-
-
-def _median_pair(a, b, repeats):
-    ta, tb = [], []
-    for r in range(repeats):
-        for f, out in ((a, ta), (b, tb)) if r % 2 == 0 else ((b, tb), (a, ta)):
-            t0 = time.perf_counter()
-            f()
-            out.append(time.perf_counter() - t0)
-    return ta, tb
 
 
 def run(gb, repeats):
@@ -58,7 +49,7 @@ def run(gb, repeats):
     with dask.config.set(scheduler="threads"):
         ref, got = float(with_numpy()), float(with_opforge())
         ok = bool(np.isclose(got, ref, rtol=1e-3))
-        tn, to = _median_pair(with_numpy, with_opforge, repeats)
+        tn, to = timing.paired(with_numpy, with_opforge, repeats)
     n, o = statistics.median(tn), statistics.median(to)
     return {"title": f"sum(sigmoid(2x-1)*tanh(x)), {x.nbytes / 1e9:.2f} GB float32, "
                      f"{dx.npartitions} chunks, threaded scheduler",

@@ -25,16 +25,13 @@ import time
 
 import numpy as np
 
+from bench import timing
+
 TARGETS = {"engine.graph_1000_tiny": 3.0, "engine.interop_chains": 1.6, "engine.async_overlap": 1.6}
 
 
 def _median_pair(a, b, repeats):
-    ta, tb = [], []
-    for r in range(repeats):
-        for f, out in ((a, ta), (b, tb)) if r % 2 == 0 else ((b, tb), (a, ta)):
-            t0 = time.perf_counter()
-            f()
-            out.append(time.perf_counter() - t0)
+    ta, tb = timing.paired(a, b, repeats)
     return statistics.median(ta), statistics.median(tb)
 
 
@@ -121,9 +118,8 @@ def run(quick=False):
 
     def async_loop():
         with of.execution_mode("async"):
-            t = s1
             for _ in range(n_sub):
-                t = of.add(s1, s2)
+                of.add(s1, s2)
             of.flush()
 
     ts, ta = _median_pair(sync_loop, async_loop, repeats)

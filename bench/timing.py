@@ -54,3 +54,14 @@ def interleaved(stmts, namespace, repeats, min_batch_s, settle_s=0.0):
 def summarize(samples):
     return {"median_s": statistics.median(samples), "min_s": min(samples),
             "samples_s": samples}
+
+
+def paired(a, b, repeats):
+    """Per-call times of a() and b(), alternated and with the order swapped each repeat."""
+    ta, tb = [], []
+    for r in range(repeats):
+        for f, out in ((a, ta), (b, tb)) if r % 2 == 0 else ((b, tb), (a, ta)):
+            t0 = time.perf_counter()
+            f()
+            out.append(time.perf_counter() - t0)
+    return ta, tb
