@@ -16,6 +16,8 @@ import traceback
 
 import numpy as np
 
+import opforge as of
+from opforge import _pywrap_internal as pw
 from opforge.testing.check import plan as P
 
 MAX_FINDINGS = 5  # per op and check: the first few say enough
@@ -34,9 +36,7 @@ class OpRun:
     """Runs the checks of one op, sending a result per check."""
 
     def __init__(self, events: Events, module, op: dict, allow_nan: bool):
-        import opforge as of
-        from opforge import _pywrap_internal as pw
-        self.of, self.pw, self.events = of, pw, events
+        self.events = events
         self.plan = P.OpPlan(op)
         self.allow_nan = allow_nan
         self.wrapper = getattr(module, _python_name(op["name"]))
@@ -58,14 +58,13 @@ class OpRun:
     def infer(self, dtypes: list[str], shape, attrs: dict, strict: bool = False):
         """(output dtypes, output shapes), or None if the shape function rejects the inputs.
         ``shape``: every input's, or a list with one per input."""
-        of = self.of
         shapes = shape if isinstance(shape, list) else [shape] * len(dtypes)
         spec = []
         for arg, t, s in zip(self.plan.inputs, dtypes, shapes):
             one = (of.as_dtype(t), s)
             spec.append([one] * P.LIST_LEN if arg["number_attr"] else one)
         try:
-            types, shapes, _ = self.pw.infer(self.plan.name, tuple(spec), attrs)
+            types, shapes, _ = pw.infer(self.plan.name, tuple(spec), attrs)
         except of.errors.InternalError:
             if strict:
                 raise  # a bug in the shape function, not a refusal: run_valid reports it
@@ -107,7 +106,7 @@ class OpRun:
             for shape in P.SHAPES:
                 try:
                     want = self.infer(dtypes, shape, attrs, strict=True)
-                except self.of.errors.InternalError as e:
+                except of.errors.InternalError as e:
                     findings.append(f"{self._case(dtypes, shape, attrs)}: the shape function raised "
                                     f"InternalError ({e})")
                     continue
@@ -139,7 +138,6 @@ class OpRun:
         return f"{'/'.join(dtypes) or 'no inputs'} shape {shape} attrs {attrs}"
 
     def check_outputs(self, case, values, attrs, want) -> list[str]:
-        of = self.of
         try:
             with np.errstate(all="ignore"):
                 out = self.call(values, attrs)
@@ -163,7 +161,6 @@ class OpRun:
 
     def run_bad_inputs(self):
         findings, cases = [], 0
-        of = self.of
         types = next((t for t in self.plan.dtype_choices()
                       if not self.plan.kernel_attr() or t[self.plan.kernel_attr()] not in self.plan.kernel_gap()),
                      None)
@@ -240,7 +237,7 @@ class OpRun:
             base[i] = [rng.uniform(-2, 2, shape) for _ in range(P.LIST_LEN)] if many else rng.uniform(-2, 2, shape)
         try:
             self.call(base, attrs)
-        except self.of.errors.OpError as e:
+        except of.errors.OpError as e:
             return self.result("gradient", 0, [], f"the op refused the drawn inputs ({type(e).__name__})")
         findings = []
         n_out = len(self.plan.op["outputs"])
@@ -257,7 +254,7 @@ class OpRun:
             fn.__name__ = self.plan.name + (f" output {k}" if n_out > 1 else "")
             self.begin("gradient", f"float64 shape {shape} output {k}")
             try:
-                self.of.testing.check_gradients(fn, [base[i] if j is None else base[i][j] for i, j in slots])
+                of.testing.check_gradients(fn, [base[i] if j is None else base[i][j] for i, j in slots])
             except AssertionError as e:
                 findings.append(str(e))
             except Exception as e:  # noqa: BLE001
