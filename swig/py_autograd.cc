@@ -150,6 +150,24 @@ PyObject* NodeGetAttr(PyObject* self, PyObject* name) {
   return nullptr;
 }
 
+// Per flat input, whether it needs a gradient (PyTorch's ctx.needs_input_grad):
+// its edge is a Meta that still requires one. Gradient functions skip work
+// for the others (MatMul's gradient skips a GEMM).
+PyObject* NodeNeedsInputGrad(PyObject* self, void*) {
+  PyObject* edges = reinterpret_cast<PyNode*>(self)->edges;
+  const Py_ssize_t n = PyTuple_GET_SIZE(edges);
+  PyObject* out = PyTuple_New(n);
+  if (!out) return nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* e = PyTuple_GET_ITEM(edges, i);
+    const bool needs = e != Py_None && Py_TYPE(e) == meta_type && reinterpret_cast<PyMeta*>(e)->requires_grad;
+    PyObject* b = needs ? Py_True : Py_False;
+    Py_INCREF(b);
+    PyTuple_SET_ITEM(out, i, b);
+  }
+  return out;
+}
+
 PyObject* NodeRepr(PyObject* self) {
   return PyUnicode_FromFormat("<grad_fn %s>", reinterpret_cast<PyNode*>(self)->op->name.c_str());
 }
@@ -165,6 +183,8 @@ PyMemberDef kNodeMembers[] = {
 PyGetSetDef kNodeGetSet[] = {
     {"type", NodeType, nullptr, "The op type.", nullptr},
     {"name", NodeType, nullptr, "The op type (TensorFlow's op.name).", nullptr},
+    {"needs_input_grad", NodeNeedsInputGrad, nullptr,
+     "Per flat input, whether it needs a gradient (a tuple of bools).", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 

@@ -302,8 +302,26 @@ def test_keyword_names_get_trailing_underscore(data):
     grads_text = files["python/gen_math_grads.py"]
     assert "def _lambda_grad(op, dout):" in grads_text
     assert "in_ = op.inputs[0]" in grads_text
-    assert "return [_ops.lambda_(dout, from_=op.get_attr('from'))]" in grads_text
+    assert "return [_ops.lambda_(dout, from_=op.get_attr('from')) if _need[0] else None]" in grads_text
     compile(grads_text, "gen_math_grads.py", "exec")
+
+    # Rendered functions evaluate a rule only where its input needs a gradient.
+    namespace = {}
+    exec(compile(grads_text, "gen_math_grads.py", "exec"), namespace)
+    calls = []
+    namespace["_ops"] = type("FakeOps", (), {"lambda_": staticmethod(lambda d, from_: calls.append(from_) or d)})
+
+    class FakeOp:
+        inputs, outputs = ("x",), ("y",)
+
+        def __init__(self, needs):
+            self.needs_input_grad = needs
+
+        def get_attr(self, name):
+            return {"from": 7}[name]
+
+    assert namespace["_lambda_grad"](FakeOp((False,)), "dy") == [None] and calls == []
+    assert namespace["_lambda_grad"](FakeOp((True,)), "dy") == ["dy"] and calls == [7]
 
 
 # --- rendering ----------------------------------------------------------------------

@@ -60,7 +60,9 @@ CASES = {
     "Slice": [((r(3, 4),), {"begin": [1, 0], "size": [2, 3]}), ((r(4),), {"begin": [1], "size": [2]})],
     "MatMul": [((r(2, 3), r(3, 4)), {}), ((r(3, 2), r(3, 4)), {"transpose_a": True}),
                ((r(2, 3), r(4, 3)), {"transpose_b": True}), ((r(2, 2, 3), r(3, 2)), {}),
-               ((r(3), r(3, 2)), {}), ((r(2, 1, 2, 3), r(3, 3, 2)), {"transpose_a": False})],
+               ((r(3), r(3, 2)), {}), ((r(2, 1, 2, 3), r(3, 3, 2)), {"transpose_a": False}),
+               # One operand held (needs no gradient): its GEMM is skipped.
+               ((r(2, 3), r(3, 4)), {}, {"a"}), ((r(2, 2, 3), r(3, 2)), {"transpose_a": False}, {"b"})],
     "Sum": REDUCTIONS, "Mean": REDUCTIONS, "Max": REDUCTIONS, "Min": REDUCTIONS,
     "Prod": [((positive(2, 3),), {}), ((r(2, 3),), {"axis": [1], "keepdims": True})],
     "Softmax": [((r(2, 4),), {}), ((r(3, 2),), {"axis": 0})],
@@ -114,7 +116,15 @@ CASES.update({
                    ((r(2, 3), r(4, 3), r(2, 4)), {"transpose_b": True}),
                    ((r(2, 1, 2, 3), r(3, 3, 2), r(2, 3, 2, 2)), {}),
                    ((r(3, 1, 3, 2), r(2, 4, 3), r(3, 2, 2, 4)), {"transpose_a": True, "transpose_b": True}),
-                   ((r(3), r(3, 2), r(2)), {}), ((r(2, 3), r(3), r(2)), {}), ((r(3), r(3), r()), {})],
+                   ((r(3), r(3, 2), r(2)), {}), ((r(2, 3), r(3), r(2)), {}), ((r(3), r(3), r()), {}),
+                   # A result not computed is constant zeros: its gradient is zero.
+                   ((r(2, 3), r(3, 4), r(2, 4)), {"compute_grad_a": False}),
+                   ((r(2, 1, 2, 3), r(3, 3, 2), r(2, 3, 2, 2)), {"compute_grad_b": False}),
+                   ((r(2, 3), r(3, 4), r(2, 4)), {"compute_grad_a": False, "compute_grad_b": False}),
+                   # Only some inputs needing a gradient (held ones do not).
+                   ((r(2, 3), r(3, 4), r(2, 4)), {}, {"a"}),
+                   ((r(2, 3), r(3, 4), r(2, 4)), {"compute_grad_a": False}, {"a", "b"}),
+                   ((r(3, 2), r(4, 3), r(2, 4)), {"transpose_a": True, "transpose_b": True}, {"grad"})],
     "ConcatGrad": [((r(3, 3), [r(2, 3), r(1, 3)]), {"axis": 0, "index": 1}),
                    ((r(2, 6), [r(2, 1), r(2, 2), r(2, 3)]), {"axis": -1, "index": 1})],
     "ConcatGradGrad": [((r(1, 3), [r(2, 3), r(1, 3)]), {"axis": 0, "index": 1}),

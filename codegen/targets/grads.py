@@ -3,7 +3,10 @@ Python gradient functions (TensorFlow's signature, ``grad(op, *output_grads)``
 returning one gradient per flattened input).
 
 The functions call the generated op wrappers, so a gradient is itself
-recorded on the tape (higher derivatives) or added to a graph.
+recorded on the tape (higher derivatives) or added to a graph. They read
+``op.needs_input_grad`` (per flat input, whether it needs a gradient): a rule
+none of whose inputs needs one is not evaluated (they get None), nor is a
+local only such rules use, and ``needs_grad(x)`` renders as its entry.
 """
 from __future__ import annotations
 
@@ -32,6 +35,29 @@ def _literal(value) -> str:
     return repr(json.loads(json.dumps(value)) if not isinstance(value, tuple) else list(value))
 
 
+def _flat_positions(op: OpDef) -> dict[str, tuple[str, str | None]]:
+    """Per input, its flat position in op.inputs (a Python expression) and,
+    for a list input, the end of its slice."""
+    positions = {}
+    fixed, listed = 0, ""  # the position: fixed + the lengths of the list inputs before
+    for arg in op.inputs:
+        start = f"{listed} + {fixed}" if listed and fixed else listed or str(fixed)
+        if arg.is_list:
+            n = f"op.get_attr({arg.number_attr!r})"
+            positions[arg.name] = (start, n if start == "0" else f"{start} + {n}")
+            listed, fixed = (f"{listed} + {n}" if listed else n), fixed
+        else:
+            positions[arg.name] = (start, None)
+            fixed += 1
+    return positions
+
+
+def _locals_used(e: GradExpr) -> set[str]:
+    if e.kind == "name" and e.name_kind == "local":
+        return {e.text}
+    return set().union(*(_locals_used(a) for a in e.args)) if e.args else set()
+
+
 class _Renderer:
     def __init__(self, op: OpDef, local_ops: frozenset[str], local_prefix: str):
         self.op = op
@@ -39,6 +65,17 @@ class _Renderer:
         self.local_prefix = local_prefix
         self.lines: list[str] = []
         self.temps = 0
+        self.positions = _flat_positions(op)
+
+    def needs(self, name: str, element: bool = False) -> str:
+        """Whether input `name` needs a gradient: a list input's element i
+        (element=True) or any of its elements."""
+        start, end = self.positions[name]
+        if end is None:
+            return f"_need[{start}]"
+        if element:
+            return "_need[i]" if start == "0" else f"_need[{start} + i]"
+        return f"any(_need[{start}:{end}])"
 
     def wrapper(self, op_name: str) -> str:
         prefix = self.local_prefix if op_name in self.local_ops else "_ops"
@@ -55,6 +92,8 @@ class _Renderer:
             return f"list({local(a.argument)}.shape)"
         if a.value == "list":
             return f"[op.get_attr({a.argument!r})]"
+        if a.value == "needs_grad":
+            return self.needs(a.argument)
         return f"_h.inverse_perm(op.get_attr({a.argument!r}))"
 
     def expr(self, e: GradExpr) -> str:
@@ -76,36 +115,59 @@ class _Renderer:
         return f"{self.wrapper(e.text)}({', '.join(args)})"
 
 
+def _users(rules) -> dict[str, list[str]]:
+    """Per local, the inputs whose rules use it, directly or through other locals."""
+    users: dict[str, list[str]] = {}
+    for rule in reversed(rules):
+        if rule.local:
+            targets = users.setdefault(rule.targets[0], [])
+        else:
+            targets = list(rule.targets)
+        for name in sorted(_locals_used(rule.expr)):
+            into = users.setdefault(name, [])
+            into.extend(t for t in targets if t not in into)
+    return users
+
+
+def _in_input_order(op: OpDef, names) -> list[str]:
+    return [a.name for a in op.inputs if a.name in names]
+
+
 def grad_function(op: OpDef, local_ops: frozenset[str] = frozenset(), local_prefix: str = "_lib") -> GradFunction:
     r = _Renderer(op, local_ops, local_prefix)
     body = []
     # Bind inputs (list inputs as slices of the flat op.inputs) and outputs.
-    offset = "0"
     for arg in op.inputs:
-        if arg.is_list:
-            n = f"op.get_attr({arg.number_attr!r})"
-            end = n if offset == "0" else f"{offset} + {n}"
-            body.append(f"{local(arg.name)} = list(op.inputs[{offset}:{end}])")
-            offset = end
+        start, end = r.positions[arg.name]
+        if end is not None:
+            body.append(f"{local(arg.name)} = list(op.inputs[{start}:{end}])")
         else:
-            body.append(f"{local(arg.name)} = op.inputs[{offset}]")
-            offset = "1" if offset == "0" else f"{offset} + 1"
+            body.append(f"{local(arg.name)} = op.inputs[{start}]")
     for i, out in enumerate(op.outputs):
         body.append(f"{local(out.name)} = op.outputs[{i}]")
+    body.append("_need = op.needs_input_grad")
+    users = _users(op.gradient.rules)
+
+    def any_needs(targets) -> str:
+        return " or ".join(r.needs(t) for t in targets) if targets else "False"
+
     results = {}
     for rule in op.gradient.rules:
         value = r.expr(rule.expr)
-        if rule.local:  # computed once, before the rules that use it
-            body.append(f"{local(rule.targets[0])} = {value}")
+        computes = rule.expr.kind in ("call", "list")  # names and numbers cost nothing
+        if rule.local:  # computed once, before the rules that use it, if one of them runs
+            body.append(f"{local(rule.targets[0])} = {value} if {any_needs(_in_input_order(op, users.get(rule.targets[0], [])))} "
+                        "else None")
         elif rule.per_element:
             (target,) = rule.targets
-            results[target] = f"[{value} for i in range(len({local(target)}))]"
+            cond = f" if {r.needs(target, element=True)} else None" if computes else ""
+            results[target] = f"[{value}{cond} for i in range(len({local(target)}))]"
         elif len(rule.targets) == 1:
-            results[rule.targets[0]] = value
+            results[rule.targets[0]] = f"{value} if {r.needs(rule.targets[0])} else None" if computes else value
         else:
             temp = f"_g{r.temps}"
             r.temps += 1
-            body.append(f"{temp} = {value}")
+            body.append(f"{temp} = {value} if {any_needs(rule.targets)} else {(None,) * len(rule.targets)}")
             for k, t in enumerate(rule.targets):
                 results[t] = f"{temp}[{k}]"
     returned = []

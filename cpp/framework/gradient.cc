@@ -294,8 +294,14 @@ class Parser {
         if (op_.FindInput(arg) < 0) return Error("shape(" + arg + "): '" + arg + "' is not an input");
       } else if (name == "inverse_perm" || name == "list") {
         if (op_.FindAttr(arg) < 0) return Error(name + "(" + arg + "): '" + arg + "' is not an attr");
+      } else if (name == "needs_grad") {
+        const int input = op_.FindInput(arg);
+        if (input < 0) return Error("needs_grad(" + arg + "): '" + arg + "' is not an input of " + op_.name);
+        if (op_.inputs[input].is_list()) {
+          return Error("needs_grad(" + arg + "): '" + arg + "' is a list input; needs_grad takes one tensor input");
+        }
       } else {
-        return Error("unknown attr function '" + name + "' (known: shape, inverse_perm, list)");
+        return Error("unknown attr function '" + name + "' (known: shape, inverse_perm, list, needs_grad)");
       }
       v->kind = GradAttrValue::kFunction;
       v->text = name;
@@ -369,6 +375,12 @@ Status CheckCall(const OpDef& op, const GradExpr& e, size_t outputs_bound,
     const int a = callee->FindAttr(kv.first);
     if (a < 0 || callee->attrs[a].inferred) {
       return errors::InvalidArgument("passes attr '", kv.first, "' to ", e.text, ", which has no such attr");
+    }
+    if (kv.second.kind == GradAttrValue::kFunction && kv.second.text == "needs_grad" &&
+        callee->attrs[a].type != AttrType::kBool) {
+      return errors::InvalidArgument("passes needs_grad(", kv.second.argument, ") to attr '", kv.first, "' of ",
+                                     e.text, ", which is a ", AttrTypeName(callee->attrs[a].type),
+                                     ", not a bool");
     }
   }
   if (callee->outputs.size() != outputs_bound) {

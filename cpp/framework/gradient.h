@@ -16,7 +16,12 @@
 // attrs (a value like a number). An attr
 // value is a literal (number, true/false, None, 'string', [list], dtype
 // name), a forward attr's name, `i` (the element of a list input), or
-// shape(input) / inverse_perm(attr) / list(attr) (a one-element list).
+// shape(input) / inverse_perm(attr) / list(attr) (a one-element list) /
+// needs_grad(input) (a bool: whether that input needs a gradient in this
+// backward pass, for a bool attr of a backward op that can skip work).
+//
+// A rule none of whose inputs needs a gradient is not evaluated (its inputs
+// get None), so a rule's cost is only paid where its result is used.
 #pragma once
 
 #include <functional>

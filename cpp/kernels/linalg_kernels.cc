@@ -507,6 +507,9 @@ Status MatMulGradKernel(OpKernelContext* ctx) {
   const int ra = a.rank(), rb = b.rank();
   const bool ta = ctx->attr_bool("transpose_a") && ra >= 2;
   const bool tb = ctx->attr_bool("transpose_b") && rb >= 2;
+  // A gradient not asked for is zeros (a memset, not a GEMM).
+  const bool want_a = ctx->attr_bool("compute_grad_a");
+  const bool want_b = ctx->attr_bool("compute_grad_b");
 
   // op(A)(i, p) = a[i * rs_a + p * cs_a], op(B)(p, j) = b[p * rs_b + j * cs_b],
   // as in MatMulKernel.
@@ -558,7 +561,9 @@ Status MatMulGradKernel(OpKernelContext* ctx) {
     batch = a_batch = 1;
     for (int i = 0; i < br; ++i) a_bs[i] = 0;
   }
-  const bool acc_a = a_batch != batch, acc_b = b_batch != batch;
+  if (!want_a) std::memset(static_cast<void*>(ga), 0, grad_a->NumElements() * sizeof(T));
+  if (!want_b) std::memset(static_cast<void*>(gb), 0, grad_b->NumElements() * sizeof(T));
+  const bool acc_a = want_a && a_batch != batch, acc_b = want_b && b_batch != batch;
   if (acc_a) std::memset(static_cast<void*>(ga), 0, grad_a->NumElements() * sizeof(T));
   if (acc_b) std::memset(static_cast<void*>(gb), 0, grad_b->NumElements() * sizeof(T));
   const T* ad = a.data<T>();
@@ -592,8 +597,8 @@ Status MatMulGradKernel(OpKernelContext* ctx) {
     } else {  // [n, k] = G^T [n, m] op(A) [m, k]
       db = {n, k, m, gt, 1, n, at, rs_a, cs_a, nullptr};
     }
-    GemmInto(da, ga + sa * a_mat, acc_a, tmp_a, parallel);
-    GemmInto(db, gb + sb * b_mat, acc_b, tmp_b, parallel);
+    if (want_a) GemmInto(da, ga + sa * a_mat, acc_a, tmp_a, parallel);
+    if (want_b) GemmInto(db, gb + sb * b_mat, acc_b, tmp_b, parallel);
   };
   const int64_t flops = m * n * std::max<int64_t>(k, 1);
   if (!acc_a && !acc_b && batch > 1 && flops < 128 * 128 * 128) {

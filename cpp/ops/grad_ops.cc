@@ -297,6 +297,8 @@ REGISTER_OP("MatMulGrad")
     .Input("grad: T")
     .Attr("transpose_a: bool = false")
     .Attr("transpose_b: bool = false")
+    .Attr("compute_grad_a: bool = true")
+    .Attr("compute_grad_b: bool = true")
     .Output("grad_a: T")
     .Output("grad_b: T")
     .Attr(kFloatTypes)
@@ -304,10 +306,15 @@ REGISTER_OP("MatMulGrad")
     // grad_a and grad_b are the partial derivatives of <MatMul(a, b), grad>,
     // which is bilinear, so <dgrad_a, grad_a> + <dgrad_b, grad_b> =
     // <MatMul(dgrad_a, b) + MatMul(a, dgrad_b), grad>: one MatMulGrad of the
-    // two directions gives da and db (batch broadcasting included).
-    .Gradient("a, b = MatMulGrad(dgrad_a, dgrad_b, grad, transpose_a=transpose_a, transpose_b=transpose_b)")
-    .Gradient("grad = Add(MatMul(dgrad_a, b, transpose_a=transpose_a, transpose_b=transpose_b), "
-              "MatMul(a, dgrad_b, transpose_a=transpose_a, transpose_b=transpose_b))")
+    // two directions gives da and db (batch broadcasting included). An output
+    // not computed is the constant zero, so what flows into it is dropped
+    // (times 0: ka, kb); the tape sends zeros there anyway.
+    .Gradient("let ka = Mul(dgrad_a, compute_grad_a)")
+    .Gradient("let kb = Mul(dgrad_b, compute_grad_b)")
+    .Gradient("a, b = MatMulGrad(ka, kb, grad, transpose_a=transpose_a, transpose_b=transpose_b, "
+              "compute_grad_a=needs_grad(a), compute_grad_b=needs_grad(b))")
+    .Gradient("grad = Add(MatMul(ka, b, transpose_a=transpose_a, transpose_b=transpose_b), "
+              "MatMul(a, kb, transpose_a=transpose_a, transpose_b=transpose_b))")
     .Doc(R"doc(
 The gradients of MatMul(a, b, transpose_a, transpose_b) with respect to a and b.
 
@@ -315,15 +322,19 @@ For matrices, grad_a = grad @ op(b).T (transposed back when transpose_a) and
 grad_b = op(a).T @ grad (transposed back when transpose_b), computed by the same
 GEMM as MatMul, reading transposed operands in place. 1-D operands follow
 MatMul's numpy.matmul rules, and gradients of broadcast batch dims are summed,
-so each result has exactly the shape of its operand.
+so each result has exactly the shape of its operand. A result not asked for
+(compute_grad_a or compute_grad_b false) skips its GEMM and is zeros of its
+operand's shape, so the outputs and their shapes never depend on the flags.
 
 a: MatMul's left operand.
 b: MatMul's right operand.
 grad: The gradient of the loss with respect to MatMul's product; it must have the product's shape.
 transpose_a: The transpose_a MatMul was called with.
 transpose_b: The transpose_b MatMul was called with.
-grad_a: The gradient with respect to a, with a's shape.
-grad_b: The gradient with respect to b, with b's shape.
+compute_grad_a: If false, grad_a is not computed (no GEMM) and is zeros of a's shape: MatMul's gradient passes false where a needs no gradient.
+compute_grad_b: If false, grad_b is not computed (no GEMM) and is zeros of b's shape.
+grad_a: The gradient with respect to a, with a's shape (zeros if not compute_grad_a).
+grad_b: The gradient with respect to b, with b's shape (zeros if not compute_grad_b).
 )doc");
 
 REGISTER_OP("ReduceGrad")

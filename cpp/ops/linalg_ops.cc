@@ -77,7 +77,9 @@ REGISTER_OP("MatMul")
     .Attr("T: numbertype")
     .SetShapeFn(MatMulShape)
     .Category("contraction")
-    .Gradient("a, b = MatMulGrad(a, b, dproduct, transpose_a=transpose_a, transpose_b=transpose_b)")
+    // Only the operands that need a gradient get a GEMM (an MLP's input does not).
+    .Gradient("a, b = MatMulGrad(a, b, dproduct, transpose_a=transpose_a, transpose_b=transpose_b, "
+              "compute_grad_a=needs_grad(a), compute_grad_b=needs_grad(b))")
     .Doc(R"doc(
 Multiplies matrices, with numpy.matmul semantics.
 

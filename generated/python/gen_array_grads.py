@@ -8,43 +8,50 @@ from opforge.autodiff import helpers as _h
 def _cast_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.cast(dy, dtype=op.get_attr('SrcT'))]
+    _need = op.needs_input_grad
+    return [_ops.cast(dy, dtype=op.get_attr('SrcT')) if _need[0] else None]
 
 
 def _concat_grad(op, doutput):
     values = list(op.inputs[0:op.get_attr('N')])
     output = op.outputs[0]
-    return [*[_ops.concat_grad(doutput, values, axis=op.get_attr('axis'), index=i) for i in range(len(values))]]
+    _need = op.needs_input_grad
+    return [*[_ops.concat_grad(doutput, values, axis=op.get_attr('axis'), index=i) if _need[i] else None for i in range(len(values))]]
 
 
 def _fill_grad(op, dy):
     value = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.sum(dy)]
+    _need = op.needs_input_grad
+    return [_ops.sum(dy) if _need[0] else None]
 
 
 def _identity_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
+    _need = op.needs_input_grad
     return [dy]
 
 
 def _reshape_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.reshape(dy, shape=list(x.shape))]
+    _need = op.needs_input_grad
+    return [_ops.reshape(dy, shape=list(x.shape)) if _need[0] else None]
 
 
 def _slice_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.slice_grad(x, dy, begin=op.get_attr('begin'), size=op.get_attr('size'))]
+    _need = op.needs_input_grad
+    return [_ops.slice_grad(x, dy, begin=op.get_attr('begin'), size=op.get_attr('size')) if _need[0] else None]
 
 
 def _transpose_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.transpose(dy, perm=_h.inverse_perm(op.get_attr('perm')))]
+    _need = op.needs_input_grad
+    return [_ops.transpose(dy, perm=_h.inverse_perm(op.get_attr('perm'))) if _need[0] else None]
 
 
 # Op type -> gradient function, and the ops declared NoGradient().

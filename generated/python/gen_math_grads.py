@@ -8,124 +8,143 @@ from opforge.autodiff import helpers as _h
 def _abs_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.select(_ops.greater(x, 0), dy, _ops.select(_ops.less(x, 0), _ops.neg(dy), _ops.zeros_like(dy)))]
+    _need = op.needs_input_grad
+    return [_ops.select(_ops.greater(x, 0), dy, _ops.select(_ops.less(x, 0), _ops.neg(dy), _ops.zeros_like(dy))) if _need[0] else None]
 
 
 def _add_grad(op, dz):
     x = op.inputs[0]
     y = op.inputs[1]
     z = op.outputs[0]
+    _need = op.needs_input_grad
     return [dz, dz]
 
 
 def _cos_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.neg(_ops.mul(dy, _ops.sin(x)))]
+    _need = op.needs_input_grad
+    return [_ops.neg(_ops.mul(dy, _ops.sin(x))) if _need[0] else None]
 
 
 def _div_grad(op, dz):
     x = op.inputs[0]
     y = op.inputs[1]
     z = op.outputs[0]
-    return [_ops.div(dz, y), _ops.neg(_ops.div(_ops.mul(dz, z), y))]
+    _need = op.needs_input_grad
+    return [_ops.div(dz, y) if _need[0] else None, _ops.neg(_ops.div(_ops.mul(dz, z), y)) if _need[1] else None]
 
 
 def _exp_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.mul(dy, y)]
+    _need = op.needs_input_grad
+    return [_ops.mul(dy, y) if _need[0] else None]
 
 
 def _log_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.div(dy, x)]
+    _need = op.needs_input_grad
+    return [_ops.div(dy, x) if _need[0] else None]
 
 
 def _maximum_grad(op, dz):
     x = op.inputs[0]
     y = op.inputs[1]
     z = op.outputs[0]
-    return [_ops.select(_ops.greater(x, y), dz, _ops.select(_ops.equal(x, y), _ops.mul(dz, 0.5), _ops.zeros_like(dz))), _ops.select(_ops.less(x, y), dz, _ops.select(_ops.equal(x, y), _ops.mul(dz, 0.5), _ops.zeros_like(dz)))]
+    _need = op.needs_input_grad
+    return [_ops.select(_ops.greater(x, y), dz, _ops.select(_ops.equal(x, y), _ops.mul(dz, 0.5), _ops.zeros_like(dz))) if _need[0] else None, _ops.select(_ops.less(x, y), dz, _ops.select(_ops.equal(x, y), _ops.mul(dz, 0.5), _ops.zeros_like(dz))) if _need[1] else None]
 
 
 def _minimum_grad(op, dz):
     x = op.inputs[0]
     y = op.inputs[1]
     z = op.outputs[0]
-    return [_ops.select(_ops.less(x, y), dz, _ops.select(_ops.equal(x, y), _ops.mul(dz, 0.5), _ops.zeros_like(dz))), _ops.select(_ops.greater(x, y), dz, _ops.select(_ops.equal(x, y), _ops.mul(dz, 0.5), _ops.zeros_like(dz)))]
+    _need = op.needs_input_grad
+    return [_ops.select(_ops.less(x, y), dz, _ops.select(_ops.equal(x, y), _ops.mul(dz, 0.5), _ops.zeros_like(dz))) if _need[0] else None, _ops.select(_ops.greater(x, y), dz, _ops.select(_ops.equal(x, y), _ops.mul(dz, 0.5), _ops.zeros_like(dz))) if _need[1] else None]
 
 
 def _mul_grad(op, dz):
     x = op.inputs[0]
     y = op.inputs[1]
     z = op.outputs[0]
-    return [_ops.mul(dz, y), _ops.mul(dz, x)]
+    _need = op.needs_input_grad
+    return [_ops.mul(dz, y) if _need[0] else None, _ops.mul(dz, x) if _need[1] else None]
 
 
 def _neg_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.neg(dy)]
+    _need = op.needs_input_grad
+    return [_ops.neg(dy) if _need[0] else None]
 
 
 def _pow_grad(op, dz):
     x = op.inputs[0]
     y = op.inputs[1]
     z = op.outputs[0]
-    return [_ops.mul(dz, _ops.mul(y, _ops.pow(x, _ops.sub(y, 1)))), _ops.mul(dz, _ops.mul(z, _ops.select(_ops.greater(x, 0), _ops.log(x), _ops.zeros_like(x))))]
+    _need = op.needs_input_grad
+    return [_ops.mul(dz, _ops.mul(y, _ops.pow(x, _ops.sub(y, 1)))) if _need[0] else None, _ops.mul(dz, _ops.mul(z, _ops.select(_ops.greater(x, 0), _ops.log(x), _ops.zeros_like(x)))) if _need[1] else None]
 
 
 def _relu_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.select(_ops.greater(x, 0), dy, _ops.zeros_like(dy))]
+    _need = op.needs_input_grad
+    return [_ops.select(_ops.greater(x, 0), dy, _ops.zeros_like(dy)) if _need[0] else None]
 
 
 def _select_grad(op, doutput):
     condition = op.inputs[0]
     x = op.inputs[1]
-    y = op.inputs[1 + 1]
+    y = op.inputs[2]
     output = op.outputs[0]
-    return [None, _ops.select(condition, doutput, _ops.zeros_like(doutput)), _ops.select(condition, _ops.zeros_like(doutput), doutput)]
+    _need = op.needs_input_grad
+    return [None, _ops.select(condition, doutput, _ops.zeros_like(doutput)) if _need[1] else None, _ops.select(condition, _ops.zeros_like(doutput), doutput) if _need[2] else None]
 
 
 def _sigmoid_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.mul(dy, _ops.mul(y, _ops.sub(1, y)))]
+    _need = op.needs_input_grad
+    return [_ops.mul(dy, _ops.mul(y, _ops.sub(1, y))) if _need[0] else None]
 
 
 def _sin_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.mul(dy, _ops.cos(x))]
+    _need = op.needs_input_grad
+    return [_ops.mul(dy, _ops.cos(x)) if _need[0] else None]
 
 
 def _sqrt_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.div(_ops.mul(dy, 0.5), y)]
+    _need = op.needs_input_grad
+    return [_ops.div(_ops.mul(dy, 0.5), y) if _need[0] else None]
 
 
 def _square_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.mul(dy, _ops.mul(x, 2))]
+    _need = op.needs_input_grad
+    return [_ops.mul(dy, _ops.mul(x, 2)) if _need[0] else None]
 
 
 def _sub_grad(op, dz):
     x = op.inputs[0]
     y = op.inputs[1]
     z = op.outputs[0]
-    return [dz, _ops.neg(dz)]
+    _need = op.needs_input_grad
+    return [dz, _ops.neg(dz) if _need[1] else None]
 
 
 def _tanh_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.mul(dy, _ops.sub(1, _ops.square(y)))]
+    _need = op.needs_input_grad
+    return [_ops.mul(dy, _ops.sub(1, _ops.square(y))) if _need[0] else None]
 
 
 # Op type -> gradient function, and the ops declared NoGradient().

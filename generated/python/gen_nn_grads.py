@@ -9,76 +9,85 @@ def _gather_grad(op, doutput):
     params = op.inputs[0]
     indices = op.inputs[1]
     output = op.outputs[0]
-    return [_ops.gather_grad(params, indices, doutput), None]
+    _need = op.needs_input_grad
+    return [_ops.gather_grad(params, indices, doutput) if _need[0] else None, None]
 
 
 def _gather_grad_grad(op, ddparams):
     params = op.inputs[0]
     indices = op.inputs[1]
-    dy = op.inputs[1 + 1]
+    dy = op.inputs[2]
     dparams = op.outputs[0]
-    return [_ops.zeros_like(params), None, _ops.gather(ddparams, indices)]
+    _need = op.needs_input_grad
+    return [_ops.zeros_like(params) if _need[0] else None, None, _ops.gather(ddparams, indices) if _need[2] else None]
 
 
 def _gelu_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.gelu_grad(dy, x)]
+    _need = op.needs_input_grad
+    return [_ops.gelu_grad(dy, x) if _need[0] else None]
 
 
 def _gelu_grad_grad(op, ddx):
     dy = op.inputs[0]
     x = op.inputs[1]
     dx = op.outputs[0]
-    return [_ops.gelu_grad(ddx, x), _ops.mul(_ops.mul(ddx, dy), _ops.mul(_ops.exp(_ops.mul(_ops.square(x), -0.5)), _ops.mul(_ops.sub(2, _ops.square(x)), 0.3989422804014327)))]
+    _need = op.needs_input_grad
+    return [_ops.gelu_grad(ddx, x) if _need[0] else None, _ops.mul(_ops.mul(ddx, dy), _ops.mul(_ops.exp(_ops.mul(_ops.square(x), -0.5)), _ops.mul(_ops.sub(2, _ops.square(x)), 0.3989422804014327))) if _need[1] else None]
 
 
 def _layer_norm_grad(op, dy):
     x = op.inputs[0]
     weight = op.inputs[1]
-    bias = op.inputs[1 + 1]
+    bias = op.inputs[2]
     y = op.outputs[0]
-    _g0 = _ops.layer_norm_grad(dy, x, weight, epsilon=op.get_attr('epsilon'))
+    _need = op.needs_input_grad
+    _g0 = _ops.layer_norm_grad(dy, x, weight, epsilon=op.get_attr('epsilon')) if _need[0] or _need[1] or _need[2] else (None, None, None)
     return [_g0[0], _g0[1], _g0[2]]
 
 
 def _layer_norm_grad_grad(op, ddx, ddweight, ddbias):
     dy = op.inputs[0]
     x = op.inputs[1]
-    weight = op.inputs[1 + 1]
+    weight = op.inputs[2]
     dx = op.outputs[0]
     dweight = op.outputs[1]
     dbias = op.outputs[2]
-    h = _ops.layer_norm(x, _ops.ones_like(weight), _ops.zeros_like(weight), epsilon=op.get_attr('epsilon'))
-    xc = _ops.sub(x, _ops.mean(x, axis=[-1], keepdims=True))
-    r2 = _ops.div(1, _ops.add(_ops.mean(_ops.square(xc), axis=[-1], keepdims=True), op.get_attr('epsilon')))
-    r = _ops.sqrt(r2)
-    u = _ops.mul(dy, weight)
-    ah = _ops.mean(_ops.mul(ddx, h), axis=[-1], keepdims=True)
-    uh = _ops.mean(_ops.mul(u, h), axis=[-1], keepdims=True)
-    pa = _ops.mul(r, _ops.sub(_ops.sub(ddx, _ops.mean(ddx, axis=[-1], keepdims=True)), _ops.mul(h, ah)))
-    v = _ops.sub(_ops.mul(ddweight, dy), _ops.mul(r, _ops.add(_ops.mul(uh, ddx), _ops.mul(ah, u))))
-    return [_ops.add(_ops.add(_ops.mul(weight, pa), _ops.mul(ddweight, h)), ddbias), _ops.add(_ops.mul(_ops.mul(r2, h), _ops.add(_ops.sub(_ops.mul(ah, uh), _ops.mean(_ops.mul(ddx, u), axis=[-1], keepdims=True)), _ops.mul(_ops.mean(ddx, axis=[-1], keepdims=True), _ops.mean(u, axis=[-1], keepdims=True)))), _ops.mul(r, _ops.sub(_ops.sub(v, _ops.mean(v, axis=[-1], keepdims=True)), _ops.mul(h, _ops.mean(_ops.mul(v, h), axis=[-1], keepdims=True))))), _ops.mul(dy, pa)]
+    _need = op.needs_input_grad
+    h = _ops.layer_norm(x, _ops.ones_like(weight), _ops.zeros_like(weight), epsilon=op.get_attr('epsilon')) if _need[0] or _need[1] or _need[2] else None
+    xc = _ops.sub(x, _ops.mean(x, axis=[-1], keepdims=True)) if _need[0] or _need[1] or _need[2] else None
+    r2 = _ops.div(1, _ops.add(_ops.mean(_ops.square(xc), axis=[-1], keepdims=True), op.get_attr('epsilon'))) if _need[0] or _need[1] or _need[2] else None
+    r = _ops.sqrt(r2) if _need[0] or _need[1] or _need[2] else None
+    u = _ops.mul(dy, weight) if _need[1] else None
+    ah = _ops.mean(_ops.mul(ddx, h), axis=[-1], keepdims=True) if _need[0] or _need[1] or _need[2] else None
+    uh = _ops.mean(_ops.mul(u, h), axis=[-1], keepdims=True) if _need[1] else None
+    pa = _ops.mul(r, _ops.sub(_ops.sub(ddx, _ops.mean(ddx, axis=[-1], keepdims=True)), _ops.mul(h, ah))) if _need[0] or _need[2] else None
+    v = _ops.sub(_ops.mul(ddweight, dy), _ops.mul(r, _ops.add(_ops.mul(uh, ddx), _ops.mul(ah, u)))) if _need[1] else None
+    return [_ops.add(_ops.add(_ops.mul(weight, pa), _ops.mul(ddweight, h)), ddbias) if _need[0] else None, _ops.add(_ops.mul(_ops.mul(r2, h), _ops.add(_ops.sub(_ops.mul(ah, uh), _ops.mean(_ops.mul(ddx, u), axis=[-1], keepdims=True)), _ops.mul(_ops.mean(ddx, axis=[-1], keepdims=True), _ops.mean(u, axis=[-1], keepdims=True)))), _ops.mul(r, _ops.sub(_ops.sub(v, _ops.mean(v, axis=[-1], keepdims=True)), _ops.mul(h, _ops.mean(_ops.mul(v, h), axis=[-1], keepdims=True))))) if _need[1] else None, _ops.mul(dy, pa) if _need[2] else None]
 
 
 def _log_softmax_grad(op, dlogsoftmax):
     logits = op.inputs[0]
     logsoftmax = op.outputs[0]
-    return [_ops.sub(dlogsoftmax, _ops.mul(_ops.exp(logsoftmax), _ops.sum(dlogsoftmax, axis=[op.get_attr('axis')], keepdims=True)))]
+    _need = op.needs_input_grad
+    return [_ops.sub(dlogsoftmax, _ops.mul(_ops.exp(logsoftmax), _ops.sum(dlogsoftmax, axis=[op.get_attr('axis')], keepdims=True))) if _need[0] else None]
 
 
 def _rms_norm_grad(op, dy):
     x = op.inputs[0]
     weight = op.inputs[1]
     y = op.outputs[0]
-    _g0 = _ops.rms_norm_grad(x, weight, dy, epsilon=op.get_attr('epsilon'))
+    _need = op.needs_input_grad
+    _g0 = _ops.rms_norm_grad(x, weight, dy, epsilon=op.get_attr('epsilon')) if _need[0] or _need[1] else (None, None)
     return [_g0[0], _g0[1]]
 
 
 def _softmax_grad(op, dsoftmax):
     logits = op.inputs[0]
     softmax = op.outputs[0]
-    return [_ops.softmax_grad(softmax, dsoftmax, axis=op.get_attr('axis'))]
+    _need = op.needs_input_grad
+    return [_ops.softmax_grad(softmax, dsoftmax, axis=op.get_attr('axis')) if _need[0] else None]
 
 
 def _sparse_softmax_cross_entropy_with_logits_grad(op, dloss, dbackprop):
@@ -86,7 +95,8 @@ def _sparse_softmax_cross_entropy_with_logits_grad(op, dloss, dbackprop):
     labels = op.inputs[1]
     loss = op.outputs[0]
     backprop = op.outputs[1]
-    return [_ops.add(_ops.transpose(_ops.mul(_ops.transpose(backprop), dloss)), _ops.softmax_grad(_ops.softmax(features), dbackprop)), None]
+    _need = op.needs_input_grad
+    return [_ops.add(_ops.transpose(_ops.mul(_ops.transpose(backprop), dloss)), _ops.softmax_grad(_ops.softmax(features), dbackprop)) if _need[0] else None, None]
 
 
 # Op type -> gradient function, and the ops declared NoGradient().

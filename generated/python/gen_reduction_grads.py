@@ -8,31 +8,36 @@ from opforge.autodiff import helpers as _h
 def _max_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.reduce_grad(x, y, dy, reduction='max', axis=op.get_attr('axis'), keepdims=op.get_attr('keepdims'))]
+    _need = op.needs_input_grad
+    return [_ops.reduce_grad(x, y, dy, reduction='max', axis=op.get_attr('axis'), keepdims=op.get_attr('keepdims')) if _need[0] else None]
 
 
 def _mean_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.reduce_grad(x, y, dy, reduction='mean', axis=op.get_attr('axis'), keepdims=op.get_attr('keepdims'))]
+    _need = op.needs_input_grad
+    return [_ops.reduce_grad(x, y, dy, reduction='mean', axis=op.get_attr('axis'), keepdims=op.get_attr('keepdims')) if _need[0] else None]
 
 
 def _min_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.reduce_grad(x, y, dy, reduction='min', axis=op.get_attr('axis'), keepdims=op.get_attr('keepdims'))]
+    _need = op.needs_input_grad
+    return [_ops.reduce_grad(x, y, dy, reduction='min', axis=op.get_attr('axis'), keepdims=op.get_attr('keepdims')) if _need[0] else None]
 
 
 def _prod_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.reduce_grad(x, y, dy, reduction='prod', axis=op.get_attr('axis'), keepdims=op.get_attr('keepdims'))]
+    _need = op.needs_input_grad
+    return [_ops.reduce_grad(x, y, dy, reduction='prod', axis=op.get_attr('axis'), keepdims=op.get_attr('keepdims')) if _need[0] else None]
 
 
 def _sum_grad(op, dy):
     x = op.inputs[0]
     y = op.outputs[0]
-    return [_ops.reduce_grad(x, y, dy, reduction='sum', axis=op.get_attr('axis'), keepdims=op.get_attr('keepdims'))]
+    _need = op.needs_input_grad
+    return [_ops.reduce_grad(x, y, dy, reduction='sum', axis=op.get_attr('axis'), keepdims=op.get_attr('keepdims')) if _need[0] else None]
 
 
 # Op type -> gradient function, and the ops declared NoGradient().

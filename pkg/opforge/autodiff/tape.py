@@ -6,8 +6,9 @@ gradient function may read, with TensorFlow's view of an op: ``type``,
 ``inputs`` (flat; the caller's Tensors where they require a gradient, saved
 copies of borrowed writable numpy memory), ``outputs`` (aliases without
 autograd state, so a result, its Node and the Node's outputs form no
-reference cycle), ``get_attr(name)`` (the completed attrs) and ``edges``
-(per input, its Meta or None). ``backward`` walks the Nodes from the roots in
+reference cycle), ``get_attr(name)`` (the completed attrs), ``edges``
+(per input, its Meta or None) and ``needs_input_grad`` (per input, whether
+its edge requires a gradient: PyTorch's name). ``backward`` walks the Nodes from the roots in
 dependency order and calls each op's gradient function (registry.py).
 """
 
@@ -28,12 +29,13 @@ class _DifferentiableView:
     outputs that are part of the graph (fresh aliases holding the node), so
     gradients computed from the outputs are differentiable too."""
 
-    __slots__ = ("type", "inputs", "outputs", "get_attr", "name")
+    __slots__ = ("type", "inputs", "outputs", "get_attr", "name", "needs_input_grad")
 
     def __init__(self, node):
         self.type = self.name = node.type
         self.inputs = node.inputs
         self.get_attr = node.get_attr
+        self.needs_input_grad = node.needs_input_grad
         outputs = []
         for i, out in enumerate(node.outputs):
             if _is_float(out.dtype):

@@ -10,6 +10,21 @@ from opforge import errors as _errors
 from opforge.autodiff import registry, tape
 
 
+class _GradOp:
+    """The Operation as a gradient function sees it: the same attributes,
+    plus ``needs_input_grad`` (per input, whether it lies on a path from
+    xs), so work for the other inputs is skipped as on the eager tape."""
+
+    __slots__ = ("_op", "needs_input_grad")
+
+    def __init__(self, op, needs_input_grad):
+        self._op = op
+        self.needs_input_grad = needs_input_grad
+
+    def __getattr__(self, name):
+        return getattr(self._op, name)
+
+
 def _as_list(v):
     return list(v) if isinstance(v, (list, tuple)) else [v]
 
@@ -80,7 +95,8 @@ def gradients(ys, xs, grad_ys=None):
                 continue
             if registry.has_no_gradient(op.type):
                 continue
-            in_grads = registry.lookup(op.type)(op, *out_grads)
+            needs = tuple(id(x.op) in between and x.dtype.as_numpy_dtype.kind == "f" for x in op.inputs)
+            in_grads = registry.lookup(op.type)(_GradOp(op, needs), *out_grads)
             if not isinstance(in_grads, (list, tuple)):
                 in_grads = (in_grads,)
             for i, (x, g) in enumerate(zip(op.inputs, in_grads)):
