@@ -116,24 +116,27 @@ Status BuildArena(const Graph::Plan& p, const Feeds& feeds, std::unique_ptr<Aren
     }
   }
   // An aliasing step's inputs live as long as its outputs (later aliases
-  // first, so chains of them extend all the way back); an alias that is
-  // fetched or pinned pins what it aliases.
+  // first, so chains of them extend all the way back); what a fetched alias
+  // aliases is fetched too: it stays out of the arena.
+  std::vector<char> escapes(nv, 0);
+  for (int k = 0; k < ns; ++k) {
+    for (int o = 0; o < p.steps[k].n_out; ++o) escapes[p.steps[k].offset + o] = p.steps[k].fetched;
+  }
   for (int k = ns - 1; k >= 0; --k) {
     if (!aliasing[k]) continue;
     const Graph::Plan::Step& st = p.steps[k];
     int last = k;
-    bool pin = false;
+    bool escape = false;
     for (int o = 0; o < st.n_out; ++o) {
       last = std::max(last, end[st.offset + o]);
-      pin = pin || pinned[st.offset + o];  // fetched, or large, or itself aliasing
+      escape = escape || escapes[st.offset + o];
     }
-    pin = pin || st.fetched;
     for (int j = st.src_begin; j < st.src_end; ++j) {
       const Source& s = p.step_sources[j];
       if (s.kind != Source::kNode) continue;
       const int u = p.offset[s.index] + s.output;
       end[u] = std::max(end[u], last);
-      if (pin || p.steps[s.index].fetched) pinned[u] = 1;
+      if (escape) pinned[u] = escapes[u] = 1;
     }
   }
 
