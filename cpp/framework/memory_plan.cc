@@ -283,7 +283,7 @@ Status RunInOrder(const Graph::Plan& p, const Feeds& feeds, std::vector<Tensor>*
     OpKernelContext ctx(*rs.op, in, rs.n_in, rs.attrs, rs.shapes, out);
     if (!aliased) ctx.set_outputs_preallocated();
     Status s = rs.fn(&ctx);
-    if (s.ok()) s = ctx.lookup_error();
+    if (s.ok() && !ctx.lookup_error().ok()) s = ctx.lookup_error();  // no string copy per node
     if (!s.ok()) return StepError(p, k, s);  // the arena (maybe half-rebound) is dropped
     for (int o = 0; o < rs.n_out; ++o) {
       Tensor& t = out[o];
