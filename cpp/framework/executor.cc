@@ -206,6 +206,10 @@ DType OutputDType(const OpDef& op, int i, const AttrValue* attrs) {
 
 Status OpKernelContext::allocate_output(int i, Tensor** out) {
   Tensor& slot = outputs_[i];
+  if (outputs_preallocated_ && slot.valid()) {
+    *out = &slot;
+    return Status::OK();
+  }
   OF_RETURN_IF_ERROR(Tensor::Allocate(OutputDType(op(), i, attr_values()), output_shapes_[i], &slot));
   *out = &slot;
   return Status::OK();

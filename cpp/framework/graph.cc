@@ -3,43 +3,10 @@
 #include <algorithm>
 #include <atomic>
 
+#include "graph_plan.h"
 #include "opforge/inlined_vector.h"
 
 namespace opforge {
-
-struct Graph::Plan {
-  // Where one input of a planned op comes from.
-  struct Source {
-    enum Kind { kNode, kFeed, kConst } kind;
-    int index;                  // plan index, feed index or constant slot
-    int output;
-    const GraphNode* constant;  // kConst
-  };
-  std::vector<const GraphNode*> nodes;  // the ops to run, in topological order
-  std::vector<std::vector<Source>> sources;
-  std::vector<int> num_deps;
-  std::vector<std::vector<int>> consumers;
-  std::vector<int> uses;        // input edges that read each planned op
-  std::vector<char> fetched;    // outputs of this op are fetched: never freed early
-  std::vector<Source> fetches;
-  std::vector<const GraphNode*> fed;  // per feed, the node it replaces
-  std::vector<int> offset;      // of each op's first output in the run's flat value array
-  int num_values = 0;
-  bool serial = false;          // never two nodes ready at once: run in order, no scheduling
-  // What running a node reads, packed per op in plan order (a run touches
-  // these few cache lines per node, not the GraphNode's).
-  struct Step {
-    const OpDef* op;
-    const AttrValue* attrs;
-    const TensorShape* shapes;
-    int src_begin, src_end;     // into step_sources
-    int offset, n_out;
-    char fetched;
-  };
-  std::vector<Step> steps;
-  std::vector<Source> step_sources;
-  std::vector<Tensor> constants;  // kConst sources index this
-};
 
 namespace {
 
@@ -238,6 +205,31 @@ Status Graph::GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const st
   return Status::OK();
 }
 
+Status ReinferShapes(const Graph::Plan& p, const Feeds& feeds, std::vector<TensorShape>* shapes) {
+  using Source = Graph::Plan::Source;
+  std::vector<TensorShape>& reinferred = *shapes;
+  reinferred.assign(p.num_values, TensorShape());
+  for (size_t k = 0; k < p.nodes.size(); ++k) {
+    const GraphNode& node = *p.nodes[k];
+    std::vector<Tensor> in;
+    for (const Source& s : p.sources[k]) {
+      switch (s.kind) {
+        case Source::kNode:
+          in.emplace_back(p.nodes[s.index]->dtypes[s.output], reinferred[p.offset[s.index] + s.output], nullptr);
+          break;
+        case Source::kFeed: in.emplace_back(feeds[s.index].second.dtype(), feeds[s.index].second.shape(), nullptr); break;
+        case Source::kConst: in.emplace_back(p.constants[s.index].dtype(), p.constants[s.index].shape(), nullptr); break;
+      }
+    }
+    std::vector<AttrValue> attrs = node.attrs;
+    std::vector<DType> dtypes(node.dtypes.size());
+    Status s = InferFromTensors(*node.op, in.data(), static_cast<int>(in.size()), attrs.data(), dtypes.data(),
+                                reinferred.data() + p.offset[k]);
+    if (!s.ok()) return s.WithPrefix("Session.run: with the fed shapes, " + node.Label() + ": ");
+  }
+  return Status::OK();
+}
+
 Status Graph::Run(const std::vector<std::pair<int, Tensor>>& feeds, const std::vector<NodeOutput>& fetches,
                   int inter_op, std::vector<Tensor>* results, RunStats* stats) {
   std::shared_ptr<const Plan> plan;
@@ -254,8 +246,14 @@ Status Graph::Run(const std::vector<std::pair<int, Tensor>>& feeds, const std::v
     }
     reshaped = reshaped || feeds[i].second.shape() != node.shapes[0];
   }
-  // One flat array holds every planned op's outputs (one allocation per run).
-  std::vector<Tensor> values(p.num_values);
+  // A chain, or one inter-op thread: in plan order on this thread, with the
+  // static memory plan (memory_plan.cc).
+  if (p.serial || inter_op <= 1) return RunInOrder(p, feeds, results, stats);
+  std::vector<TensorShape> reinferred;
+  if (reshaped) OF_RETURN_IF_ERROR(ReinferShapes(p, feeds, &reinferred));
+  // One flat array holds every planned op's outputs (one allocation per run;
+  // default-initialised: value-initialising Tensors is a memset).
+  std::unique_ptr<Tensor[]> values(new Tensor[p.num_values]);
   auto input_of = [&](const Plan::Source& s) -> const Tensor& {
     switch (s.kind) {
       case Plan::Source::kFeed: return feeds[s.index].second;
@@ -263,89 +261,35 @@ Status Graph::Run(const std::vector<std::pair<int, Tensor>>& feeds, const std::v
       default: return values[p.offset[s.index] + s.output];
     }
   };
-  // Output shapes: the static ones, or re-inferred from the fed shapes
-  // (before any kernel runs, so a bad feed fails with nothing done).
-  std::vector<TensorShape> reinferred;
-  if (reshaped) {
-    reinferred.resize(p.num_values);
-    for (size_t k = 0; k < p.nodes.size(); ++k) {
-      const GraphNode& node = *p.nodes[k];
-      std::vector<Tensor> in;
-      for (const Plan::Source& s : p.sources[k]) {
-        if (s.kind == Plan::Source::kNode) {
-          in.emplace_back(p.nodes[s.index]->dtypes[s.output],
-                          reinferred[p.offset[s.index] + s.output], nullptr);
-        } else {
-          const Tensor& t = input_of(s);
-          in.emplace_back(t.dtype(), t.shape(), nullptr);
-        }
-      }
-      std::vector<AttrValue> attrs = node.attrs;
-      std::vector<DType> dtypes(node.dtypes.size());
-      Status s = InferFromTensors(*node.op, in.data(), static_cast<int>(in.size()), attrs.data(), dtypes.data(),
-                              reinferred.data() + p.offset[k]);
-      if (!s.ok()) return s.WithPrefix("Session.run: with the fed shapes, " + node.Label() + ": ");
-    }
-  }
-
-  // Use counts and live bytes: atomics only when nodes may run at once (a
-  // locked add per edge is a good part of a tiny node's cost).
-  const bool concurrent = !(p.serial || inter_op <= 1);
-  std::vector<int> plain_uses;
-  std::unique_ptr<std::atomic<int>[]> uses;
-  if (concurrent) {
-    uses.reset(new std::atomic<int>[p.nodes.size()]);
-    for (size_t k = 0; k < p.nodes.size(); ++k) uses[k].store(p.uses[k], std::memory_order_relaxed);
-  } else {
-    plain_uses = p.uses;
-  }
+  std::unique_ptr<std::atomic<int>[]> uses(new std::atomic<int>[p.nodes.size()]);
+  for (size_t k = 0; k < p.nodes.size(); ++k) uses[k].store(p.uses[k], std::memory_order_relaxed);
   std::atomic<int64_t> live{0}, peak{0};
-  int64_t plain_live = 0, plain_peak = 0;
   auto fn = [&](int k) -> Status {
     const Plan::Step& step = p.steps[k];
-    Tensor* out = values.data() + step.offset;
+    Tensor* out = values.get() + step.offset;
     const Plan::Source* src_begin = p.step_sources.data() + step.src_begin;
     const Plan::Source* src_end = p.step_sources.data() + step.src_end;
-    int64_t freed = 0;
     {
       InlinedVector<Tensor, 4> in;
-      for (const Plan::Source* s = src_begin; s != src_end; ++s) {
-        // Run in order, an intermediate read for the last time moves into
-        // the kernel's inputs (no reference count traffic); it dies with
-        // them, and the loop below finds its slot empty.
-        if (!concurrent && s->kind == Plan::Source::kNode && plain_uses[s->index] == 1 &&
-            !p.steps[s->index].fetched) {
-          Tensor& v = values[p.steps[s->index].offset + s->output];
-          freed += static_cast<int64_t>(v.TotalBytes());
-          in.push_back(std::move(v));
-        } else {
-          in.push_back(input_of(*s));
-        }
-      }
+      for (const Plan::Source* s = src_begin; s != src_end; ++s) in.push_back(input_of(*s));
       const TensorShape* shapes = reshaped ? reinferred.data() + step.offset : step.shapes;
       Status s = RunKernel(*step.op, in.data(), static_cast<int>(in.size()), step.attrs, shapes, out);
       if (!s.ok()) return s.WithPrefix(p.nodes[k]->Label() + ": ");
     }
-    int64_t bytes = 0;
+    int64_t bytes = 0, freed = 0;
     for (int o = 0; o < step.n_out; ++o) bytes += static_cast<int64_t>(out[o].TotalBytes());
     // Free each producer's outputs after their last reader.
     for (const Plan::Source* src = src_begin; src != src_end; ++src) {
       if (src->kind != Plan::Source::kNode) continue;
-      const bool last = concurrent ? uses[src->index].fetch_sub(1, std::memory_order_acq_rel) == 1
-                                   : --plain_uses[src->index] == 0;
+      const bool last = uses[src->index].fetch_sub(1, std::memory_order_acq_rel) == 1;
       const Plan::Step& producer = p.steps[src->index];
       if (last && !producer.fetched) {
-        Tensor* dead = values.data() + producer.offset;
+        Tensor* dead = values.get() + producer.offset;
         for (int o = 0; o < producer.n_out; ++o) {
           freed += static_cast<int64_t>(dead[o].TotalBytes());
           dead[o] = Tensor();
         }
       }
-    }
-    if (!concurrent) {
-      plain_peak = std::max(plain_peak, plain_live + bytes);
-      plain_live += bytes - freed;
-      return Status::OK();
     }
     const int64_t now = live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     int64_t prev = peak.load(std::memory_order_relaxed);
@@ -356,18 +300,8 @@ Status Graph::Run(const std::vector<std::pair<int, Tensor>>& feeds, const std::v
   RunStats local;
   RunStats* st = stats ? stats : &local;
   *st = RunStats();
-  if (!concurrent) {
-    // Nothing could run beside anything else: in order, on this thread.
-    for (size_t k = 0; k < p.nodes.size(); ++k) {
-      OF_RETURN_IF_ERROR(fn(static_cast<int>(k)));
-      ++st->nodes_run;
-    }
-    st->max_concurrent = p.nodes.empty() ? 0 : 1;
-    st->peak_bytes = plain_peak;
-  } else {
-    OF_RETURN_IF_ERROR(RunDag(p.num_deps, p.consumers, inter_op, fn, st));
-    st->peak_bytes = peak.load();
-  }
+  OF_RETURN_IF_ERROR(RunDag(p.num_deps, p.consumers, inter_op, fn, st));
+  st->peak_bytes = peak.load();
   results->clear();
   for (const Plan::Source& s : p.fetches) results->push_back(input_of(s));
   return Status::OK();

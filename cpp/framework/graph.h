@@ -52,8 +52,10 @@ class Graph {
   Status Run(const std::vector<std::pair<int, Tensor>>& feeds, const std::vector<NodeOutput>& fetches,
              int inter_op, std::vector<Tensor>* results, RunStats* stats);
 
- private:
+ // The plan of one (fetches, feeds) signature (framework-internal: graph_plan.h).
   struct Plan;
+
+ private:
   Status GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const std::vector<NodeOutput>& fetches,
                  std::shared_ptr<const Plan>* plan);
 

@@ -37,10 +37,16 @@ class OpKernelContext : public OpContext {
   // Uses an existing tensor as output i, e.g. an input's buffer (Identity, Reshape).
   void set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
 
+  // Set by the graph executor, whose memory plan put a tensor of the
+  // inferred dtype and shape into each output slot: allocate_output hands
+  // that out instead of allocating (eager calls never set it).
+  void set_outputs_preallocated() { outputs_preallocated_ = true; }
+
  private:
   const Tensor* inputs_;
   const TensorShape* output_shapes_;
   Tensor* outputs_;
+  bool outputs_preallocated_ = false;
 };
 
 using KernelFn = Status (*)(OpKernelContext* ctx);
