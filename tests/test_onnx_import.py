@@ -153,6 +153,25 @@ def test_import_model_builds_a_graph():
     np.testing.assert_allclose(got, opforge.onnx.run(model, [x])[0], rtol=1e-6, atol=1e-7)
 
 
+
+@pytest.mark.parametrize("weight_is_constant", [True, False])
+def test_gemm_transposes_a_constant_weight_once_at_import(weight_is_constant):
+    import opforge as of
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    w = rng.standard_normal((5, 6)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    node = helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1, alpha=0.5)
+    inputs = [_vi("x", [4, 6])] + ([] if weight_is_constant else [_vi("w", [5, 6])])
+    inits = [numpy_helper.from_array(b, "b")] + ([numpy_helper.from_array(w, "w")] if weight_is_constant else [])
+    imported = opforge.onnx.import_model(_model([node], inputs, [_vi("y", [4, 5])], inits))
+    y = imported.outputs["y"]
+    matmul = y.op.inputs[0].op.inputs[0].op  # Add(Mul(MatMul(x, w), alpha), b)
+    assert matmul.type == "MatMul" and matmul.get_attr("transpose_b") is not weight_is_constant
+    feeds = {imported.inputs[k]: v for k, v in (("x", x), ("w", w)) if k in imported.inputs}
+    with of.Session(imported.graph) as sess:
+        np.testing.assert_allclose(sess.run(y, feeds), 0.5 * x @ w.T + b, rtol=1e-5, atol=1e-6)
+
 # --- hostile or unsupported models ------------------------------------------------
 
 def _add_model(**kw):

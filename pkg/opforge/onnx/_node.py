@@ -117,9 +117,13 @@ class NodeCtx:
     def inputs(self):
         return [self.input(i) for i in range(len(self._inputs))]
 
+    def known(self, i):
+        """An input's numpy value when the graph holds it as a constant, else None."""
+        return self._consts.get(self._inputs[i]) if self.has(i) else None
+
     def static(self, i, what):
         """An input's value as a numpy array; it must be known without running the graph."""
-        v = self._consts.get(self._inputs[i]) if self.has(i) else None
+        v = self.known(i)
         if v is not None:
             return v
         v = self.input(i)
