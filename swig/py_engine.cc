@@ -16,27 +16,19 @@
 #include "../cpp/framework/graph.h"
 #include "py_convert.h"
 #include "py_errors.h"
+#include "py_graph_views.h"
 #include "py_tensor.h"
 
 namespace opforge {
 namespace py {
 namespace {
 
-constexpr const char* kCapsule = "opforge.Graph";
+constexpr const char* kCapsule = "opforge.Graph";  // py_graph_views.cc reads it too
 
 const OpDef* FindOp(const char* op_type) {
   const OpDef* op = OpRegistry::Global()->Find(op_type);
   if (!op) SetError(errors::NotFound(op_type, ": op is not registered (load its library with opforge.load_op_library)"));
   return op;
-}
-
-Graph* GraphOf(PyObject* capsule) {
-  void* p = PyCapsule_GetPointer(capsule, kCapsule);
-  if (!p) {
-    PyErr_Clear();
-    SetError(errors::InvalidArgument("expected a graph handle from graph_new()"));
-  }
-  return static_cast<Graph*>(p);
 }
 
 // attrs: a dict of user attrs by name (None: not given).
@@ -61,69 +53,6 @@ bool ConvertAttrs(const OpDef& op, PyObject* dict, std::vector<AttrValue>* out) 
     if (!ConvertAnyAttr(value, op.name.c_str(), op.attrs[i], &(*out)[i])) return false;
   }
   return true;
-}
-
-PyObject* ShapeTuple(const TensorShape& s) {
-  PyObject* t = PyTuple_New(s.rank());
-  for (int i = 0; t && i < s.rank(); ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(s.dim(i)));
-  return t;
-}
-
-PyObject* IntList(const std::vector<int64_t>& v) {
-  PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.size()));
-  for (size_t i = 0; l && i < v.size(); ++i) PyList_SET_ITEM(l, i, PyLong_FromLongLong(v[i]));
-  return l;
-}
-
-PyObject* AttrToPy(const AttrDef& def, const AttrValue& v) {
-  if (!v.is_set() || v.is_none()) Py_RETURN_NONE;
-  switch (def.type) {
-    case AttrType::kInt: return PyLong_FromLongLong(v.i);
-    case AttrType::kFloat: return PyFloat_FromDouble(v.f);
-    case AttrType::kBool: return PyBool_FromLong(v.b);
-    case AttrType::kString: return PyUnicode_FromStringAndSize(v.s.data(), static_cast<Py_ssize_t>(v.s.size()));
-    case AttrType::kType: {
-      PyObject* d = DTypeObject(v.type);
-      Py_INCREF(d);
-      return d;
-    }
-    case AttrType::kShape:
-    case AttrType::kListInt: return IntList(v.list_i);
-    case AttrType::kListFloat: {
-      PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.list_f.size()));
-      for (size_t i = 0; l && i < v.list_f.size(); ++i) PyList_SET_ITEM(l, i, PyFloat_FromDouble(v.list_f[i]));
-      return l;
-    }
-    case AttrType::kListType: {
-      PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.list_type.size()));
-      for (size_t i = 0; l && i < v.list_type.size(); ++i) {
-        PyObject* d = DTypeObject(v.list_type[i]);
-        Py_INCREF(d);
-        PyList_SET_ITEM(l, i, d);
-      }
-      return l;
-    }
-  }
-  Py_RETURN_NONE;
-}
-
-PyObject* OutputsInfo(const OpDef& op, const std::vector<DType>& dtypes, const std::vector<TensorShape>& shapes,
-                      const std::vector<AttrValue>& attrs, int node) {
-  PyObject* dt = PyTuple_New(static_cast<Py_ssize_t>(dtypes.size()));
-  PyObject* sh = PyTuple_New(static_cast<Py_ssize_t>(shapes.size()));
-  PyObject* at = PyDict_New();
-  for (size_t i = 0; i < dtypes.size(); ++i) {
-    PyObject* d = DTypeObject(dtypes[i]);
-    Py_INCREF(d);
-    PyTuple_SET_ITEM(dt, i, d);
-    PyTuple_SET_ITEM(sh, i, ShapeTuple(shapes[i]));
-  }
-  for (size_t i = 0; i < op.attrs.size(); ++i) {
-    PyObject* v = AttrToPy(op.attrs[i], attrs[i]);
-    PyDict_SetItemString(at, op.attrs[i].name.c_str(), v);
-    Py_XDECREF(v);
-  }
-  return Py_BuildValue("(iNNN)", node, dt, sh, at);
 }
 
 // A Tensor argument (maybe pending); false with an error set otherwise.
@@ -193,7 +122,12 @@ PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, P
   if (!seq) return nullptr;
   std::vector<int64_t> dims;
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-    const long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+    PyObject* item = PySequence_Fast_GET_ITEM(seq, i);
+    if (item == Py_None) {  // unknown until the graph runs
+      dims.push_back(kUnknownDim);
+      continue;
+    }
+    const long long v = PyLong_AsLongLong(item);
     if (v == -1 && PyErr_Occurred()) {
       Py_DECREF(seq);
       PyErr_Clear();
@@ -202,9 +136,13 @@ PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, P
     dims.push_back(v);
   }
   Py_DECREF(seq);
-  TensorShape s;
-  Status st = TensorShape::Make(dims.data(), static_cast<int>(dims.size()), &s);
-  if (!st.ok()) return SetError(st.WithPrefix(std::string("placeholder '") + name + "': argument 'shape': "));
+  const TensorShape s(dims.data(), static_cast<int>(std::min<size_t>(dims.size(), kMaxRank)));
+  if (dims.size() > static_cast<size_t>(kMaxRank) || !IsPartialShapeValid(s)) {
+    TensorShape checked;
+    Status st = TensorShape::Make(dims.data(), static_cast<int>(dims.size()), &checked);
+    if (st.ok()) st = errors::InvalidArgument("dims must be >= 0 or None (unknown)");
+    return SetError(st.WithPrefix(std::string("placeholder '") + name + "': argument 'shape': "));
+  }
   return PyLong_FromLong(g->AddPlaceholder(name, d, s, where));
 }
 
@@ -236,8 +174,7 @@ PyObject* GraphAddOp(PyObject* graph, const char* op_type, const char* name, con
   int id = -1;
   Status s = g->AddOp(name, op, std::move(refs), std::move(attrs), where, &id);
   if (!s.ok()) return SetError(s);
-  const GraphNode& node = g->node(id);
-  return OutputsInfo(*op, node.dtypes, node.shapes, node.attrs, id);
+  return Py_BuildValue("(in)", id, static_cast<Py_ssize_t>(op->outputs.size()));
 }
 
 PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads) {

@@ -13,8 +13,9 @@ namespace py {
 PyObject* GraphNew();
 PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, PyObject* shape, const char* where);
 PyObject* GraphConstant(PyObject* graph, const char* name, PyObject* value, const char* where);
+// Names are bases the graph makes unique (py_graph_views.h reads nodes).
 // inputs: one item per input arg, a (node, output) pair or a list of pairs.
-// Returns (node, dtypes, shapes, completed attrs dict).
+// Returns (node, number of outputs).
 PyObject* GraphAddOp(PyObject* graph, const char* op_type, const char* name, const char* where, PyObject* inputs,
                      PyObject* attrs);
 // feeds: list of (node, Tensor); fetches: list of (node, output).

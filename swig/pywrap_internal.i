@@ -6,6 +6,7 @@
 #include "py_autograd.h"
 #include "py_binding.h"
 #include "py_engine.h"
+#include "py_graph_views.h"
 #include "py_infer.h"
 #include "py_module.h"
 #include "py_op_library.h"
@@ -100,6 +101,24 @@ PyObject* AsyncQueueSize();
 PyObject* AsyncPending();
 PyObject* IsPending(PyObject* tensor);
 PyObject* InterOpThreads();
+}}
+
+// The views' reads of the C++ graph (py_graph_views.h).
+%rename(graph_num_nodes) opforge::py::GraphNumNodes;
+%rename(graph_node) opforge::py::GraphNode;
+%rename(graph_node_inputs) opforge::py::GraphNodeInputs;
+%rename(graph_node_attrs) opforge::py::GraphNodeAttrs;
+%rename(graph_output) opforge::py::GraphOutput;
+%rename(graph_unique_name) opforge::py::GraphUniqueName;
+%rename(graph_consumers) opforge::py::GraphConsumers;
+namespace opforge { namespace py {
+PyObject* GraphNumNodes(PyObject* graph);
+PyObject* GraphNode(PyObject* graph, int node);
+PyObject* GraphNodeInputs(PyObject* graph, int node);
+PyObject* GraphNodeAttrs(PyObject* graph, int node);
+PyObject* GraphOutput(PyObject* graph, int node, int index);
+PyObject* GraphUniqueName(PyObject* graph, const char* base);
+PyObject* GraphConsumers(PyObject* graph);
 }}
 
 %include "gen_ops.i"

@@ -47,7 +47,7 @@ def cast(x, dtype):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at cpp/ops/array_ops.cc:213 (op Cast).
+    Declared at cpp/ops/array_ops.cc:239 (op Cast).
     """
     if not _hooks:
         return _Cast(x, dtype)
@@ -80,7 +80,7 @@ def concat(values, axis=0):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at cpp/ops/array_ops.cc:286 (op Concat).
+    Declared at cpp/ops/array_ops.cc:312 (op Concat).
     """
     if not _hooks:
         return _Concat(values, axis)
@@ -110,7 +110,7 @@ def fill(shape, value):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at cpp/ops/array_ops.cc:236 (op Fill).
+    Declared at cpp/ops/array_ops.cc:262 (op Fill).
     """
     if not _hooks:
         return _Fill(shape, value)
@@ -137,7 +137,7 @@ def identity(x):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at cpp/ops/array_ops.cc:329 (op Identity).
+    Declared at cpp/ops/array_ops.cc:355 (op Identity).
     """
     if not _hooks:
         return _Identity(x)
@@ -164,7 +164,7 @@ def ones_like(x):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at cpp/ops/array_ops.cc:270 (op OnesLike).
+    Declared at cpp/ops/array_ops.cc:296 (op OnesLike).
     """
     if not _hooks:
         return _OnesLike(x)
@@ -197,7 +197,7 @@ def reshape(x, shape):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at cpp/ops/array_ops.cc:171 (op Reshape).
+    Declared at cpp/ops/array_ops.cc:197 (op Reshape).
     """
     if not _hooks:
         return _Reshape(x, shape)
@@ -231,7 +231,7 @@ def slice(x, begin, size):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at cpp/ops/array_ops.cc:307 (op Slice).
+    Declared at cpp/ops/array_ops.cc:333 (op Slice).
     """
     if not _hooks:
         return _Slice(x, begin, size)
@@ -263,7 +263,7 @@ def transpose(x, perm=None):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at cpp/ops/array_ops.cc:193 (op Transpose).
+    Declared at cpp/ops/array_ops.cc:219 (op Transpose).
     """
     if not _hooks:
         return _Transpose(x, perm)
@@ -290,7 +290,7 @@ def zeros_like(x):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at cpp/ops/array_ops.cc:254 (op ZerosLike).
+    Declared at cpp/ops/array_ops.cc:280 (op ZerosLike).
     """
     if not _hooks:
         return _ZerosLike(x)
