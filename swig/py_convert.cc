@@ -187,6 +187,126 @@ bool ConvertInput(PyObject* obj, const char* op, const std::string& arg, InputSl
   return false;
 }
 
+namespace {
+
+const char* kAnyInput = "an opforge.Tensor, a numpy array, a Python scalar, a nested list of numbers or an object "
+                        "with __dlpack__, __array_interface__, __array__ or the buffer protocol";
+
+// A Python bool, int or float at its natural dtype (an int past int64 is
+// held as float64, still of the int kind, so Bind refuses it for ints).
+bool WeakScalar(PyObject* obj, const char* op, const std::string& label, BindInput* out) {
+  Tensor t;
+  if (PyBool_Check(obj)) {
+    Status s = Tensor::Allocate(DType::kBool, TensorShape(), &t);
+    if (!s.ok()) return SetError(s) != nullptr;
+    Store<bool>(&t, obj == Py_True);
+    *out = BindInput::Weak(std::move(t));
+    return true;
+  }
+  if (PyLong_Check(obj)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (!overflow) {
+      Status s = Tensor::Allocate(DType::kInt64, TensorShape(), &t);
+      if (!s.ok()) return SetError(s) != nullptr;
+      Store<int64_t>(&t, static_cast<int64_t>(v));
+      *out = BindInput::Weak(std::move(t));
+      return true;
+    }
+  }
+  const double v = PyFloat_AsDouble(obj);
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    SetInvalidArgument(op, "argument '" + label + "' is a Python int too large for float64");
+    return false;
+  }
+  Status s = Tensor::Allocate(DType::kFloat64, TensorShape(), &t);
+  if (!s.ok()) return SetError(s) != nullptr;
+  Store<double>(&t, v);
+  *out = BindInput::Weak(std::move(t));
+  out->weak_kind = PyFloat_Check(obj) ? 2 : 1;
+  return true;
+}
+
+// A nested list: numpy finds its natural dtype; kept as bool, int64 or float64.
+bool WeakList(PyObject* obj, const char* op, const std::string& label, BindInput* out) {
+  PyArrayObject* arr = reinterpret_cast<PyArrayObject*>(PyArray_FromAny(obj, nullptr, 0, 0, NPY_ARRAY_CARRAY, nullptr));
+  if (!arr) {
+    PyErr_Clear();
+    SetInvalidArgument(op, "argument '" + label + "' is a " + TypeName(obj) +
+                               " that is not a rectangular nested sequence of numbers");
+    return false;
+  }
+  const char k = PyArray_DESCR(arr)->kind;
+  const bool numeric = k == 'b' || k == 'i' || k == 'u' || k == 'f';
+  if (!numeric || (k == 'u' && PyDataType_ELSIZE(PyArray_DESCR(arr)) >= 8)) {
+    Py_DECREF(arr);
+    SetInvalidArgument(op, "argument '" + label + "' is a " + TypeName(obj) + " whose elements are not all bools, " +
+                               "ints or floats in int64 range");
+    return false;
+  }
+  const DType natural = k == 'b' ? DType::kBool : k == 'f' ? DType::kFloat64 : DType::kInt64;
+  PyObject* cast = PyArray_FromArray(arr, PyArray_DescrFromType(NumpyTypeNum(natural)),
+                                     NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST);
+  Py_DECREF(arr);
+  if (!cast) return false;
+  Tensor t;
+  const bool ok = TensorFromArray(cast, op, label, &t);
+  Py_DECREF(cast);
+  if (ok) *out = BindInput::Weak(std::move(t));
+  return ok;
+}
+
+}  // namespace
+
+bool ToBindInput(PyObject* obj, const char* op, const std::string& label, bool keep_pending, BindInput* out) {
+  if (IsTensor(obj)) {
+    PyTensor* pt = reinterpret_cast<PyTensor*>(obj);
+    if (pt->pending) {
+      if (keep_pending) {
+        *out = BindInput::Pending(pt->tensor, pt->pending);
+        return true;
+      }
+      if (!ResolvePending(obj)) return false;  // wait for the value
+    }
+    out->kind = BindInput::kTensor;
+    out->tensor = pt->tensor;
+    out->autograd = pt->ag != nullptr;
+    return true;
+  }
+  out->kind = BindInput::kTensor;
+  if (PyArray_Check(obj)) return TensorFromArray(obj, op, label, &out->tensor);
+  if (PyArray_IsScalar(obj, Generic)) {  // numpy scalars are typed: np.float32(1)
+    PyObject* arr = PyArray_FromScalar(obj, nullptr);
+    if (!arr) return false;
+    const bool ok = TensorFromArray(arr, op, label, &out->tensor);
+    Py_DECREF(arr);
+    return ok;
+  }
+  if (PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj)) return WeakScalar(obj, op, label, out);
+  if (PyList_Check(obj) || PyTuple_Check(obj)) return WeakList(obj, op, label, out);
+  if (HasArrayProtocol(obj)) return TensorFromProtocol(obj, op, label, &out->tensor);
+  SetInvalidArgument(op, "argument '" + label + "' must be " + kAnyInput + ", not " + TypeName(obj));
+  return false;
+}
+
+bool ToBindListInput(PyObject* obj, const char* op, const ArgDef& arg, bool keep_pending, BindInput* out) {
+  if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
+    SetInvalidArgument(op, "argument '" + arg.name + "' must be a list or tuple of tensors, not " + TypeName(obj));
+    return false;
+  }
+  out->kind = BindInput::kList;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  out->items.resize(static_cast<size_t>(n));
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    if (!ToBindInput(PySequence_Fast_GET_ITEM(obj, k), op, InputLabel(arg, k, true), keep_pending,
+                     &out->items[static_cast<size_t>(k)])) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool ConvertPending(const char* op, const std::string& arg, DType dtype, const std::string& partner,
                     InputSlot* slot) {
   PyObject* obj = slot->obj;

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "bind.h"
 #include "opforge/attr.h"
 #include "opforge/op.h"
 #include "opforge/tensor.h"
@@ -31,6 +32,15 @@ bool ConvertInput(PyObject* obj, const char* op, const std::string& arg, InputSl
 // float64) when dtype is kInvalid. `partner` describes where dtype came from.
 bool ConvertPending(const char* op, const std::string& arg, DType dtype, const std::string& partner,
                     InputSlot* slot);
+
+// One argument value as the binder takes it: Tensors (a pending one waits
+// for its value unless `keep_pending`), numpy arrays (borrowed, no copy),
+// numpy scalars and array-protocol objects are kTensor; Python scalars and
+// nested lists are kWeak, at their natural dtype (bool, int64, float64),
+// for Bind to give them their partner's. `label` names the argument.
+bool ToBindInput(PyObject* obj, const char* op, const std::string& label, bool keep_pending, BindInput* out);
+// A list arg (`N * T`): obj must be a list or tuple; out is kList.
+bool ToBindListInput(PyObject* obj, const char* op, const ArgDef& arg, bool keep_pending, BindInput* out);
 
 // A C-contiguous, aligned, native-endian array of a supported dtype is
 // borrowed (no copy; the array is kept alive); anything else is copied.

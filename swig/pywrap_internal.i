@@ -5,7 +5,8 @@
 %{
 #include "py_autograd.h"
 #include "py_binding.h"
-#include "py_engine.h"
+#include "py_async.h"
+#include "py_graph.h"
 #include "py_infer.h"
 #include "py_module.h"
 #include "py_op_library.h"
@@ -69,7 +70,7 @@ PyObject* Infer(const char* op_type, PyObject* inputs, PyObject* attrs);
 PyObject* DTypeTable();
 }}
 
-// The engine: graphs and async mode (py_engine.h).
+// The engine: graphs (py_graph.h) and async mode (py_async.h).
 %rename(graph_new) opforge::py::GraphNew;
 %rename(graph_placeholder) opforge::py::GraphPlaceholder;
 %rename(graph_constant) opforge::py::GraphConstant;

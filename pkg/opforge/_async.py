@@ -11,7 +11,7 @@ the failed tensor or of anything computed from it, and by flush() if no
 read saw it, naming the op and the Python file:line that submitted it.
 
 Borrowed numpy inputs: numpy memory passed to an async op (an array, or a
-Tensor that borrows one) is copied at submit (C++, py_engine.cc), so writing
+Tensor that borrows one) is copied at submit (C++, py_async.cc), so writing
 to the array after the call cannot change the result, and pool threads never
 need the GIL to let go of an array. Tensors that opforge computed are not
 copied: don't write through their numpy() view while ops reading them are
@@ -30,7 +30,7 @@ _MODES = ("async", "sync")
 _local = threading.local()
 
 
-# The hook is C++ (py_engine.cc): it reads the OpCall, runs it synchronously
+# The hook is C++ (py_async.cc): it reads the OpCall, runs it synchronously
 # when the gradient recorder records it or OPFORGE_EXECUTION=sync, else
 # converts the inputs (partner dtypes, copies of numpy memory), checks
 # dtypes, attrs and shapes, and queues it, naming the caller's file:line.

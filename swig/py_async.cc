@@ -1,4 +1,4 @@
-#include "py_engine.h"
+#include "py_async.h"
 
 #include <strings.h>
 
@@ -7,158 +7,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <unordered_map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "../cpp/framework/engine.h"
-#include "../cpp/framework/graph.h"
-#include "py_convert.h"
-#include "py_errors.h"
-#include "py_tensor.h"
+#include "py_op_args.h"
 
 namespace opforge {
 namespace py {
 namespace {
-
-constexpr const char* kCapsule = "opforge.Graph";
-
-const OpDef* FindOp(const char* op_type) {
-  const OpDef* op = OpRegistry::Global()->Find(op_type);
-  if (!op) SetError(errors::NotFound(op_type, ": op is not registered (load its library with opforge.load_op_library)"));
-  return op;
-}
-
-Graph* GraphOf(PyObject* capsule) {
-  void* p = PyCapsule_GetPointer(capsule, kCapsule);
-  if (!p) {
-    PyErr_Clear();
-    SetError(errors::InvalidArgument("expected a graph handle from graph_new()"));
-  }
-  return static_cast<Graph*>(p);
-}
-
-// attrs: a dict of user attrs by name (None: not given).
-bool ConvertAttrs(const OpDef& op, PyObject* dict, std::vector<AttrValue>* out) {
-  out->assign(op.attrs.size(), AttrValue());
-  if (dict == Py_None) return true;
-  if (!PyDict_Check(dict)) return SetInvalidArgument(op.name.c_str(), "attrs must be a dict") != nullptr;
-  PyObject *key, *value;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(dict, &pos, &key, &value)) {
-    const char* name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : nullptr;
-    const int i = name ? op.FindAttr(name) : -1;
-    if (i < 0 || op.attrs[i].inferred) {
-      // Inferred attrs (T, N) may be passed only when consistent: checked by inference.
-      if (i >= 0 && value != Py_None) {
-        if (!ConvertAnyAttr(value, op.name.c_str(), op.attrs[i], &(*out)[i])) return false;
-        continue;
-      }
-      if (i >= 0) continue;
-      return SetInvalidArgument(op.name.c_str(), std::string("unknown attr '") + (name ? name : "?") + "'") != nullptr;
-    }
-    if (!ConvertAnyAttr(value, op.name.c_str(), op.attrs[i], &(*out)[i])) return false;
-  }
-  return true;
-}
-
-PyObject* ShapeTuple(const TensorShape& s) {
-  PyObject* t = PyTuple_New(s.rank());
-  for (int i = 0; t && i < s.rank(); ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(s.dim(i)));
-  return t;
-}
-
-PyObject* IntList(const std::vector<int64_t>& v) {
-  PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.size()));
-  for (size_t i = 0; l && i < v.size(); ++i) PyList_SET_ITEM(l, i, PyLong_FromLongLong(v[i]));
-  return l;
-}
-
-PyObject* AttrToPy(const AttrDef& def, const AttrValue& v) {
-  if (!v.is_set() || v.is_none()) Py_RETURN_NONE;
-  switch (def.type) {
-    case AttrType::kInt: return PyLong_FromLongLong(v.i);
-    case AttrType::kFloat: return PyFloat_FromDouble(v.f);
-    case AttrType::kBool: return PyBool_FromLong(v.b);
-    case AttrType::kString: return PyUnicode_FromStringAndSize(v.s.data(), static_cast<Py_ssize_t>(v.s.size()));
-    case AttrType::kType: {
-      PyObject* d = DTypeObject(v.type);
-      Py_INCREF(d);
-      return d;
-    }
-    case AttrType::kShape:
-    case AttrType::kListInt: return IntList(v.list_i);
-    case AttrType::kListFloat: {
-      PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.list_f.size()));
-      for (size_t i = 0; l && i < v.list_f.size(); ++i) PyList_SET_ITEM(l, i, PyFloat_FromDouble(v.list_f[i]));
-      return l;
-    }
-    case AttrType::kListType: {
-      PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.list_type.size()));
-      for (size_t i = 0; l && i < v.list_type.size(); ++i) {
-        PyObject* d = DTypeObject(v.list_type[i]);
-        Py_INCREF(d);
-        PyList_SET_ITEM(l, i, d);
-      }
-      return l;
-    }
-  }
-  Py_RETURN_NONE;
-}
-
-PyObject* OutputsInfo(const OpDef& op, const std::vector<DType>& dtypes, const std::vector<TensorShape>& shapes,
-                      const std::vector<AttrValue>& attrs, int node) {
-  PyObject* dt = PyTuple_New(static_cast<Py_ssize_t>(dtypes.size()));
-  PyObject* sh = PyTuple_New(static_cast<Py_ssize_t>(shapes.size()));
-  PyObject* at = PyDict_New();
-  for (size_t i = 0; i < dtypes.size(); ++i) {
-    PyObject* d = DTypeObject(dtypes[i]);
-    Py_INCREF(d);
-    PyTuple_SET_ITEM(dt, i, d);
-    PyTuple_SET_ITEM(sh, i, ShapeTuple(shapes[i]));
-  }
-  for (size_t i = 0; i < op.attrs.size(); ++i) {
-    PyObject* v = AttrToPy(op.attrs[i], attrs[i]);
-    PyDict_SetItemString(at, op.attrs[i].name.c_str(), v);
-    Py_XDECREF(v);
-  }
-  return Py_BuildValue("(iNNN)", node, dt, sh, at);
-}
-
-// A Tensor argument (maybe pending); false with an error set otherwise.
-bool TensorArg(PyObject* obj, const char* op, const std::string& arg) {
-  if (IsTensor(obj)) return true;
-  SetInvalidArgument(op, "argument '" + arg + "' must be an opforge.Tensor here, not " + Py_TYPE(obj)->tp_name);
-  return false;
-}
-
-// Calls fn(item, label, arg) for every flattened input, setting list lengths.
-template <typename Fn>
-bool ForEachInput(const OpDef& op, PyObject* inputs, std::vector<AttrValue>* attrs, Fn fn) {
-  const char* name = op.name.c_str();
-  if (!PyTuple_Check(inputs) || static_cast<size_t>(PyTuple_GET_SIZE(inputs)) != op.inputs.size()) {
-    return SetInvalidArgument(name, "expected a tuple of " + std::to_string(op.inputs.size()) + " inputs") != nullptr;
-  }
-  for (size_t a = 0; a < op.inputs.size(); ++a) {
-    const ArgDef& arg = op.inputs[a];
-    PyObject* obj = PyTuple_GET_ITEM(inputs, a);
-    if (!arg.is_list()) {
-      if (!fn(obj, arg.name, arg)) return false;
-      continue;
-    }
-    if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
-      return SetInvalidArgument(name, "argument '" + arg.name + "' must be a list or tuple of tensors, not " +
-                                          Py_TYPE(obj)->tp_name) != nullptr;
-    }
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
-    (*attrs)[arg.number_attr_index] = AttrValue::Int(n);
-    for (Py_ssize_t k = 0; k < n; ++k) {
-      if (!fn(PySequence_Fast_GET_ITEM(obj, k), arg.name + "[" + std::to_string(k) + "]", arg)) return false;
-    }
-  }
-  return true;
-}
 
 // The value of one output of an AsyncOp, as a Tensor object's pending state.
 class AsyncOutput final : public PendingValue {
@@ -173,124 +32,7 @@ class AsyncOutput final : public PendingValue {
   int index_;
 };
 
-}  // namespace
 
-PyObject* GraphNew() {
-  return PyCapsule_New(new Graph(), kCapsule, [](PyObject* c) {
-    delete static_cast<Graph*>(PyCapsule_GetPointer(c, kCapsule));
-  });
-}
-
-PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, PyObject* shape, const char* where) {
-  Graph* g = GraphOf(graph);
-  if (!g) return nullptr;
-  DType d;
-  if (!ToDType(dtype, &d)) {
-    return SetInvalidArgument("placeholder", std::string("argument 'dtype' is not an opforge dtype: ") +
-                                                 Py_TYPE(dtype)->tp_name);
-  }
-  PyObject* seq = PySequence_Fast(shape, "placeholder: argument 'shape' must be a sequence of ints");
-  if (!seq) return nullptr;
-  std::vector<int64_t> dims;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-    const long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
-    if (v == -1 && PyErr_Occurred()) {
-      Py_DECREF(seq);
-      PyErr_Clear();
-      return SetInvalidArgument("placeholder", "argument 'shape' must be a sequence of ints");
-    }
-    dims.push_back(v);
-  }
-  Py_DECREF(seq);
-  TensorShape s;
-  Status st = TensorShape::Make(dims.data(), static_cast<int>(dims.size()), &s);
-  if (!st.ok()) return SetError(st.WithPrefix(std::string("placeholder '") + name + "': argument 'shape': "));
-  return PyLong_FromLong(g->AddPlaceholder(name, d, s, where));
-}
-
-PyObject* GraphConstant(PyObject* graph, const char* name, PyObject* value, const char* where) {
-  Graph* g = GraphOf(graph);
-  if (!g || !TensorArg(value, "constant", "value") || !ResolvePending(value)) return nullptr;
-  return PyLong_FromLong(g->AddConstant(name, TensorOf(value), where));
-}
-
-PyObject* GraphAddOp(PyObject* graph, const char* op_type, const char* name, const char* where, PyObject* inputs,
-                     PyObject* attrs_dict) {
-  Graph* g = GraphOf(graph);
-  const OpDef* op = g ? FindOp(op_type) : nullptr;
-  if (!op) return nullptr;
-  std::vector<AttrValue> attrs;
-  if (!ConvertAttrs(*op, attrs_dict, &attrs)) return nullptr;
-  std::vector<NodeOutput> refs;
-  bool ok = ForEachInput(*op, inputs, &attrs, [&](PyObject* item, const std::string& label, const ArgDef&) {
-    NodeOutput r;
-    if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "ii", &r.node, &r.index)) {
-      PyErr_Clear();
-      SetInvalidArgument(op->name.c_str(), "argument '" + label + "' must be a (node, output) pair");
-      return false;
-    }
-    refs.push_back(r);
-    return true;
-  });
-  if (!ok) return nullptr;
-  int id = -1;
-  Status s = g->AddOp(name, op, std::move(refs), std::move(attrs), where, &id);
-  if (!s.ok()) return SetError(s);
-  const GraphNode& node = g->node(id);
-  return OutputsInfo(*op, node.dtypes, node.shapes, node.attrs, id);
-}
-
-PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads) {
-  Graph* g = GraphOf(graph);
-  if (!g) return nullptr;
-  std::vector<std::pair<int, Tensor>> feed_values;
-  std::vector<NodeOutput> fetch_refs;
-  PyObject* fseq = PySequence_Fast(feeds, "Session.run: feeds must be a list of (node, Tensor)");
-  if (!fseq) return nullptr;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fseq); ++i) {
-    int node;
-    PyObject* value;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fseq, i), "iO", &node, &value) ||
-        !TensorArg(value, "Session.run", "feed_dict") || !ResolvePending(value)) {
-      Py_DECREF(fseq);
-      return nullptr;
-    }
-    feed_values.emplace_back(node, TensorOf(value));
-  }
-  Py_DECREF(fseq);
-  PyObject* seq = PySequence_Fast(fetches, "Session.run: fetches must be a list of (node, output)");
-  if (!seq) return nullptr;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-    NodeOutput r;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "ii", &r.node, &r.index)) {
-      Py_DECREF(seq);
-      return nullptr;
-    }
-    fetch_refs.push_back(r);
-  }
-  Py_DECREF(seq);
-  std::vector<Tensor> results;
-  RunStats stats;
-  Status s;
-  Py_BEGIN_ALLOW_THREADS
-  s = g->Run(feed_values, fetch_refs, inter_op_threads, &results, &stats);
-  Py_END_ALLOW_THREADS
-  if (!s.ok()) return SetError(s);
-  PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(results.size()));
-  for (size_t i = 0; out && i < results.size(); ++i) {
-    PyObject* t = WrapTensor(std::move(results[i]));
-    if (!t) {
-      Py_DECREF(out);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(out, i, t);
-  }
-  return Py_BuildValue("(N{s:L,s:L,s:L})", out, "nodes_run", static_cast<long long>(stats.nodes_run),
-                       "max_concurrent", static_cast<long long>(stats.max_concurrent), "peak_bytes",
-                       static_cast<long long>(stats.peak_bytes));
-}
-
-namespace {
 
 // Queues `op` (inputs: one item per input arg; attrs converted) and returns
 // its pending Tensor(s); call-site errors raise here.
