@@ -1,23 +1,24 @@
-// Python entry points of async mode (opforge._async) and the engine's
-// inter-op pool size.
+// Async mode: submitting a bound call to the engine, and the Python entry
+// points of opforge._async (flush, drain, queue sizes; the engine's
+// inter-op pool size).
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <string>
+
+#include "bind.h"
+
 namespace opforge {
 namespace py {
 
+// Async mode's entry (py_call.cc hands it a bound call): queues the op on
+// the engine and returns its pending Tensor(s). Numpy memory it borrows is
+// copied first. `where`: the submitting file:line, named by kernel errors.
+PyObject* SubmitBound(BoundCall& bc, std::string where);
 
-// Async mode. inputs: one item per input arg (a list for list args) of
-// anything an op takes: Tensors (maybe pending), arrays, scalars, lists. Returns pending Tensor(s); call-site errors raise at once.
-PyObject* AsyncSubmit(const char* op_type, PyObject* inputs, PyObject* attrs, const char* where);
-// The async-mode hook itself (opforge._async installs it): takes an
-// opforge._hooks.OpCall, submits it (or call.run() when it must run
-// synchronously). AsyncHookInit gives the package directory whose frames
-// the submitting file:line skips.
-PyObject* AsyncHook(PyObject* call);
-PyObject* AsyncHookInit(const char* package_dir);
+// Module functions (pywrap_internal.i).
 PyObject* AsyncFlush();
 PyObject* AsyncDrain();
 PyObject* AsyncQueueSize();

@@ -1,5 +1,6 @@
-// Python -> opforge conversions: op inputs (Tensors, numpy arrays borrowed
-// without copy, Python scalars, nested lists) and typed attrs.
+// Python -> opforge conversions: op inputs into the binder's BindInputs
+// (Tensors, numpy arrays borrowed without copy, Python scalars and nested
+// lists as weak values) and typed attrs.
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
@@ -14,24 +15,6 @@
 
 namespace opforge {
 namespace py {
-
-// One input slot. Tensors and arrays convert at once; Python scalars and
-// sequences wait for the dtype of a partner input sharing their type attr.
-struct InputSlot {
-  PyObject* obj = nullptr;    // borrowed
-  Tensor* tensor = nullptr;   // where the converted tensor goes
-  bool pending = false;
-  bool autograd = false;      // a Tensor whose `_ag` slot is set (the tape may record the call)
-};
-
-// Converts obj unless it must wait for a partner. On failure sets
-// InvalidArgumentError naming `op` and `arg` and returns false.
-bool ConvertInput(PyObject* obj, const char* op, const std::string& arg, InputSlot* slot);
-
-// Converts a pending slot to `dtype`, or to its natural dtype (bool, int64,
-// float64) when dtype is kInvalid. `partner` describes where dtype came from.
-bool ConvertPending(const char* op, const std::string& arg, DType dtype, const std::string& partner,
-                    InputSlot* slot);
 
 // One argument value as the binder takes it: Tensors (a pending one waits
 // for its value unless `keep_pending`), numpy arrays (borrowed, no copy),
