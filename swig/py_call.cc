@@ -19,6 +19,7 @@
 #include "py_autograd.h"
 #include "py_convert.h"
 #include "py_errors.h"
+#include "numpy_api.h"
 #include "py_tensor.h"
 
 namespace opforge {
@@ -234,6 +235,35 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
   const char* name = op.name.c_str();
   InlinedVector<PyObject*, 4> py_inputs(op.inputs.size());
   for (size_t a = 0; a < op.inputs.size(); ++a) py_inputs[a] = args[b.input_pos()[a]];
+  if (mode == Mode::kEager && b.plain()) {
+    // Eager, no list args, every input a Tensor with its value or a numpy
+    // array: BindValues, the binder less the flattening and weak values.
+    BoundCall bc;
+    bc.values.resize(op.inputs.size());
+    size_t a = 0;
+    for (; a < op.inputs.size(); ++a) {
+      PyObject* obj = py_inputs[a];
+      if (IsTensor(obj)) {
+        const PyTensor* pt = reinterpret_cast<const PyTensor*>(obj);
+        if (pt->pending) break;
+        bc.values[a] = pt->tensor;
+        bc.autograd |= pt->ag != nullptr;
+      } else if (PyArray_CheckExact(obj)) {
+        if (!TensorFromArray(obj, name, op.inputs[a].name, &bc.values[a])) return nullptr;
+      } else {
+        break;
+      }
+    }
+    if (a == op.inputs.size()) {
+      InlinedVector<AttrValue, 4> attrs(op.attrs.size());
+      for (const auto& [i, pos] : b.attr_pos()) {
+        if (!ConvertAnyAttr(args[pos], name, op.attrs[i], &attrs[i])) return nullptr;
+      }
+      Status s = BindValues(op, attrs.data(), &bc);
+      if (!s.ok()) return SetError(s);
+      return RunEager(op, bc, py_inputs.data(), call);
+    }
+  }
   // A call the tape records runs eagerly in every mode (it is taped from
   // the eager execution, once).
   const bool async = mode == Mode::kAsync && !ForcedSync() && !WantsRecordingChecked(op, py_inputs.data());
@@ -263,6 +293,8 @@ OpBinding::OpBinding(const OpDef* op) : name_(op->name), op_(op) { Layout(); }
 
 void OpBinding::Layout() {
   if (!op_) return;
+  plain_ = true;
+  for (const ArgDef& a : op_->inputs) plain_ = plain_ && !a.is_list();
   for (const ArgDef& a : op_->inputs) {
     for (size_t k = 0; k < op_->params.size(); ++k) {
       if (op_->params[k] == a.name) input_pos_.push_back(static_cast<int>(k));

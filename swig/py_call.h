@@ -34,6 +34,7 @@ class OpBinding {
   const std::string& name() const { return name_; }
   const std::vector<int>& input_pos() const { return input_pos_; }
   const std::vector<std::pair<int, int>>& attr_pos() const { return attr_pos_; }
+  bool plain() const { return plain_; }  // no list args
 
  private:
   void Layout();
@@ -41,6 +42,7 @@ class OpBinding {
   const OpDef* op_;
   std::vector<int> input_pos_;                 // per op input: its position in params
   std::vector<std::pair<int, int>> attr_pos_;  // (index in op.attrs, position in params)
+  bool plain_ = false;
 };
 
 // The binding of a registered op by name (cached; nullptr with NotFoundError set).

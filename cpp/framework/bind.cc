@@ -111,6 +111,73 @@ Status ResolveWeak(BindInput* in, DType target, const std::string& label, const 
 
 namespace {
 
+// The checks every bound call gets, on (dtype, shape) pairs: type attrs
+// from the inputs, attrs completed, the shape fn (unknown dims: see kProbes).
+// `arg_of`: the op input of each slot (for messages), or null when there
+// are no list args (slot i is input i).
+Status InferBound(const OpDef& op, const int* arg_of, BoundCall* out) {
+  const size_t num_slots = out->values.size();
+  AttrValue* attrs = out->attrs.data();
+  const bool has_slots = !out->slots.empty();
+  // Dtypes, attrs and shapes: the executor's own checks, on (dtype, shape) pairs.
+  out->output_dtypes.resize(op.outputs.size());
+  out->output_shapes.resize(op.outputs.size());
+  InlinedVector<InputSpec, 4> specs(num_slots);
+  InlinedVector<TensorShape, 2> shapes(op.outputs.size());
+  bool unknown = false;
+  for (size_t i = 0; i < num_slots; ++i) {
+    if (has_slots && out->slots[i].kind == BindInput::kSymbolic) {
+      const BindInput& s = out->slots[i];
+      if (!s.shape.known_rank) {
+        return errors::InvalidArgument("argument '", op.inputs[arg_of ? arg_of[i] : i].name, "' has a shape of unknown rank");
+      }
+      unknown |= !s.shape.fully_defined();
+      specs[i] = InputSpec{s.dtype, &s.shape.dims};
+    } else {
+      specs[i] = InputSpec{out->values[i].dtype(), &out->values[i].shape()};
+    }
+  }
+  if (!unknown) {
+    OF_RETURN_IF_ERROR(InferOutputs(op, specs.data(), static_cast<int>(num_slots), attrs, shapes.data(),
+                                    out->output_dtypes.data()));
+    for (size_t o = 0; o < op.outputs.size(); ++o) out->output_shapes[o] = PartialShape(shapes[o]);
+    return Status::OK();
+  }
+  // Unknown dims: infer at each stand-in size; dims that differ are unknown.
+  InlinedVector<TensorShape, 4> probed(num_slots);
+  InlinedVector<TensorShape, 2> first(op.outputs.size());
+  for (int p = 0; p < 2; ++p) {
+    for (size_t i = 0; i < num_slots; ++i) {
+      if (!has_slots || out->slots[i].kind != BindInput::kSymbolic) continue;
+      probed[i] = out->slots[i].shape.dims;
+      for (int d = 0; d < probed[i].rank(); ++d) {
+        if (probed[i].dim(d) < 0) probed[i].set_dim(d, kProbes[p]);
+      }
+      specs[i].shape = &probed[i];
+    }
+    // Each run completes attrs from scratch (the second sees the first's T).
+    InlinedVector<AttrValue, 4> run_attrs(op.attrs.size());
+    for (size_t i = 0; i < op.attrs.size(); ++i) run_attrs[i] = attrs[i];
+    OF_RETURN_IF_ERROR(InferOutputs(op, specs.data(), static_cast<int>(num_slots), run_attrs.data(),
+                                    p == 0 ? first.data() : shapes.data(), out->output_dtypes.data()));
+    if (p == 1) {
+      for (size_t i = 0; i < op.attrs.size(); ++i) attrs[i] = std::move(run_attrs[i]);
+    }
+  }
+  for (size_t o = 0; o < op.outputs.size(); ++o) {
+    PartialShape& ps = out->output_shapes[o];
+    if (first[o].rank() != shapes[o].rank()) {
+      ps = PartialShape::UnknownRank();
+      continue;
+    }
+    ps.dims = shapes[o];
+    for (int d = 0; d < shapes[o].rank(); ++d) {
+      if (first[o].dim(d) != shapes[o].dim(d)) ps.dims.set_dim(d, PartialShape::kUnknownDim);
+    }
+  }
+  return Status::OK();
+}
+
 Status BindImpl(const OpDef& op, BindInput* inputs, AttrValue* given, BoundCall* out) {
   out->op = &op;
   out->attrs.resize(op.attrs.size());
@@ -205,73 +272,27 @@ Status BindImpl(const OpDef& op, BindInput* inputs, AttrValue* given, BoundCall*
     out->values[i] = std::move(s.tensor);
   }
 
-  // Dtypes, attrs and shapes: the executor's own checks, on (dtype, shape) pairs.
-  out->output_dtypes.resize(op.outputs.size());
-  out->output_shapes.resize(op.outputs.size());
-  InlinedVector<InputSpec, 4> specs(num_slots);
-  InlinedVector<TensorShape, 2> shapes(op.outputs.size());
-  bool unknown = false;
-  for (size_t i = 0; i < num_slots; ++i) {
-    const BindInput& s = out->slots[i];
-    if (s.kind == BindInput::kSymbolic) {
-      if (!s.shape.known_rank) {
-        return errors::InvalidArgument("argument '", op.inputs[arg_of[i]].name, "' has a shape of unknown rank");
-      }
-      unknown |= !s.shape.fully_defined();
-      specs[i] = InputSpec{s.dtype, &s.shape.dims};
-    } else {
-      specs[i] = InputSpec{out->values[i].dtype(), &out->values[i].shape()};
-    }
-  }
-  if (!unknown) {
-    OF_RETURN_IF_ERROR(InferOutputs(op, specs.data(), static_cast<int>(num_slots), attrs, shapes.data(),
-                                    out->output_dtypes.data()));
-    for (size_t o = 0; o < op.outputs.size(); ++o) out->output_shapes[o] = PartialShape(shapes[o]);
-    return Status::OK();
-  }
-  // Unknown dims: infer at each stand-in size; dims that differ are unknown.
-  InlinedVector<TensorShape, 4> probed(num_slots);
-  InlinedVector<TensorShape, 2> first(op.outputs.size());
-  for (int p = 0; p < 2; ++p) {
-    for (size_t i = 0; i < num_slots; ++i) {
-      if (out->slots[i].kind != BindInput::kSymbolic) continue;
-      probed[i] = out->slots[i].shape.dims;
-      for (int d = 0; d < probed[i].rank(); ++d) {
-        if (probed[i].dim(d) < 0) probed[i].set_dim(d, kProbes[p]);
-      }
-      specs[i].shape = &probed[i];
-    }
-    // Each run completes attrs from scratch (the second sees the first's T).
-    InlinedVector<AttrValue, 4> run_attrs(op.attrs.size());
-    for (size_t i = 0; i < op.attrs.size(); ++i) run_attrs[i] = attrs[i];
-    OF_RETURN_IF_ERROR(InferOutputs(op, specs.data(), static_cast<int>(num_slots), run_attrs.data(),
-                                    p == 0 ? first.data() : shapes.data(), out->output_dtypes.data()));
-    if (p == 1) {
-      for (size_t i = 0; i < op.attrs.size(); ++i) attrs[i] = std::move(run_attrs[i]);
-    }
-  }
-  for (size_t o = 0; o < op.outputs.size(); ++o) {
-    PartialShape& ps = out->output_shapes[o];
-    if (first[o].rank() != shapes[o].rank()) {
-      ps = PartialShape::UnknownRank();
-      continue;
-    }
-    ps.dims = shapes[o];
-    for (int d = 0; d < shapes[o].rank(); ++d) {
-      if (first[o].dim(d) != shapes[o].dim(d)) ps.dims.set_dim(d, PartialShape::kUnknownDim);
-    }
-  }
-  return Status::OK();
+  return InferBound(op, arg_of.data(), out);
+}
+
+Status WithOpName(const OpDef& op, Status s) {
+  if (s.ok()) return s;
+  // InferOutputs prefixes the op's name already.
+  const std::string prefix = op.name + ": ";
+  return s.message().compare(0, prefix.size(), prefix) == 0 ? s : s.WithPrefix(prefix);
 }
 
 }  // namespace
 
 Status Bind(const OpDef& op, BindInput* inputs, AttrValue* attrs, BoundCall* out) {
-  Status s = BindImpl(op, inputs, attrs, out);
-  if (s.ok()) return s;
-  // InferOutputs prefixes the op's name already.
-  const std::string prefix = op.name + ": ";
-  return s.message().compare(0, prefix.size(), prefix) == 0 ? s : s.WithPrefix(prefix);
+  return WithOpName(op, BindImpl(op, inputs, attrs, out));
+}
+
+Status BindValues(const OpDef& op, AttrValue* attrs, BoundCall* out) {
+  out->op = &op;
+  out->attrs.resize(op.attrs.size());
+  for (size_t i = 0; i < op.attrs.size(); ++i) out->attrs[i] = std::move(attrs[i]);
+  return WithOpName(op, InferBound(op, nullptr, out));
 }
 
 }  // namespace opforge

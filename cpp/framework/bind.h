@@ -128,7 +128,8 @@ struct BoundCall {
   // slot's value at its final dtype (weak values converted), contiguous as
   // the executor takes them: a pending slot's shell, nothing for a
   // symbolic one. `slots` holds the rest of each slot (kind kTensor,
-  // kSymbolic or kPending; its own `tensor` empty).
+  // kSymbolic or kPending; its own `tensor` empty), or is empty when every
+  // slot is kTensor (BindValues).
   InlinedVector<Tensor, 4> values;
   InlinedVector<BindInput, 4> slots;
   // One per op->attrs, completed: inferred type and list-length attrs set,
@@ -148,6 +149,12 @@ struct BoundCall {
 // eager executor would raise for the same call, so every mode raises them
 // at the call site.
 Status Bind(const OpDef& op, BindInput* inputs, AttrValue* attrs, BoundCall* out);
+
+// Bind for a call whose inputs are all concrete values of their own dtype
+// and whose op has no list args (the eager fast path): out->values holds
+// one Tensor per input (out->slots stays empty: every slot is kTensor).
+// The same checks, attrs, dtypes and shapes as Bind.
+Status BindValues(const OpDef& op, AttrValue* attrs, BoundCall* out);
 
 // The flattened label of input slot `k` of list arg `arg` ("values[2]"), or
 // the arg's name.
