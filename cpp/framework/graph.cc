@@ -104,6 +104,21 @@ Status Graph::AddOp(const std::string& base, const OpDef* op, std::vector<NodeOu
   return Status::OK();
 }
 
+int Graph::AddBound(std::string name, const BoundCall& call, std::vector<NodeOutput> inputs, std::string where) {
+  GraphNode n;
+  n.kind = GraphNode::kOp;
+  n.name = std::move(name);
+  n.where = std::move(where);
+  n.op = call.op;
+  n.attrs.assign(call.attrs.data(), call.attrs.data() + call.attrs.size());
+  n.inputs = std::move(inputs);
+  n.dtypes.assign(call.output_dtypes.data(), call.output_dtypes.data() + call.output_dtypes.size());
+  for (size_t o = 0; o < call.output_shapes.size(); ++o) n.shapes.push_back(call.output_shapes[o].dims);
+  std::lock_guard<std::mutex> lock(mu_);
+  nodes_.push_back(std::move(n));
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
 std::vector<std::vector<int>> Graph::Consumers() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::vector<int>> out(nodes_.size());

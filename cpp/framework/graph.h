@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bind.h"
 #include "engine.h"
 
 namespace opforge {
@@ -49,6 +50,11 @@ class Graph {
   // node's label); on success appends the node and sets *id.
   Status AddOp(const std::string& base, const OpDef* op, std::vector<NodeOutput> inputs,
                std::vector<AttrValue> attrs, std::string where, int* id);
+  // Adds a node of a call the binder bound (bind.h): its completed attrs,
+  // output dtypes and shapes are the node's. `inputs` are the flattened
+  // slots' nodes (symbolic slots' own, constants added for values);
+  // `name` comes from UniqueName.
+  int AddBound(std::string name, const BoundCall& call, std::vector<NodeOutput> inputs, std::string where);
   // A name no node has yet, reserved: `base`, else `base_1`, `base_2`...
   std::string UniqueName(const std::string& base);
 

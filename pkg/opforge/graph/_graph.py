@@ -21,7 +21,7 @@ import threading
 
 import numpy as np
 
-from opforge import _bind, _hooks
+from opforge import _hooks
 from opforge import _pywrap_internal as _pw
 from opforge import dtypes as _dtypes
 from opforge import errors as _errors
@@ -183,7 +183,7 @@ class Graph:
     # -- building -----------------------------------------------------------
 
     def _constant(self, value, name=None, location=None):
-        location = location or _bind.caller_location()
+        location = location or _pw.caller_location()
         if isinstance(value, np.ndarray) and value.flags.writeable:
             value = np.array(value, copy=True)  # later writes must not change the graph
         if not isinstance(value, _EagerTensor):
@@ -192,7 +192,16 @@ class Graph:
         return self._outputs(node, 1)[0]
 
     def _hook(self, call):
-        return self.create_op(call.op_type, call.inputs, call.attrs, location=_bind.caller_location())
+        sig = _hooks.signature(call.op_type)
+        args = call.args
+        return self._add(call.op_type, tuple([args[p] for p in sig.input_pos]),
+                         {n: args[p] for n, p in zip(sig.attrs, sig.attr_pos)}, None, None)
+
+    def _add(self, op_type, inputs, attrs, name, location):
+        # The binder (C++) binds the call, makes values constants and adds the node.
+        node, n = _pw.graph_add_call(self, self._handle, op_type, name or op_type, location, inputs, attrs)
+        outs = self._outputs(node, n)
+        return outs[0] if n == 1 else outs
 
     def create_op(self, op_type, inputs, attrs=None, name=None, location=None):
         """Adds a node of a registered op; what the wrappers do in ``as_default``.
@@ -203,27 +212,14 @@ class Graph:
         several outputs). Errors name the node and `location` (default: the
         caller's file:line).
         """
-        location = location or _bind.caller_location()
-        attrs = dict(attrs or {})
-
-        def typed(v):
-            return v.dtype if isinstance(v, SymbolicTensor) else _bind.dtype_of(v)
-
-        def convert(v, label):
-            if isinstance(v, SymbolicTensor):
-                if v.graph is not self:
-                    raise _errors.InvalidArgumentError(
-                        f"{op_type}: argument '{label}' is tensor '{v.name}' of another graph")
-                return v
-            return self._constant(v, location=location)
-
-        bound = _bind.bind(op_type, inputs, attrs, typed, convert)
-        refs = tuple([t._ref() for t in b] if isinstance(b, list) else b._ref() for b in bound)
-        node, n = _pw.graph_add_op(self._handle, op_type, name or op_type, location, refs, attrs)
-        outs = self._outputs(node, n)
-        return outs[0] if n == 1 else outs
+        sig = _hooks.signature(op_type)
+        missing = [n for n in sig.inputs if n not in inputs]
+        if missing:
+            raise _errors.InvalidArgumentError(f"{op_type}: missing input '{missing[0]}'")
+        return self._add(op_type, tuple([inputs[n] for n in sig.inputs]), dict(attrs or {}), name, location)
 
 
+_pw.graph_init(SymbolicTensor)  # the view the C++ graph entry recognizes
 _local = threading.local()
 _global_default = None
 
@@ -251,7 +247,7 @@ def placeholder(dtype, shape, name=None):
     """A graph input of `dtype` and `shape`, fed at Session.run: a list of ints,
     None for a dimension known only when fed (``[None, 784]``)."""
     g = get_default_graph()
-    location = _bind.caller_location()
+    location = _pw.caller_location()
     dtype = _dtypes.as_dtype(dtype)
     if shape is None or isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
         raise _errors.InvalidArgumentError(
@@ -269,7 +265,7 @@ def placeholder(dtype, shape, name=None):
 def constant(value, dtype=None, name=None):
     """A constant node holding `value` (copied if it is a writable array)."""
     g = get_default_graph()
-    location = _bind.caller_location()
+    location = _pw.caller_location()
     if dtype is not None and not isinstance(value, _EagerTensor):
         value = _pw.to_tensor(np.asarray(value, dtype=_dtypes.as_dtype(dtype).as_numpy_dtype), None)
     return g._constant(value, name, location)

@@ -1,0 +1,238 @@
+#include "py_graph.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../cpp/framework/graph.h"
+#include "py_call.h"
+#include "py_graph_views.h"
+#include "py_op_args.h"
+
+namespace opforge {
+namespace py {
+namespace {
+
+constexpr const char* kCapsule = "opforge.Graph";  // py_graph_views.cc reads it too
+
+PyObject* symbolic_type = nullptr;  // opforge.graph.SymbolicTensor (GraphInit)
+
+// One input as the binder takes it: a SymbolicTensor of `graph_obj` is its
+// node's output (dtype and shape from the C++ graph); anything else is what
+// an eager call takes (Tensors, arrays, scalars, lists), made a constant
+// node after binding.
+bool ToGraphInput(Graph* g, PyObject* graph_obj, PyObject* obj, const OpDef& op, const std::string& label,
+                  BindInput* out) {
+  static PyObject *s_graph = PyUnicode_InternFromString("graph"), *s_node = PyUnicode_InternFromString("_node"),
+                  *s_index = PyUnicode_InternFromString("value_index");
+  if (symbolic_type == nullptr || !PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(symbolic_type))) {
+    return ToBindInput(obj, op.name.c_str(), label, false, out);
+  }
+  PyObject* owner = PyObject_GetAttr(obj, s_graph);
+  if (!owner) return false;
+  Py_DECREF(owner);  // only compared
+  if (owner != graph_obj) {
+    SetInvalidArgument(op.name.c_str(), "argument '" + label + "' is a tensor of another graph");
+    return false;
+  }
+  PyObject* node_obj = PyObject_GetAttr(obj, s_node);
+  PyObject* index_obj = node_obj ? PyObject_GetAttr(obj, s_index) : nullptr;
+  const long node = node_obj ? PyLong_AsLong(node_obj) : -1;
+  const long index = index_obj ? PyLong_AsLong(index_obj) : -1;
+  Py_XDECREF(node_obj);
+  Py_XDECREF(index_obj);
+  if (PyErr_Occurred()) return false;
+  if (node < 0 || node >= g->num_nodes() || index < 0 ||
+      index >= static_cast<long>(g->node(static_cast<int>(node)).dtypes.size())) {
+    SetInvalidArgument(op.name.c_str(), "argument '" + label + "' refers to a tensor that is not in this graph");
+    return false;
+  }
+  const opforge::GraphNode& src = g->node(static_cast<int>(node));
+  *out = BindInput::Symbolic(static_cast<int>(node), static_cast<int>(index), src.dtypes[index],
+                             PartialShape(src.shapes[index]));
+  return true;
+}
+
+// A value made a constant node: copied when it borrows numpy memory, so
+// later writes to the array do not change the graph.
+Status ConstantOf(Graph* g, Tensor value, const std::string& where, int* id) {
+  if (IsBorrowedFromNumpy(value.buffer())) {
+    Tensor copy;
+    OF_RETURN_IF_ERROR(Tensor::Allocate(value.dtype(), value.shape(), &copy));
+    if (value.TotalBytes()) std::memcpy(copy.raw_data(), value.raw_data(), value.TotalBytes());
+    value = std::move(copy);
+  }
+  *id = g->AddConstant("Const", std::move(value), where);
+  return Status::OK();
+}
+
+}  // namespace
+
+PyObject* GraphInit(PyObject* symbolic_tensor_type) {
+  if (!PyType_Check(symbolic_tensor_type)) return SetInvalidArgument("graph_init", "expected the SymbolicTensor type");
+  Py_INCREF(symbolic_tensor_type);
+  Py_XSETREF(symbolic_type, symbolic_tensor_type);
+  Py_RETURN_NONE;
+}
+
+PyObject* GraphAddCall(PyObject* graph_obj, PyObject* graph, const char* op_type, const char* base, PyObject* where_obj,
+                       PyObject* inputs, PyObject* attrs_dict) {
+  Graph* g = GraphOf(graph);
+  const OpDef* op = g ? FindOp(op_type) : nullptr;
+  if (!op) return nullptr;
+  const std::string where = where_obj == Py_None ? CallerLocation()
+                            : PyUnicode_Check(where_obj) ? PyUnicode_AsUTF8(where_obj) : "<unknown>";
+  if (!PyTuple_Check(inputs) || static_cast<size_t>(PyTuple_GET_SIZE(inputs)) != op->inputs.size()) {
+    return SetInvalidArgument(op->name.c_str(), "expected a tuple of " + std::to_string(op->inputs.size()) + " inputs");
+  }
+  std::vector<AttrValue> attrs;
+  if (!ConvertAttrs(*op, attrs_dict, &attrs)) return nullptr;
+  InlinedVector<BindInput, 4> bind_inputs(op->inputs.size());
+  for (size_t a = 0; a < op->inputs.size(); ++a) {
+    const ArgDef& arg = op->inputs[a];
+    PyObject* obj = PyTuple_GET_ITEM(inputs, a);
+    if (!arg.is_list()) {
+      if (!ToGraphInput(g, graph_obj, obj, *op, arg.name, &bind_inputs[a])) return nullptr;
+      continue;
+    }
+    if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
+      return SetInvalidArgument(op->name.c_str(), "argument '" + arg.name +
+                                                      "' must be a list or tuple of tensors, not " +
+                                                      Py_TYPE(obj)->tp_name);
+    }
+    BindInput& list = bind_inputs[a];
+    list.kind = BindInput::kList;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    list.items.resize(static_cast<size_t>(n));
+    for (Py_ssize_t k = 0; k < n; ++k) {
+      if (!ToGraphInput(g, graph_obj, PySequence_Fast_GET_ITEM(obj, k), *op, InputLabel(arg, k, true),
+                        &list.items[static_cast<size_t>(k)])) {
+        return nullptr;
+      }
+    }
+  }
+  // The name is taken even when the call fails, so errors name the node.
+  std::string name = g->UniqueName(base);
+  BoundCall bc;
+  Status s = Bind(*op, bind_inputs.data(), attrs.data(), &bc);
+  if (!s.ok()) {
+    opforge::GraphNode label;
+    label.name = name;
+    label.op = op;
+    label.where = where;
+    return SetError(s.WithPrefix(label.Label() + ": "));
+  }
+  std::vector<NodeOutput> refs(bc.slots.size());
+  for (size_t i = 0; i < bc.slots.size(); ++i) {
+    if (bc.slots[i].kind == BindInput::kSymbolic) {
+      refs[i] = NodeOutput{bc.slots[i].node, bc.slots[i].output};
+      continue;
+    }
+    s = ConstantOf(g, bc.values[i], where, &refs[i].node);
+    if (!s.ok()) return SetError(s.WithPrefix(op->name + ": "));
+  }
+  const int id = g->AddBound(std::move(name), bc, std::move(refs), where);
+  return Py_BuildValue("(in)", id, static_cast<Py_ssize_t>(op->outputs.size()));
+}
+
+PyObject* GraphNew() {
+  return PyCapsule_New(new Graph(), kCapsule, [](PyObject* c) {
+    delete static_cast<Graph*>(PyCapsule_GetPointer(c, kCapsule));
+  });
+}
+
+PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, PyObject* shape, const char* where) {
+  Graph* g = GraphOf(graph);
+  if (!g) return nullptr;
+  DType d;
+  if (!ToDType(dtype, &d)) {
+    return SetInvalidArgument("placeholder", std::string("argument 'dtype' is not an opforge dtype: ") +
+                                                 Py_TYPE(dtype)->tp_name);
+  }
+  PyObject* seq = PySequence_Fast(shape, "placeholder: argument 'shape' must be a sequence of ints");
+  if (!seq) return nullptr;
+  std::vector<int64_t> dims;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(seq, i);
+    if (item == Py_None) {  // unknown until the graph runs
+      dims.push_back(kUnknownDim);
+      continue;
+    }
+    const long long v = PyLong_AsLongLong(item);
+    if (v == -1 && PyErr_Occurred()) {
+      Py_DECREF(seq);
+      PyErr_Clear();
+      return SetInvalidArgument("placeholder", "argument 'shape' must be a sequence of ints");
+    }
+    dims.push_back(v);
+  }
+  Py_DECREF(seq);
+  const TensorShape s(dims.data(), static_cast<int>(std::min<size_t>(dims.size(), kMaxRank)));
+  if (dims.size() > static_cast<size_t>(kMaxRank) || !IsPartialShapeValid(s)) {
+    TensorShape checked;
+    Status st = TensorShape::Make(dims.data(), static_cast<int>(dims.size()), &checked);
+    if (st.ok()) st = errors::InvalidArgument("dims must be >= 0 or None (unknown)");
+    return SetError(st.WithPrefix(std::string("placeholder '") + name + "': argument 'shape': "));
+  }
+  return PyLong_FromLong(g->AddPlaceholder(name, d, s, where));
+}
+
+PyObject* GraphConstant(PyObject* graph, const char* name, PyObject* value, const char* where) {
+  Graph* g = GraphOf(graph);
+  if (!g || !TensorArg(value, "constant", "value") || !ResolvePending(value)) return nullptr;
+  return PyLong_FromLong(g->AddConstant(name, TensorOf(value), where));
+}
+
+PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads) {
+  Graph* g = GraphOf(graph);
+  if (!g) return nullptr;
+  std::vector<std::pair<int, Tensor>> feed_values;
+  std::vector<NodeOutput> fetch_refs;
+  PyObject* fseq = PySequence_Fast(feeds, "Session.run: feeds must be a list of (node, Tensor)");
+  if (!fseq) return nullptr;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fseq); ++i) {
+    int node;
+    PyObject* value;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fseq, i), "iO", &node, &value) ||
+        !TensorArg(value, "Session.run", "feed_dict") || !ResolvePending(value)) {
+      Py_DECREF(fseq);
+      return nullptr;
+    }
+    feed_values.emplace_back(node, TensorOf(value));
+  }
+  Py_DECREF(fseq);
+  PyObject* seq = PySequence_Fast(fetches, "Session.run: fetches must be a list of (node, output)");
+  if (!seq) return nullptr;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    NodeOutput r;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "ii", &r.node, &r.index)) {
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    fetch_refs.push_back(r);
+  }
+  Py_DECREF(seq);
+  std::vector<Tensor> results;
+  RunStats stats;
+  Status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = g->Run(feed_values, fetch_refs, inter_op_threads, &results, &stats);
+  Py_END_ALLOW_THREADS
+  if (!s.ok()) return SetError(s);
+  PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(results.size()));
+  for (size_t i = 0; out && i < results.size(); ++i) {
+    PyObject* t = WrapTensor(std::move(results[i]));
+    if (!t) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(out, i, t);
+  }
+  return Py_BuildValue("(N{s:L,s:L,s:L})", out, "nodes_run", static_cast<long long>(stats.nodes_run),
+                       "max_concurrent", static_cast<long long>(stats.max_concurrent), "peak_bytes",
+                       static_cast<long long>(stats.peak_bytes));
+}
+}  // namespace py
+}  // namespace opforge

@@ -1,0 +1,30 @@
+// Python entry points of graph mode (opforge.graph). Inputs arrive as
+// Tensors (opforge.graph converts Python values first); attrs as dicts by name.
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+namespace opforge {
+namespace py {
+
+// Graphs. `graph` is the capsule graph_new() returns; nodes are ints.
+PyObject* GraphNew();
+PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, PyObject* shape, const char* where);
+PyObject* GraphConstant(PyObject* graph, const char* name, PyObject* value, const char* where);
+// Adds a node for a call of `op_type` (graph building's one entry): `inputs`
+// one item per input arg as the caller passed them (SymbolicTensors of
+// `graph_obj`, whose handle `graph` is, or anything an eager call takes:
+// those become constant nodes), bound by the binder (bind.h), whose output
+// dtypes and shapes the node keeps. `where` None: the caller's file:line.
+// Returns (node, number of outputs). Errors name the node and `where`.
+PyObject* GraphAddCall(PyObject* graph_obj, PyObject* graph, const char* op_type, const char* base, PyObject* where,
+                       PyObject* inputs, PyObject* attrs);
+// Registers opforge.graph.SymbolicTensor, the view GraphAddCall recognizes.
+PyObject* GraphInit(PyObject* symbolic_tensor_type);
+// feeds: list of (node, Tensor); fetches: list of (node, output).
+// Returns (tuple of Tensors, stats dict). Runs without the GIL.
+PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads);
+
+}  // namespace py
+}  // namespace opforge
