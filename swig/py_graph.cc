@@ -77,6 +77,106 @@ PyObject* GraphInit(PyObject* symbolic_tensor_type) {
   Py_RETURN_NONE;
 }
 
+namespace {
+
+// The node's output views, cached on the Python Graph (`_out_views`), so an
+// output always has one SymbolicTensor.
+PyObject* OutputViews(PyObject* graph_obj, int node, Py_ssize_t n) {
+  static PyObject* s_views = PyUnicode_InternFromString("_out_views");
+  PyObject* cache = PyObject_GetAttr(graph_obj, s_views);
+  if (!cache) return nullptr;
+  PyObject* key = PyLong_FromLong(node);
+  PyObject* outs = key ? PyDict_GetItemWithError(cache, key) : nullptr;  // borrowed
+  if (outs) {
+    Py_INCREF(outs);
+  } else if (key && !PyErr_Occurred()) {
+    outs = PyTuple_New(n);
+    for (Py_ssize_t i = 0; outs && i < n; ++i) {
+      PyObject* t = PyObject_CallFunction(symbolic_type, "Oin", graph_obj, node, i);
+      if (!t) Py_CLEAR(outs);
+      else PyTuple_SET_ITEM(outs, i, t);
+    }
+    if (outs && PyDict_SetItem(cache, key, outs) != 0) Py_CLEAR(outs);
+  }
+  Py_XDECREF(key);
+  Py_DECREF(cache);
+  if (!outs || n != 1) return outs;
+  PyObject* only = PyTuple_GET_ITEM(outs, 0);
+  Py_INCREF(only);
+  Py_DECREF(outs);
+  return only;
+}
+
+// Binds a call (`inputs`: one object per op input, a list for list args;
+// `attrs`: one per op attr, unset where not given), adds constants for its
+// values and the node; *id is the node's.
+bool AddCall(PyObject* graph_obj, Graph* g, const OpDef& op, PyObject* const* inputs, AttrValue* attrs,
+             const std::string& base, const std::string& where, int* id) {
+  InlinedVector<BindInput, 4> bind_inputs(op.inputs.size());
+  for (size_t a = 0; a < op.inputs.size(); ++a) {
+    const ArgDef& arg = op.inputs[a];
+    PyObject* obj = inputs[a];
+    if (!arg.is_list()) {
+      if (!ToGraphInput(g, graph_obj, obj, op, arg.name, &bind_inputs[a])) return false;
+      continue;
+    }
+    if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
+      SetInvalidArgument(op.name.c_str(), "argument '" + arg.name + "' must be a list or tuple of tensors, not " +
+                                              Py_TYPE(obj)->tp_name);
+      return false;
+    }
+    BindInput& list = bind_inputs[a];
+    list.kind = BindInput::kList;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    list.items.resize(static_cast<size_t>(n));
+    for (Py_ssize_t k = 0; k < n; ++k) {
+      if (!ToGraphInput(g, graph_obj, PySequence_Fast_GET_ITEM(obj, k), op, InputLabel(arg, k, true),
+                        &list.items[static_cast<size_t>(k)])) {
+        return false;
+      }
+    }
+  }
+  // The name is taken even when the call fails, so errors name the node.
+  std::string name = g->UniqueName(base);
+  BoundCall bc;
+  Status s = Bind(op, bind_inputs.data(), attrs, &bc);
+  if (!s.ok()) {
+    opforge::GraphNode label;
+    label.name = name;
+    label.op = &op;
+    label.where = where;
+    SetError(s.WithPrefix(label.Label() + ": "));
+    return false;
+  }
+  std::vector<NodeOutput> refs(bc.slots.size());
+  for (size_t i = 0; i < bc.slots.size(); ++i) {
+    if (bc.slots[i].kind == BindInput::kSymbolic) {
+      refs[i] = NodeOutput{bc.slots[i].node, bc.slots[i].output};
+      continue;
+    }
+    s = ConstantOf(g, bc.values[i], where, &refs[i].node);
+    if (!s.ok()) {
+      SetError(s.WithPrefix(op.name + ": "));
+      return false;
+    }
+  }
+  *id = g->AddBound(std::move(name), bc, std::move(refs), where);
+  return true;
+}
+
+}  // namespace
+
+PyObject* GraphEntry(PyObject* graph_obj, const OpDef& op, PyObject* const* inputs, AttrValue* attrs) {
+  static PyObject* s_handle = PyUnicode_InternFromString("_handle");
+  PyObject* handle = PyObject_GetAttr(graph_obj, s_handle);
+  if (!handle) return nullptr;
+  Graph* g = GraphOf(handle);
+  Py_DECREF(handle);  // the Python Graph holds it
+  int id = -1;
+  if (!g || !AddCall(graph_obj, g, op, inputs, attrs, op.name, CallerLocation(), &id)) return nullptr;
+  return OutputViews(graph_obj, id, static_cast<Py_ssize_t>(op.outputs.size()));
+}
+
 PyObject* GraphAddCall(PyObject* graph_obj, PyObject* graph, const char* op_type, const char* base, PyObject* where_obj,
                        PyObject* inputs, PyObject* attrs_dict) {
   Graph* g = GraphOf(graph);
@@ -89,52 +189,9 @@ PyObject* GraphAddCall(PyObject* graph_obj, PyObject* graph, const char* op_type
   }
   std::vector<AttrValue> attrs;
   if (!ConvertAttrs(*op, attrs_dict, &attrs)) return nullptr;
-  InlinedVector<BindInput, 4> bind_inputs(op->inputs.size());
-  for (size_t a = 0; a < op->inputs.size(); ++a) {
-    const ArgDef& arg = op->inputs[a];
-    PyObject* obj = PyTuple_GET_ITEM(inputs, a);
-    if (!arg.is_list()) {
-      if (!ToGraphInput(g, graph_obj, obj, *op, arg.name, &bind_inputs[a])) return nullptr;
-      continue;
-    }
-    if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
-      return SetInvalidArgument(op->name.c_str(), "argument '" + arg.name +
-                                                      "' must be a list or tuple of tensors, not " +
-                                                      Py_TYPE(obj)->tp_name);
-    }
-    BindInput& list = bind_inputs[a];
-    list.kind = BindInput::kList;
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
-    list.items.resize(static_cast<size_t>(n));
-    for (Py_ssize_t k = 0; k < n; ++k) {
-      if (!ToGraphInput(g, graph_obj, PySequence_Fast_GET_ITEM(obj, k), *op, InputLabel(arg, k, true),
-                        &list.items[static_cast<size_t>(k)])) {
-        return nullptr;
-      }
-    }
-  }
-  // The name is taken even when the call fails, so errors name the node.
-  std::string name = g->UniqueName(base);
-  BoundCall bc;
-  Status s = Bind(*op, bind_inputs.data(), attrs.data(), &bc);
-  if (!s.ok()) {
-    opforge::GraphNode label;
-    label.name = name;
-    label.op = op;
-    label.where = where;
-    return SetError(s.WithPrefix(label.Label() + ": "));
-  }
-  std::vector<NodeOutput> refs(bc.slots.size());
-  for (size_t i = 0; i < bc.slots.size(); ++i) {
-    if (bc.slots[i].kind == BindInput::kSymbolic) {
-      refs[i] = NodeOutput{bc.slots[i].node, bc.slots[i].output};
-      continue;
-    }
-    s = ConstantOf(g, bc.values[i], where, &refs[i].node);
-    if (!s.ok()) return SetError(s.WithPrefix(op->name + ": "));
-  }
-  const int id = g->AddBound(std::move(name), bc, std::move(refs), where);
-  return Py_BuildValue("(in)", id, static_cast<Py_ssize_t>(op->outputs.size()));
+  int id = -1;
+  if (!AddCall(graph_obj, g, *op, &PyTuple_GET_ITEM(inputs, 0), attrs.data(), base, where, &id)) return nullptr;
+  return OutputViews(graph_obj, id, static_cast<Py_ssize_t>(op->outputs.size()));
 }
 
 PyObject* GraphNew() {

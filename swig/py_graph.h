@@ -5,6 +5,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "opforge/attr.h"
+#include "opforge/op.h"
+
 namespace opforge {
 namespace py {
 
@@ -17,9 +20,15 @@ PyObject* GraphConstant(PyObject* graph, const char* name, PyObject* value, cons
 // `graph_obj`, whose handle `graph` is, or anything an eager call takes:
 // those become constant nodes), bound by the binder (bind.h), whose output
 // dtypes and shapes the node keeps. `where` None: the caller's file:line.
-// Returns (node, number of outputs). Errors name the node and `where`.
+// Returns the output view (a tuple of them for several outputs), cached on
+// `graph_obj`. Errors name the node and `where`.
 PyObject* GraphAddCall(PyObject* graph_obj, PyObject* graph, const char* op_type, const char* base, PyObject* where,
                        PyObject* inputs, PyObject* attrs);
+// The graph entry of the mode stack (mode_stack.h, kGraph; py_call.cc):
+// the call of `op` (inputs per op input; attrs per op attr, unset where not
+// given) as a node of `graph_obj` (an opforge.Graph), named after the op,
+// built at the caller's file:line. Returns its output view(s).
+PyObject* GraphEntry(PyObject* graph_obj, const OpDef& op, PyObject* const* inputs, AttrValue* attrs);
 // Registers opforge.graph.SymbolicTensor, the view GraphAddCall recognizes.
 PyObject* GraphInit(PyObject* symbolic_tensor_type);
 // feeds: list of (node, Tensor); fetches: list of (node, output).

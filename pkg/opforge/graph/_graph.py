@@ -149,10 +149,11 @@ class Graph:
         """Makes this the default graph of this thread: ops add nodes to it."""
         stack = _default_stack()
         stack.append(self)
+        _pw.mode_push("graph", self)  # the C++ mode stack's graph entry (py_graph.cc)
         try:
-            with _hooks.installed(self._hook):
-                yield self
+            yield self
         finally:
+            _pw.mode_pop("graph", self)
             stack.pop()
 
     # -- views --------------------------------------------------------------
@@ -191,18 +192,6 @@ class Graph:
         node = _pw.graph_constant(self._handle, name or "Const", value, location)
         return self._outputs(node, 1)[0]
 
-    def _hook(self, call):
-        sig = _hooks.signature(call.op_type)
-        args = call.args
-        return self._add(call.op_type, tuple([args[p] for p in sig.input_pos]),
-                         {n: args[p] for n, p in zip(sig.attrs, sig.attr_pos)}, None, None)
-
-    def _add(self, op_type, inputs, attrs, name, location):
-        # The binder (C++) binds the call, makes values constants and adds the node.
-        node, n = _pw.graph_add_call(self, self._handle, op_type, name or op_type, location, inputs, attrs)
-        outs = self._outputs(node, n)
-        return outs[0] if n == 1 else outs
-
     def create_op(self, op_type, inputs, attrs=None, name=None, location=None):
         """Adds a node of a registered op; what the wrappers do in ``as_default``.
 
@@ -216,7 +205,8 @@ class Graph:
         missing = [n for n in sig.inputs if n not in inputs]
         if missing:
             raise _errors.InvalidArgumentError(f"{op_type}: missing input '{missing[0]}'")
-        return self._add(op_type, tuple([inputs[n] for n in sig.inputs]), dict(attrs or {}), name, location)
+        return _pw.graph_add_call(self, self._handle, op_type, name or op_type, location,
+                                  tuple([inputs[n] for n in sig.inputs]), dict(attrs or {}))
 
 
 _pw.graph_init(SymbolicTensor)  # the view the C++ graph entry recognizes
