@@ -18,7 +18,8 @@ read that picture; the sweep does the rest:
    collect the gradients that reach them.
 
 A node whose outputs got no gradient at all, or none of whose inputs needs
-one, is skipped (its edges still count down), so branches that do not lead to a seed build nothing.
+one, is skipped (its edges still count down), so branches that do not
+lead to a seed build nothing.
 """
 
 from opforge import errors as _errors
