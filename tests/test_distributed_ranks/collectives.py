@@ -86,11 +86,18 @@ with graph.as_default():
 got = of.Session(graph).run(out, {p: x})
 np.testing.assert_allclose(np.asarray(got), 2 * sum(everyone), rtol=1e-6)
 
-# async: a pending tensor comes back; reading it waits
+# async: a pending tensor comes back; reading it waits. Independent
+# collectives may start in any order on the engine's threads: they still
+# run in call order on every rank (else the name check would fail).
 with of.execution_mode("async"):
     y = dist.allreduce(x, op="sum", name="async")
     z = y * 2.0
+    many = [dist.allreduce(data(r, (1000 * (k + 1),)), op="sum") for k in range(6)]
+    gathered = dist.allgather(rows(r))
 np.testing.assert_allclose(z.numpy(), 2 * sum(everyone), rtol=1e-6)
+for k, m in enumerate(many):
+    np.testing.assert_allclose(m.numpy(), sum(data(j, (1000 * (k + 1),)) for j in range(n)), rtol=1e-6)
+np.testing.assert_array_equal(gathered.numpy(), np.concatenate([rows(k) for k in range(n)]))
 
 # fused group
 grads = [data(r, (k + 1, 3)) for k in range(5)]

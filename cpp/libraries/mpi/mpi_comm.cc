@@ -3,7 +3,11 @@
 // finalize, timeout): the control plane; data moves only through the ops.
 #include "mpi_comm.h"
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -59,9 +63,42 @@ int Rank() { return S().rank; }
 int Size() { return S().size; }
 MPI_Comm Comm() { return S().comm; }
 
-std::mutex& CollectiveMutex() {
-  static std::mutex m;
-  return m;
+struct Queue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::string> names;
+  bool busy = false;  // a collective is running
+};
+
+Queue& Q() {
+  static Queue q;
+  return q;
+}
+
+Turn::Turn(const std::string& name) {
+  Queue& q = Q();
+  std::unique_lock<std::mutex> lock(q.mu);
+  queued_ = !name.empty() && std::find(q.names.begin(), q.names.end(), name) != q.names.end();
+  const auto ready = [&] { return !q.busy && (!queued_ || q.names.front() == name); };
+  if (!q.cv.wait_for(lock, std::chrono::duration<double>(S().timeout_s), ready)) {
+    status_ = errors::Internal("tensor '", name, "': waited ", S().timeout_s, " s for the collectives queued before ",
+                               "it (", q.names.empty() ? std::string("none") : "next: '" + q.names.front() + "'",
+                               "); did one of them fail before it ran?");
+    queued_ = false;
+    return;
+  }
+  q.busy = locked_ = true;
+}
+
+Turn::~Turn() {
+  if (!locked_) return;
+  Queue& q = Q();
+  {
+    std::lock_guard<std::mutex> lock(q.mu);
+    if (queued_) q.names.pop_front();
+    q.busy = false;
+  }
+  q.cv.notify_all();
 }
 
 MPI_Datatype ToMpi(DType t) {
@@ -136,6 +173,7 @@ Status Handshake(const char* what, const Meta& mine, int64_t* dim0s) {
 }  // namespace opforge
 
 using opforge::mpi::S;
+using opforge::mpi::Q;
 
 extern "C" {
 
@@ -184,6 +222,28 @@ __attribute__((visibility("default"))) void opforge_mpi_topology(int* out) {
   out[1] = s.ready ? s.size : -1;
   out[2] = s.ready ? s.local_rank : -1;
   out[3] = s.ready ? s.local_size : -1;
+}
+
+// The Python front queues each collective's name before it calls the op (see
+// Turn); unqueue takes back the last entry of a name whose call did not run
+// (it raised, or it added a graph node).
+__attribute__((visibility("default"))) void opforge_mpi_enqueue(const char* name) {
+  std::lock_guard<std::mutex> lock(opforge::mpi::Q().mu);
+  opforge::mpi::Q().names.emplace_back(name);
+}
+
+__attribute__((visibility("default"))) void opforge_mpi_unqueue(const char* name) {
+  auto& q = opforge::mpi::Q();
+  {
+    std::lock_guard<std::mutex> lock(q.mu);
+    for (auto it = q.names.end(); it != q.names.begin();) {
+      if (*--it == name) {
+        q.names.erase(it);
+        break;
+      }
+    }
+  }
+  q.cv.notify_all();
 }
 
 __attribute__((visibility("default"))) void opforge_mpi_set_timeout(double timeout_s) { S().timeout_s = timeout_s; }

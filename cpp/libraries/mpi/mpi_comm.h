@@ -6,7 +6,6 @@
 #include <mpi.h>
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "opforge/opforge.h"
@@ -20,9 +19,22 @@ int Rank();
 int Size();
 // MPI_COMM_WORLD's duplicate, whose errors return codes instead of aborting.
 MPI_Comm Comm();
-// Collectives run one at a time in a process (engine threads may start two
-// at once); each kernel holds this for its whole run.
-std::mutex& CollectiveMutex();
+// A kernel's turn: collectives run one at a time in a process, and those the
+// Python front queued by name (opforge_mpi_enqueue, in program order, the
+// same on every rank) run in that order even when the async engine starts
+// them out of order. A name not queued (graph runs, gradient ops) just waits
+// for the lock. Held for the kernel's whole run.
+class Turn {
+ public:
+  explicit Turn(const std::string& name);
+  ~Turn();
+  const Status& status() const { return status_; }
+
+ private:
+  bool queued_ = false;
+  bool locked_ = false;
+  Status status_;
+};
 
 MPI_Datatype ToMpi(DType t);
 

@@ -69,7 +69,8 @@ void Scale(T* data, int64_t n, double factor) {
 
 template <typename T>
 Status AllreduceKernel(OpKernelContext* ctx) {
-  std::lock_guard<std::mutex> lock(mpi::CollectiveMutex());
+  mpi::Turn turn(ctx->attr("name").s);
+  OF_RETURN_IF_ERROR(turn.status());
   OF_RETURN_IF_ERROR(mpi::CheckReady());
   Reduce r;
   OF_RETURN_IF_ERROR(ParseReduce(ctx->attr("op").s, true, &r));
@@ -106,7 +107,8 @@ Status AllreduceKernel(OpKernelContext* ctx) {
 
 template <typename T>
 Status AllreduceGradKernel(OpKernelContext* ctx) {
-  std::lock_guard<std::mutex> lock(mpi::CollectiveMutex());
+  mpi::Turn turn(ctx->attr("name").s);
+  OF_RETURN_IF_ERROR(turn.status());
   OF_RETURN_IF_ERROR(mpi::CheckReady());
   Reduce r;
   OF_RETURN_IF_ERROR(ParseReduce(ctx->attr("op").s, true, &r));
@@ -140,7 +142,8 @@ Status AllreduceGradKernel(OpKernelContext* ctx) {
 
 template <typename T>
 Status AllgatherKernel(OpKernelContext* ctx) {
-  std::lock_guard<std::mutex> lock(mpi::CollectiveMutex());
+  mpi::Turn turn(ctx->attr("name").s);
+  OF_RETURN_IF_ERROR(turn.status());
   OF_RETURN_IF_ERROR(mpi::CheckReady());
   const Tensor& x = ctx->input(0);
   const std::string what = What(ctx);
@@ -175,7 +178,8 @@ Status AllgatherKernel(OpKernelContext* ctx) {
 
 template <typename T>
 Status AllgatherGradKernel(OpKernelContext* ctx) {
-  std::lock_guard<std::mutex> lock(mpi::CollectiveMutex());
+  mpi::Turn turn(ctx->attr("name").s);
+  OF_RETURN_IF_ERROR(turn.status());
   OF_RETURN_IF_ERROR(mpi::CheckReady());
   const Tensor &x = ctx->input(0), &dy = ctx->input(1);
   const std::string what = What(ctx);
@@ -216,7 +220,8 @@ Status CheckRoot(OpKernelContext* ctx) {
 
 template <typename T>
 Status BroadcastKernel(OpKernelContext* ctx) {
-  std::lock_guard<std::mutex> lock(mpi::CollectiveMutex());
+  mpi::Turn turn(ctx->attr("name").s);
+  OF_RETURN_IF_ERROR(turn.status());
   OF_RETURN_IF_ERROR(mpi::CheckReady());
   OF_RETURN_IF_ERROR(CheckRoot(ctx));
   const Tensor& x = ctx->input(0);
@@ -237,7 +242,8 @@ Status BroadcastKernel(OpKernelContext* ctx) {
 
 template <typename T>
 Status BroadcastGradKernel(OpKernelContext* ctx) {
-  std::lock_guard<std::mutex> lock(mpi::CollectiveMutex());
+  mpi::Turn turn(ctx->attr("name").s);
+  OF_RETURN_IF_ERROR(turn.status());
   OF_RETURN_IF_ERROR(mpi::CheckReady());
   OF_RETURN_IF_ERROR(CheckRoot(ctx));
   const Tensor& dy = ctx->input(0);
@@ -258,7 +264,8 @@ Status BroadcastGradKernel(OpKernelContext* ctx) {
 
 template <typename T>
 Status AlltoallKernel(OpKernelContext* ctx) {
-  std::lock_guard<std::mutex> lock(mpi::CollectiveMutex());
+  mpi::Turn turn(ctx->attr("name").s);
+  OF_RETURN_IF_ERROR(turn.status());
   OF_RETURN_IF_ERROR(mpi::CheckReady());
   const Tensor& x = ctx->input(0);
   const std::string what = What(ctx);
@@ -277,19 +284,22 @@ Status AlltoallKernel(OpKernelContext* ctx) {
 
 template <typename T>
 Status BarrierKernel(OpKernelContext* ctx) {
-  std::lock_guard<std::mutex> lock(mpi::CollectiveMutex());
+  mpi::Turn turn(ctx->attr("name").s);
+  OF_RETURN_IF_ERROR(turn.status());
   OF_RETURN_IF_ERROR(mpi::CheckReady());
   // The handshake is the barrier: every rank's record must arrive (bounded wait).
   mpi::Meta m;
-  m.key = m.describe = "barrier";
-  OF_RETURN_IF_ERROR(mpi::Handshake("MpiBarrier", m, nullptr));
+  m.key = "barrier|" + ctx->attr("name").s;
+  m.describe = "barrier '" + ctx->attr("name").s + "'";
+  OF_RETURN_IF_ERROR(mpi::Handshake(What(ctx).c_str(), m, nullptr));
   ctx->set_output(0, ctx->input(0));
   return Status::OK();
 }
 
 template <typename T>
 Status GroupedAllreduceKernel(OpKernelContext* ctx) {
-  std::lock_guard<std::mutex> lock(mpi::CollectiveMutex());
+  mpi::Turn turn(ctx->attr("name").s);
+  OF_RETURN_IF_ERROR(turn.status());
   OF_RETURN_IF_ERROR(mpi::CheckReady());
   Reduce r;
   OF_RETURN_IF_ERROR(ParseReduce(ctx->attr("op").s, false, &r));

@@ -179,6 +179,7 @@ REGISTER_OP("MpiBarrier")
     .Input("x: T")
     .Output("y: T")
     .Attr("T: {float32, float64, int32, int64, bool}")
+    .Attr("name: string = ''")
     .SetShapeFn(SameShape)
     .NoGradient()
     .Doc(R"doc(
@@ -186,6 +187,7 @@ Waits until every process reaches it, then returns x (an ordering point in graph
 
 x: Any tensor, passed through.
 y: x, after all processes arrived.
+name: The barrier's name in error messages and the cross-process check.
 )doc");
 
 REGISTER_OP("MpiGroupedAllreduce")

@@ -103,41 +103,60 @@ def _name(kind: str, name: str | None) -> str:
         return f"{kind}.{next(_counter)}"
 
 
+def _call(op_name, kind, name, *args, **attrs):
+    """Calls the library's op with its name queued first, so that queued
+    (async) collectives run in call order on every process (see Turn in
+    mpi_comm.h). A call that did not run the kernel takes its entry back:
+    it raised, or it added a graph node (run later by a Session)."""
+    from opforge import Tensor
+    fn = getattr(_lib(), op_name)
+    name = _name(kind, name)
+    handle = _state["handle"]
+    key = name.encode()
+    handle.opforge_mpi_enqueue(key)
+    try:
+        out = fn(*args, name=name, **attrs)
+    except BaseException:
+        handle.opforge_mpi_unqueue(key)
+        raise
+    if not isinstance(out, Tensor):  # a graph node
+        handle.opforge_mpi_unqueue(key)
+    return out
+
+
 def allreduce(x, op: str = "average", prescale: float = 1.0, postscale: float = 1.0, name: str | None = None):
     """Reduces `x` across processes ('sum', 'average', 'min', 'max');
     ``postscale * reduce(prescale * x)``. Every process gets the result."""
-    return _lib().mpi_allreduce(x, op=op, prescale=prescale, postscale=postscale,
-                                name=_name("allreduce", name))
+    return _call("mpi_allreduce", "allreduce", name, x, op=op, prescale=prescale, postscale=postscale)
 
 
 def allgather(x, name: str | None = None):
     """Every process's `x` concatenated along axis 0 in rank order (the first
     dims may differ across processes)."""
-    return _lib().mpi_allgather(x, name=_name("allgather", name))
+    return _call("mpi_allgather", "allgather", name, x)
 
 
 def broadcast(x, root: int = 0, name: str | None = None):
     """The `root` process's `x` on every process."""
-    return _lib().mpi_broadcast(x, root=root, name=_name("broadcast", name))
+    return _call("mpi_broadcast", "broadcast", name, x, root=root)
 
 
 def alltoall(x, name: str | None = None):
     """Block i of `x` (split along axis 0 into size() blocks) goes to process
     i; the result holds the blocks received, in rank order."""
-    return _lib().mpi_alltoall(x, name=_name("alltoall", name))
+    return _call("mpi_alltoall", "alltoall", name, x)
 
 
-def barrier() -> None:
+def barrier(name: str | None = None) -> None:
     """Returns once every process called it (bounded by the timeout)."""
     import numpy as np
-    _lib().mpi_barrier(np.zeros((), np.int32)).numpy()
+    _call("mpi_barrier", "barrier", name, np.zeros((), np.int32)).numpy()
 
 
 def grouped_allreduce(tensors, op: str = "average", fusion_bytes: int = 4 << 20, name: str | None = None):
     """Allreduces a list of same-dtype tensors with tensor fusion: one flat
     Tensor holding the results one after another (see split_fused)."""
-    return _lib().mpi_grouped_allreduce(list(tensors), op=op, fusion_bytes=int(fusion_bytes),
-                                        name=_name("grouped", name))
+    return _call("mpi_grouped_allreduce", "grouped", name, list(tensors), op=op, fusion_bytes=int(fusion_bytes))
 
 
 def split_fused(fused, shapes):

@@ -142,5 +142,7 @@ def load():
             handle.opforge_mpi_init.argtypes = [ctypes.c_double]
             handle.opforge_mpi_last_error.restype = ctypes.c_char_p
             handle.opforge_mpi_set_timeout.argtypes = [ctypes.c_double]
+            handle.opforge_mpi_enqueue.argtypes = [ctypes.c_char_p]
+            handle.opforge_mpi_unqueue.argtypes = [ctypes.c_char_p]
             _loaded.update(ops=ops, handle=handle)
         return _loaded["ops"], _loaded["handle"]
