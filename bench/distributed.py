@@ -42,7 +42,7 @@ def worker(quick):
     import opforge.distributed as dist
     dist.init()
     comm = MPI.COMM_WORLD
-    rounds = 5 if quick else 15
+    rounds = 5 if quick else 25
 
     big = np.random.default_rng(dist.rank()).standard_normal(16 << 20).astype(np.float32)  # 64 MB
     recv = np.empty_like(big)
@@ -69,7 +69,7 @@ def worker(quick):
         comm.Allreduce(flat, flat_recv, op=MPI.SUM)
     t_small = _rounds(comm, {"fused": lambda: opt.average_gradients(grads), "separate": separate,
                              "mpi4py_4mb": lambda: comm.Allreduce(flat, flat_recv, op=MPI.SUM)},
-                      max(3, rounds // 2))
+                      rounds)
     avg = opt.average_gradients(grads)
     assert np.allclose(np.concatenate([a.ravel() for a in avg]), flat_recv / 2)
 

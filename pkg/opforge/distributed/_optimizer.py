@@ -63,10 +63,9 @@ class DistributedOptimizer:
         return out
 
     def synchronize(self):
-        """Averages the wrapped optimizer's .grad attributes in place of them."""
-        params = self.optimizer.params
-        averaged = self.average_gradients([getattr(p, "grad", None) for p in params])
-        return averaged
+        """The cross-process averages of the parameters' .grad (numpy views,
+        None where a parameter has none); .grad itself is left as it is."""
+        return self.average_gradients([getattr(p, "grad", None) for p in self.optimizer.params])
 
     def step(self, grads=None):
         """Averages the gradients (the .grad attributes, or `grads`), then steps."""
