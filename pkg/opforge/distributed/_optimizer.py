@@ -48,17 +48,16 @@ class DistributedOptimizer:
     def average_gradients(self, grads):
         """The cross-process averages of `grads` (None entries stay None), as
         numpy views of the fused buffers, one fused call per dtype."""
-        by_dtype: dict[str, list[int]] = {}
+        by_dtype: dict[object, list[int]] = {}
         for i, g in enumerate(grads):
             if g is not None:
-                by_dtype.setdefault(np.dtype(g.dtype.name if hasattr(g.dtype, "name") else g.dtype).name,
-                                    []).append(i)
+                by_dtype.setdefault(g.dtype, []).append(i)
         out = [None] * len(grads)
-        for dtype in sorted(by_dtype):
-            idx = by_dtype[dtype]
-            fused = C.grouped_allreduce([grads[i] for i in idx], op=self.op, fusion_bytes=self.fusion_bytes,
+        for dtype, idx in sorted(by_dtype.items(), key=lambda kv: str(kv[0])):  # same order on every rank
+            group = [grads[i] for i in idx]
+            fused = C.grouped_allreduce(group, op=self.op, fusion_bytes=self.fusion_bytes,
                                         name=f"{self.name}.{dtype}")
-            for i, view in zip(idx, C.split_fused(fused, [tuple(grads[i].shape) for i in idx])):
+            for i, view in zip(idx, C.split_fused(fused, [tuple(g.shape) for g in group])):
                 out[i] = view
         return out
 
