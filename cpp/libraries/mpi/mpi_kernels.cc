@@ -320,12 +320,21 @@ Status GroupedAllreduceKernel(OpKernelContext* ctx) {
   Tensor* out = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
   T* fused = out->data<T>();
-  // Pack in order, then reduce the packed tensors in place, chunk by chunk.
+  // Pack in order (an average divides while packing: no extra pass over the
+  // buffer), then reduce the packed tensors in place, chunk by chunk.
+  const T scale = static_cast<T>(r == Reduce::kAverage ? 1.0 / mpi::Size() : 1.0);
   int64_t at = 0;
   for (int i = 0; i < n; ++i) {
     const Tensor& x = ctx->input(i);
-    if (x.NumElements() > 0) std::memcpy(fused + at, x.raw_data(), x.TotalBytes());
-    at += x.NumElements();
+    const int64_t count = x.NumElements();
+    if (scale == T(1)) {
+      if (count > 0) std::memcpy(fused + at, x.raw_data(), x.TotalBytes());
+    } else {
+      const T* src = x.data<T>();
+      T* dst = fused + at;
+      for (int64_t j = 0; j < count; ++j) dst[j] = src[j] * scale;
+    }
+    at += count;
   }
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(ctx->attr_int("fusion_bytes") / sizeof(T), INT_MAX));
   for (int64_t b = 0; b < total; b += chunk) {
@@ -334,7 +343,6 @@ Status GroupedAllreduceKernel(OpKernelContext* ctx) {
                                                   MPI_SUM, mpi::Comm()),
                                     what.c_str()));
   }
-  if (r == Reduce::kAverage) Scale(fused, total, 1.0 / mpi::Size());
   return Status::OK();
 }
 

@@ -208,7 +208,7 @@ whole group. Callers split `fused` back into the tensors' shapes.
 
 xs: The tensors (gradients), in the same order and shapes on every process.
 fused: The reduced tensors, flattened and concatenated in order.
-op: 'sum' or 'average'.
+op: 'sum' or 'average' (each tensor is divided by the process count as it is packed).
 fusion_bytes: The most bytes one MPI call reduces.
 name: The group's name in error messages and the cross-process check.
 )doc");
