@@ -78,13 +78,18 @@ eps = 1e-6
 fd = (f(of.tensor(np.float64(0.3 + eps))).numpy() - f(of.tensor(np.float64(0.3 - eps))).numpy()) / (2 * eps)
 np.testing.assert_allclose(dist.allreduce(a.grad, op="sum", name="fdsum").numpy(), n * fd, rtol=1e-5)
 
-# a graph: the allreduce is a node, run by a Session
+# a graph: collectives and their gradients (of.gradients) are nodes; a
+# Session with one inter-op thread runs them in the same order on every rank
 graph = of.Graph()
 with graph.as_default():
     p = of.placeholder(of.float32, (3, 4), name="p")
     out = dist.allreduce(p, op="sum", name="in_graph") * 2.0
-got = of.Session(graph).run(out, {p: x})
+    (grad_p,) = of.gradients(of.sum(dist.allreduce(p, op="average", name="g_avg") * float(r + 1)), [p])
+    (grad_rows,) = of.gradients(of.sum(dist.allgather(p, name="g_gather") * 2.0), [p])
+got, got_grad, got_rows = of.Session(graph, inter_op_threads=1).run([out, grad_p, grad_rows], {p: x})
 np.testing.assert_allclose(np.asarray(got), 2 * sum(everyone), rtol=1e-6)
+np.testing.assert_allclose(got_grad, np.full(x.shape, sum(k + 1 for k in range(n)) / n), rtol=1e-6)
+np.testing.assert_allclose(got_rows, np.full(x.shape, 2.0 * n), rtol=1e-6)
 
 # async: a pending tensor comes back; reading it waits. Independent
 # collectives may start in any order on the engine's threads: they still
