@@ -1,0 +1,81 @@
+// The one GEMM every convolution kernel calls. Today it goes to the BLAS
+// MatMul uses (blas_loader.h); when the packed GEMM of cpp/kernels/gemm/
+// lands, switching convolution over is an edit to this file only.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "opforge/parallel.h"
+
+#include "../blas_loader.h"
+
+namespace opforge {
+namespace conv {
+
+// Row-major C[m, n] = op(A)[m, k] * op(B)[k, n] (C overwritten); ta / tb as
+// cblas. `in_worker`: the caller is already a pool task (one GEMM per image
+// or group), so the product runs single-threaded; otherwise it may use every
+// thread opforge may use.
+template <typename T>
+void NaiveGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+               int64_t ldb, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* ci = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j) ci[j] = T(0);
+    for (int64_t p = 0; p < k; ++p) {
+      const T av = ta ? a[p * lda + i] : a[i * lda + p];
+      if (tb) {
+        for (int64_t j = 0; j < n; ++j) ci[j] += av * b[j * ldb + p];
+      } else {
+        const T* bp = b + p * ldb;
+        for (int64_t j = 0; j < n; ++j) ci[j] += av * bp[j];
+      }
+    }
+  }
+}
+
+template <typename T>
+void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+          T* c, int64_t ldc, bool in_worker) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+    return;
+  }
+  const blas::Library* shared = blas::Shared();
+  const blas::Library* priv = blas::Private();
+  const blas::Library* lib = nullptr;
+  bool whole = true;
+  if (in_worker) {
+    lib = priv != nullptr ? priv : shared;
+  } else if (shared != nullptr && shared->num_threads() <= NumIntraOpThreads()) {
+    lib = shared;
+  } else if (priv != nullptr) {
+    lib = priv, whole = false;
+  } else {
+    lib = shared;
+  }
+  const int64_t big = std::max({m, n, k, lda, ldb, ldc});
+  if (lib == nullptr || big > lib->max_dim) {
+    NaiveGemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+    return;
+  }
+  auto rows = [&](int64_t i0, int64_t i1) {
+    const T* ai = ta ? a + i0 : a + i0 * lda;
+    if constexpr (std::is_same_v<T, float>) {
+      lib->sgemm(ta, tb, i1 - i0, n, k, ai, lda, b, ldb, c + i0 * ldc, ldc);
+    } else {
+      lib->dgemm(ta, tb, i1 - i0, n, k, ai, lda, b, ldb, c + i0 * ldc, ldc);
+    }
+  };
+  if (whole) {
+    rows(0, m);
+  } else {
+    ParallelFor(m, std::max<int64_t>(n * k / 8, 1), rows);
+  }
+}
+
+}  // namespace conv
+}  // namespace opforge
