@@ -83,12 +83,6 @@ def adaptive_gen(grad):
     return gen
 
 
-def _shape_checked(fn, n_out_args):
-    def run(*args, **kw):
-        return fn(*args, **kw)
-    return quiet(run)
-
-
 def max_pool_grad(x, dy, ksize, strides, pads, dilations, ceil_mode):
     y_shape = ref.pool_out(x.shape, ksize, strides, pads, dilations, ceil_mode)
     if dy.shape != y_shape:
