@@ -11,6 +11,7 @@ import numpy as np
 from opforge import errors
 from opforge.onnx import _node, _validate
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
+from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 
 
 def _has_unknown_dims(v):

@@ -1,0 +1,169 @@
+"""ONNX convolution, pooling, batch normalization and hard activations (NCHW, 1-D and 2-D).
+
+1-D operators run as their 2-D op over a height of 1. auto_pad SAME_* needs
+static spatial dims (the pads are computed at import). BatchNormalization is
+inference only (training_mode=0): y = x * scale' + shift' with the constant
+parts folded in numpy at import.
+"""
+
+import numpy as np
+
+from opforge import ops as P
+from opforge.errors import UnimplementedError
+from opforge.nn.functional_vision import same_pads
+from opforge.onnx._node import FLOAT, INT, INTS, STRING, converter, dtype_of, shape_of
+
+_WINDOW = {"auto_pad": STRING, "kernel_shape": INTS, "pads": INTS, "strides": INTS, "dilations": INTS}
+
+
+def _spatial(n, x, what="X"):
+    shape = shape_of(x)
+    if len(shape) not in (3, 4):
+        raise n.fail(f"{what} of rank {len(shape)}: opforge implements 1-D and 2-D (rank 3 and 4) only",
+                     UnimplementedError)
+    return shape
+
+
+def _to2d(x, shape):
+    """[N, C, L] -> [N, C, 1, L]; 4-D unchanged."""
+    return P.reshape(x, shape=[shape[0] if shape[0] is not None else -1, shape[1], 1, shape[2]]) \
+        if len(shape) == 3 else x
+
+
+def _from2d(y, rank):
+    if rank == 4:
+        return y
+    s = shape_of(y)
+    return P.reshape(y, shape=[s[0] if s[0] is not None else -1, s[1], s[3]])
+
+
+def _window(n, shape, kernel):
+    """(strides, pads [t, l, b, r], dilations) as 2-D lists from the node's attrs and auto_pad."""
+    k = len(kernel)
+    strides = n.attr("strides", [1] * k)
+    dil = n.attr("dilations", [1] * k)
+    pads = n.attr("pads", [0] * (2 * k))
+    if len(strides) != k or len(dil) != k or len(pads) != 2 * k:
+        raise n.fail(f"strides {strides}, dilations {dil} and pads {pads} must have {k}, {k} and {2 * k} entries")
+    mode = n.attr("auto_pad", "NOTSET")
+    if mode == "VALID":
+        pads = [0] * (2 * k)
+    elif mode in ("SAME_UPPER", "SAME_LOWER"):
+        spatial = shape[2:]
+        if any(d is None for d in spatial):
+            raise n.fail(f"auto_pad {mode} needs static spatial dims, got {list(shape)}", UnimplementedError)
+        pr = [same_pads(spatial[i], kernel[i], strides[i], dil[i], mode == "SAME_UPPER") for i in range(k)]
+        pads = [p[0] for p in pr] + [p[1] for p in pr]
+    elif mode != "NOTSET":
+        raise n.fail(f"auto_pad {mode!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
+    if k == 1:
+        return [1, strides[0]], [0, pads[0], 0, pads[1]], [1, dil[0]]
+    return list(strides), list(pads), list(dil)
+
+
+@converter("Conv", (1, 11, 22), {**_WINDOW, "group": INT})
+def _conv(n):
+    x, w = n.input(0), n.input(1)
+    shape, ws = _spatial(n, x), shape_of(w)
+    if len(ws) != len(shape):
+        raise n.fail(f"W of shape {list(ws)} must have X's rank {len(shape)}")
+    kernel = n.attr("kernel_shape", list(ws[2:]))
+    if list(kernel) != list(ws[2:]):
+        raise n.fail(f"kernel_shape {kernel} does not match W's spatial dims {list(ws[2:])}")
+    strides, pads, dil = _window(n, shape, kernel)
+    if len(shape) == 3:
+        w = P.reshape(w, shape=[ws[0], ws[1], 1, ws[2]])
+    y = P.conv2d(_to2d(x, shape), w, strides=strides, pads=pads, dilations=dil, groups=n.attr("group", 1))
+    if n.has(2):
+        y = P.add(y, P.reshape(n.input(2), shape=[1, ws[0], 1, 1]))
+    return _from2d(y, len(shape))
+
+
+def _pool_common(n):
+    x = n.input(0)
+    shape = _spatial(n, x)
+    kernel = n.attr("kernel_shape")
+    if kernel is None or len(kernel) != len(shape) - 2:
+        raise n.fail(f"kernel_shape {kernel} must have {len(shape) - 2} entries")
+    strides, pads, dil = _window(n, shape, kernel)
+    k2 = [1, kernel[0]] if len(kernel) == 1 else list(kernel)
+    return x, shape, k2, strides, pads, dil
+
+
+@converter("MaxPool", (1, 8, 10, 11, 12, 22), {**_WINDOW, "ceil_mode": INT, "storage_order": INT})
+def _max_pool(n):
+    if len(n.node.output) > 1 and n.node.output[1]:
+        raise n.fail("the Indices output is not supported", UnimplementedError)
+    x, shape, k, s, p, d = _pool_common(n)
+    y = P.max_pool2d(_to2d(x, shape), ksize=k, strides=s, pads=p, dilations=d, ceil_mode=bool(n.attr("ceil_mode", 0)))
+    return _from2d(y, len(shape))
+
+
+@converter("AveragePool", (1, 7, 10, 11, 19, 22), {**_WINDOW, "ceil_mode": INT, "count_include_pad": INT})
+def _avg_pool(n):
+    x, shape, k, s, p, d = _pool_common(n)
+    if any(v != 1 for v in d):
+        raise n.fail(f"dilations {n.attr('dilations')} are not supported for AveragePool", UnimplementedError)
+    y = P.avg_pool2d(_to2d(x, shape), ksize=k, strides=s, pads=p, ceil_mode=bool(n.attr("ceil_mode", 0)),
+                     count_include_pad=bool(n.attr("count_include_pad", 0)))
+    return _from2d(y, len(shape))
+
+
+def _global(fn):
+    def convert(n):
+        x = n.input(0)
+        rank = len(shape_of(x))
+        if rank < 3:
+            raise n.fail(f"X must have rank >= 3 (N, C, spatial...), got {rank}")
+        return fn(x, axis=list(range(2, rank)), keepdims=True)
+    return convert
+
+
+converter("GlobalAveragePool", (1, 22))(_global(P.mean))
+converter("GlobalMaxPool", (1, 22))(_global(P.max))
+
+
+@converter("BatchNormalization", (6, 7, 9, 14, 15), {"epsilon": FLOAT, "momentum": FLOAT, "spatial": INT,
+                                                      "training_mode": INT, "is_test": INT})
+def _batch_norm(n):
+    if n.version == 6 and not n.attr("is_test", 0):
+        raise n.fail("is_test=0 (training) is not supported (inference only)", UnimplementedError)
+    if n.attr("training_mode", 0):
+        raise n.fail("training_mode=1 is not supported (inference only)", UnimplementedError)
+    if n.attr("spatial", 1) != 1:
+        raise n.fail("spatial=0 is not supported", UnimplementedError)
+    if sum(1 for o in n.node.output if o) > 1:
+        raise n.fail("only the Y output is supported (inference)", UnimplementedError)
+    x = n.input(0)
+    shape = shape_of(x)
+    if len(shape) < 2:
+        raise n.fail(f"X must have rank >= 2, got {len(shape)}")
+    eps = n.attr("epsilon", 1e-5)
+    view = [1, shape[1]] + [1] * (len(shape) - 2)
+    consts = [n.known(i) for i in range(1, 5)]
+    if all(c is not None for c in consts):
+        # Constant statistics (the usual case): one multiply and one add.
+        scale, bias, mean, var = (c.astype(np.float64) for c in consts)
+        k = scale / np.sqrt(var + eps)
+        dt = dtype_of(x)
+        return P.add(P.mul(x, k.reshape(view).astype(dt)), (bias - mean * k).reshape(view).astype(dt))
+    scale, bias, mean, var = (P.reshape(n.input(i), shape=view) for i in range(1, 5))
+    k = P.div(scale, P.sqrt(P.add(var, np.array(eps, dtype_of(x)))))
+    return P.add(P.mul(P.sub(x, mean), k), bias)
+
+
+def _hard_sigmoid(x, alpha, beta):
+    dt = dtype_of(x)
+    y = P.add(P.mul(x, np.array(alpha, dt)), np.array(beta, dt))
+    return P.minimum(P.maximum(y, np.array(0, dt)), np.array(1, dt))
+
+
+@converter("HardSigmoid", (1, 6, 22), {"alpha": FLOAT, "beta": FLOAT})
+def _hardsigmoid(n):
+    return _hard_sigmoid(n.input(0), n.attr("alpha", 0.2), n.attr("beta", 0.5))
+
+
+@converter("HardSwish", (14, 22))
+def _hardswish(n):
+    x = n.input(0)
+    return P.mul(x, _hard_sigmoid(x, 1.0 / 6, 0.5))
