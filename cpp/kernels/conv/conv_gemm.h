@@ -44,19 +44,12 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
     for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
     return;
   }
-  const blas::Library* shared = blas::Shared();
-  const blas::Library* priv = blas::Private();
-  const blas::Library* lib = nullptr;
-  bool whole = true;
-  if (in_worker) {
-    lib = priv != nullptr ? priv : shared;
-  } else if (shared != nullptr && shared->num_threads() <= NumIntraOpThreads()) {
-    lib = shared;
-  } else if (priv != nullptr) {
-    lib = priv, whole = false;
-  } else {
-    lib = shared;
-  }
+  // opforge's single-threaded BLAS, split over the intra-op pool: calling
+  // the process's shared (numpy's) BLAS from executor threads measured 10x
+  // slower on small products (its own worker threads wake per call).
+  const blas::Library* lib = blas::Private();
+  if (lib == nullptr) lib = blas::Shared();
+  const bool whole = in_worker || lib != blas::Private();
   const int64_t big = std::max({m, n, k, lda, ldb, ldc});
   if (lib == nullptr || big > lib->max_dim) {
     NaiveGemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
@@ -72,8 +65,18 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   };
   if (whole) {
     rows(0, m);
-  } else {
+  } else if (m >= 2 * NumIntraOpThreads() || n < 64) {
     ParallelFor(m, std::max<int64_t>(n * k / 8, 1), rows);
+  } else {
+    // Few rows (a thin filter bank): split the columns instead.
+    ParallelFor(n, std::max<int64_t>(m * k / 8, 1), [&](int64_t j0, int64_t j1) {
+      const T* bj = tb ? b + j0 * ldb : b + j0;
+      if constexpr (std::is_same_v<T, float>) {
+        lib->sgemm(ta, tb, m, j1 - j0, k, a, lda, bj, ldb, c + j0, ldc);
+      } else {
+        lib->dgemm(ta, tb, m, j1 - j0, k, a, lda, bj, ldb, c + j0, ldc);
+      }
+    });
   }
 }
 

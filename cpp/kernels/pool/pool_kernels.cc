@@ -55,6 +55,15 @@ inline int64 ArgMaxWindow(const Pool& p, const T* x, int64 i, int64 j, T* best) 
   return arg;
 }
 
+// Output columns [j0, j1) whose tap at offset `off` lands inside [0, size).
+inline void TapRange(int64 off, int64 s, int64 size, int64 out, int64* j0, int64* j1) {
+  const int64 lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  const int64 hi = size - off <= 0 ? 0 : (size - off + s - 1) / s;
+  *j0 = std::min(lo, out);
+  *j1 = std::max(*j0, std::min(hi, out));
+}
+
+// Forward max pooling tap by tap over whole output rows (vectorizes), NaN winning.
 template <typename T>
 Status MaxPoolKernel(OpKernelContext* ctx) {
   const Tensor& x = ctx->input(0);
@@ -68,8 +77,23 @@ Status MaxPoolKernel(OpKernelContext* ctx) {
     for (int64 u = b; u < e; ++u) {
       const T* xp = xd + u * p.h * p.w;
       T* yp = yd + u * p.oh * p.ow;
-      for (int64 i = 0; i < p.oh; ++i) {
-        for (int64 j = 0; j < p.ow; ++j) ArgMaxWindow(p, xp, i, j, &yp[i * p.ow + j]);
+      std::fill(yp, yp + p.oh * p.ow, -std::numeric_limits<T>::infinity());
+      for (int64 bb = 0; bb < p.kw; ++bb) {
+        const int64 offw = bb * p.dw - p.pl;
+        int64 j0, j1;
+        TapRange(offw, p.sw, p.w, p.ow, &j0, &j1);
+        for (int64 i = 0; i < p.oh; ++i) {
+          T* yr = yp + i * p.ow;
+          for (int64 a = 0; a < p.kh; ++a) {
+            const int64 ih = i * p.sh - p.pt + a * p.dh;
+            if (ih < 0 || ih >= p.h) continue;
+            const T* xr = xp + ih * p.w + offw;
+            for (int64 j = j0; j < j1; ++j) {
+              const T v = xr[j * p.sw];
+              yr[j] = (v > yr[j] || v != v) ? v : yr[j];
+            }
+          }
+        }
       }
     }
   });
