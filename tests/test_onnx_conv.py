@@ -96,6 +96,23 @@ def test_batchnorm_after_conv_and_with_fed_statistics():
     _check(_model(nodes, [2, 4, 7, 7], None, [("w", _f(c, 4, 3, 3))] + stats), _f(2, 4, 7, 7))
 
 
+def test_batchnorm_is_folded_into_the_conv_before_it():
+    c = 5
+    stats = [("s", _f(c)), ("bb", _f(c)), ("mean", _f(c)), ("var", np.abs(_f(c)) + 0.5)]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], group=1),
+             helper.make_node("BatchNormalization", ["c", "s", "bb", "mean", "var"], ["n"], epsilon=1e-3),
+             helper.make_node("Relu", ["n"], ["y"])]
+    m = _model(nodes, [2, 3, 6, 6], None, [("w", _f(c, 3, 3, 3)), ("b", _f(c))] + stats)
+    prog = opforge.onnx.load(m)
+    assert [ctx.node.op_type for ctx, _, _ in prog.steps] == ["Conv", "Relu"]
+    _check(m, _f(2, 3, 6, 6))
+    # A conv output used twice (BN and a graph output) keeps its BatchNormalization.
+    m2 = _model(nodes[:2] + [helper.make_node("Add", ["n", "c"], ["y"])], [2, 3, 6, 6], None,
+                [("w", _f(c, 3, 3, 3)), ("b", _f(c))] + stats)
+    assert [ctx.node.op_type for ctx, _, _ in opforge.onnx.load(m2).steps] == ["Conv", "BatchNormalization", "Add"]
+    _check(m2, _f(2, 3, 6, 6))
+
+
 def test_unsupported_attributes_are_refused_at_import():
     m = _model([helper.make_node("Conv", ["x", "w"], ["y"])], [1, 2, 3, 3, 3], None, [("w", _f(1, 2, 1, 1, 1))])
     with pytest.raises(of.errors.UnimplementedError, match="Conv"):

@@ -167,3 +167,63 @@ def _hardsigmoid(n):
 def _hardswish(n):
     x = n.input(0)
     return P.mul(x, _hard_sigmoid(x, 1.0 / 6, 0.5))
+
+
+def fold_batch_norm(program):
+    """Folds inference BatchNormalization into the Conv before it, at import.
+
+    When a Conv's only consumer is a BatchNormalization whose statistics, and
+    the Conv's weights, are initializers, the pair becomes one Conv with
+    W' = W * k and b' = (b - mean) * k + beta, k = scale / sqrt(var + eps)
+    (per output channel): one op and one pass over the activations less.
+    """
+    from opforge.onnx import _node
+    inits = program.initializers
+    uses = {}
+    for ctx, _, _ in program.steps:
+        for name in ctx.node.input:
+            uses[name] = uses.get(name, 0) + 1
+    steps, skip = program.steps, set()
+    by_input = {}
+    for i, (ctx, _, _) in enumerate(steps):
+        if ctx.node.op_type == "BatchNormalization" and ctx.node.input:
+            by_input[ctx.node.input[0]] = i
+    for i, (ctx, _, outputs) in enumerate(steps):
+        node = ctx.node
+        if node.op_type != "Conv" or len(node.output) != 1 or node.output[0] in program.outputs:
+            continue
+        j = by_input.get(node.output[0])
+        if j is None or uses.get(node.output[0]) != 1:
+            continue
+        bn = steps[j][0]
+        b_in = list(bn.node.input)
+        attrs = {a.name: a for a in bn.node.attribute}
+        if (len(b_in) != 5 or sum(1 for o in bn.node.output if o) != 1 or not bn.node.output[0]
+                or any(n not in inits for n in b_in[1:]) or node.input[1] not in inits
+                or (len(node.input) > 2 and node.input[2] and node.input[2] not in inits)
+                or (bn.version == 6 and not (attrs.get("is_test") and attrs["is_test"].i))
+                or ("training_mode" in attrs and attrs["training_mode"].i)
+                or ("spatial" in attrs and attrs["spatial"].i != 1)):
+            continue
+        w = inits[node.input[1]].astype(np.float64)
+        if w.ndim not in (3, 4):
+            continue
+        scale, beta, mean, var = (inits[n].astype(np.float64) for n in b_in[1:])
+        eps = attrs["epsilon"].f if "epsilon" in attrs else 1e-5
+        k = scale / np.sqrt(var + eps)
+        b = inits[node.input[2]].astype(np.float64) if len(node.input) > 2 and node.input[2] else 0.0
+        dt = inits[node.input[1]].dtype
+        wn, bname = f"{node.output[0]}::folded_w", f"{node.output[0]}::folded_b"
+        inits[wn] = (w * k.reshape((-1,) + (1,) * (w.ndim - 1))).astype(dt)
+        inits[bname] = ((b - mean) * k + beta).astype(dt)
+        new = type(node)()
+        new.CopyFrom(node)
+        del new.input[:]
+        new.input.extend([node.input[0], wn, bname])
+        new.output[0] = bn.node.output[0]
+        folded = _node.NodeCtx(new, ctx.version, {})
+        folded.where = ctx.where
+        steps[i] = (folded, steps[i][1], [(0, bn.node.output[0])])
+        skip.add(j)
+    if skip:
+        program.steps = [s for k, s in enumerate(steps) if k not in skip]
