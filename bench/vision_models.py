@@ -5,7 +5,10 @@ and onnxruntime in one process, interleaved, the same thread count.
 
 Prints whether the outputs match (relative 1e-3 of the largest logit), the
 median ms per batch of each and onnxruntime's time over opforge's (above 1:
-opforge is faster). Needs torch, torchvision, onnx and onnxruntime.
+opforge is faster), and with --memory the peak resident memory of a fresh
+process that loads the model and runs it 3 times, for each library (the
+ratio opforge / onnxruntime; below 1: opforge uses less). Needs torch,
+torchvision, onnx and onnxruntime.
 """
 import argparse
 import io
@@ -42,6 +45,43 @@ def export(name, batch, opset=18):
     return onnx.load_from_string(buf.getvalue()), x.numpy()
 
 
+_MEMORY = r"""
+import resource, sys
+import numpy as np
+path, lib, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+x = np.load(path + ".npy")
+if lib == "onnxruntime":
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    run = lambda: sess.run(None, {"x": x})
+else:
+    import opforge as of, opforge.onnx
+    imported = opforge.onnx.import_model(path)
+    gsess = of.Session(imported.graph)
+    run = lambda: gsess.run([imported.outputs["y"]], {imported.inputs["x"]: x})
+for _ in range(3):
+    run()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_rss_mib(model, x, lib, threads):
+    """Peak RSS (MiB) of a fresh process that loads `model` with `lib` and runs it 3 times."""
+    import os
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.onnx")
+        with open(path, "wb") as f:
+            f.write(model.SerializeToString())
+        np.save(path + ".npy", x)
+        out = subprocess.run([sys.executable, "-c", _MEMORY, path, lib, str(threads)], capture_output=True,
+                             text=True, check=True)
+        return int(out.stdout.split()[-1]) / 1024
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.vision_models", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,6 +89,7 @@ def main(argv=None):
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--memory", action="store_true", help="also the peak RSS of each, in fresh processes")
     args = p.parse_args(argv)
     import onnxruntime as ort
     import opforge as of
@@ -56,7 +97,8 @@ def main(argv=None):
     threads = of.config.num_threads()
     repeats, settle = (1, 0.0) if args.quick else (args.repeats, 0.3)
     print(f"torchvision models, 224x224 float32, {threads} threads, median of {repeats} interleaved repeats")
-    print(f"{'model':<22}{'batch':>6}{'match':>7}{'opforge ms':>12}{'ort ms':>10}{'ort/opforge':>13}")
+    print(f"{'model':<22}{'batch':>6}{'match':>7}{'opforge ms':>12}{'ort ms':>10}{'ort/opforge':>13}"
+          + (f"{'opforge MiB':>13}{'ort MiB':>9}{'mem ratio':>11}" if args.memory else ""))
     failed = False
     for name in args.models:
         for batch in args.batches:
@@ -74,8 +116,12 @@ def main(argv=None):
             failed |= not match
             med = {lib: timing.summarize(s)["median_s"] for lib, s in
                    timing.interleaved(stmts, ns, repeats, 0.05, settle_s=settle).items()}
+            mem = ""
+            if args.memory:
+                mo, mr = (peak_rss_mib(model, x, lib, threads) for lib in ("opforge", "onnxruntime"))
+                mem = f"{mo:>13.0f}{mr:>9.0f}{mo / mr:>10.2f}x"
             print(f"{name:<22}{batch:>6}{'yes' if match else 'NO':>7}{med['opforge'] * 1e3:>12.1f}"
-                  f"{med['onnxruntime'] * 1e3:>10.1f}{med['onnxruntime'] / med['opforge']:>12.2f}x", flush=True)
+                  f"{med['onnxruntime'] * 1e3:>10.1f}{med['onnxruntime'] / med['opforge']:>12.2f}x" + mem, flush=True)
     return 1 if failed else 0
 
 

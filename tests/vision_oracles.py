@@ -78,7 +78,8 @@ def adaptive_gen(grad):
         x = array(draw, dtype, x_shape, small=True, finite=True)
         if not grad:
             return (x,), {"output_size": out}
-        y_shape = tuple(x_shape[:2]) + tuple(out) if len(x_shape) == 4 and len(out) == 2 else (1, 1, 1, 1)
+        ok = len(x_shape) == 4 and len(out) == 2 and min(out) >= 1
+        y_shape = tuple(x_shape[:2]) + tuple(out) if ok else (1, 1, 1, 1)
         return (x, array(draw, dtype, y_shape, small=True, finite=True)), {"output_size": out}
     return gen
 
@@ -106,7 +107,7 @@ def max_pool_grad(x, dy, ksize, strides, pads, dilations, ceil_mode):
                             best, arg = np.where(take, v, best), np.where(take, ih * x.shape[3] + iw, arg)
             if best is None:
                 continue
-            flat = dx.reshape(n, c, -1)
+            flat = dx.reshape(n, c, x.shape[2] * x.shape[3])
             for ni in range(n):
                 for ci in range(c):
                     flat[ni, ci, arg[ni, ci]] += dy[ni, ci, i, j]
