@@ -1,6 +1,7 @@
-// The one GEMM every convolution kernel calls. Today it goes to the BLAS
-// MatMul uses (blas_loader.h); when the packed GEMM of cpp/kernels/gemm/
-// lands, switching convolution over is an edit to this file only.
+// The one GEMM every convolution kernel calls. float32 goes to opforge's own
+// packed GEMM (cpp/kernels/gemm/) when the build has it, else (and float64
+// always) to the BLAS MatMul uses (blas_loader.h). To route float32 back to
+// the BLAS, delete the __has_include block below.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +11,11 @@
 #include "opforge/parallel.h"
 
 #include "../blas_loader.h"
+
+#if __has_include("../gemm/gemm.h")
+#include "../gemm/gemm.h"
+#define OF_CONV_OWN_SGEMM 1
+#endif
 
 namespace opforge {
 namespace conv {
@@ -44,6 +50,14 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
     for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
     return;
   }
+#ifdef OF_CONV_OWN_SGEMM
+  if constexpr (std::is_same_v<T, float>) {
+    // Element (i, p) of op(A) is a[i * rs_a + p * cs_a]; likewise B.
+    gemm::StridedArgs g{m, n, k, 1.0f, a, ta ? 1 : lda, ta ? lda : 1, b, tb ? 1 : ldb, tb ? ldb : 1, 0.0f, c, ldc};
+    gemm::SgemmStrided(g, gemm::Epilogue(), !in_worker);
+    return;
+  }
+#endif
   // opforge's single-threaded BLAS, split over the intra-op pool: calling
   // the process's shared (numpy's) BLAS from executor threads measured 10x
   // slower on small products (its own worker threads wake per call).
