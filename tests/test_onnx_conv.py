@@ -139,3 +139,20 @@ def test_small_cnn_matches_onnxruntime():
              helper.make_node("Flatten", ["g"], ["f"]),
              helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], transB=1)]
     _check(_model(nodes, [2, 3, 32, 32], None, inits), _f(2, 3, 32, 32))
+
+
+@pytest.mark.parametrize("coord,near,scales", [("asymmetric", "floor", [1, 1, 2, 3]),
+                                               ("half_pixel", "round_prefer_floor", [1, 1, 3, 2]),
+                                               ("pytorch_half_pixel", "round_prefer_ceil", [1, 1, 2, 2]),
+                                               ("asymmetric", "round_prefer_floor", [1, 1, 2, 2])])
+def test_resize_nearest_integer_upscaling(coord, near, scales):
+    nodes = [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest",
+                              coordinate_transformation_mode=coord, nearest_mode=near)]
+    _check(_model(nodes, [2, 3, 4, 5], None, [("scales", np.array(scales, np.float32))]), _f(2, 3, 4, 5))
+
+
+def test_resize_unsupported_modes_are_refused():
+    nodes = [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")]
+    m = _model(nodes, [1, 1, 2, 2], None, [("scales", np.array([1, 1, 2, 2], np.float32))])
+    with pytest.raises(of.errors.UnimplementedError, match="nearest"):
+        opforge.onnx.run(m, {"x": _f(1, 1, 2, 2)})

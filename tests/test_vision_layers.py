@@ -120,3 +120,14 @@ def test_matches_pytorch_when_installed():
     np.testing.assert_array_equal(F.max_pool2d(x, 3, 2, 1, ceil_mode=True).numpy(), tp.numpy())
     ta = torch.nn.functional.avg_pool2d(torch.tensor(x), 3, 2, 1, ceil_mode=True, count_include_pad=True)
     np.testing.assert_allclose(F.avg_pool2d(x, 3, 2, 1, ceil_mode=True).numpy(), ta.numpy(), rtol=1e-5)
+
+
+def test_upsample_nearest_and_its_gradient():
+    x = RNG.standard_normal((2, 3, 4, 5))
+    want = x.repeat(2, axis=2).repeat(3, axis=3)
+    np.testing.assert_array_equal(of.nn.Upsample(scale_factor=(2, 3))(x).numpy(), want)
+    np.testing.assert_array_equal(F.interpolate(x, size=(8, 10)).numpy(), x.repeat(2, 2).repeat(2, 3))
+    xt = of.tensor(x, requires_grad=True)
+    dy = RNG.standard_normal((2, 3, 8, 15))
+    of.sum(of.mul(F.upsample_nearest(xt, (2, 3)), dy)).backward()
+    np.testing.assert_allclose(xt.grad.numpy(), dy.reshape(2, 3, 4, 2, 5, 3).sum((3, 5)), rtol=1e-12)

@@ -1,4 +1,4 @@
-"""Shape and activation layers for vision models: Flatten, ReLU6, LeakyReLU, Hardsigmoid, Hardswish, SiLU, Upsample."""
+"""Shape and activation layers for vision models: Flatten, Upsample, ReLU6, LeakyReLU, Hardsigmoid, Hardswish, SiLU."""
 
 from opforge.nn import functional_vision as F
 from opforge.nn.layer import Layer, register_layer
@@ -46,3 +46,15 @@ class Hardswish(Layer):
 class SiLU(Layer):
     def forward(self, x):
         return F.silu(x)
+
+
+@register_layer
+class Upsample(Layer):
+    """Nearest-neighbour upsampling by integer factors (mode='nearest' only)."""
+
+    def __init__(self, size=None, scale_factor=None, mode="nearest", name=None, dtype="float32"):
+        super().__init__(name, dtype)
+        self.config = {"size": size, "scale_factor": scale_factor, "mode": mode}
+
+    def forward(self, x):
+        return F.interpolate(x, **self.config)

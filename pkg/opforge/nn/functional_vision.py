@@ -206,6 +206,37 @@ def flatten(x, start_dim=1):
     return _ops.reshape(x, shape=list(xs[:start]) + [rest])
 
 
+def upsample_nearest(x, scale_factor):
+    """Nearest-neighbour upsampling of [N, C, H, W] by integer factors (each pixel repeated), with gradients.
+
+    out[n, c, i, j] = x[n, c, i // sh, j // sw]: a reshape, a broadcast multiply by ones and a reshape.
+    """
+    sh, sw = _pair(scale_factor, "scale_factor", "upsample_nearest")
+    xs = _shape(x)
+    if len(xs) != 4 or sh < 1 or sw < 1:
+        raise _errors.InvalidArgumentError(
+            f"upsample_nearest: x must be 4-D and the scale factors integers >= 1, got shape {xs}, {[sh, sw]}")
+    import numpy as np
+    n, c, h, w = xs
+    dt = getattr(x, "dtype", None)
+    ones = np.ones((1, 1, 1, sh, 1, sw), dtype=np.dtype(dt.name) if dt is not None else np.asarray(x).dtype)
+    y = _ops.mul(_ops.reshape(x, shape=[n, c, h, 1, w, 1]), ones)
+    return _ops.reshape(y, shape=[n, c, h * sh, w * sw])
+
+
+def interpolate(x, size=None, scale_factor=None, mode="nearest"):
+    """torch.nn.functional.interpolate for mode='nearest' and integer upscaling (by factor or output size)."""
+    if mode != "nearest":
+        raise _errors.UnimplementedError(f"interpolate: mode {mode!r} is not supported (only 'nearest')")
+    xs = _shape(x)
+    if size is not None:
+        size = _pair(size, "size", "interpolate")
+        if len(xs) != 4 or any(o % i for o, i in zip(size, xs[2:])):
+            raise _errors.UnimplementedError(f"interpolate: size {size} must be an integer multiple of {xs[2:]}")
+        scale_factor = [o // i for o, i in zip(size, xs[2:])]
+    return upsample_nearest(x, scale_factor)
+
+
 __all__ = ["conv2d", "conv1d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "global_avg_pool2d",
            "global_max_pool2d", "batch_norm", "clip", "relu6", "leaky_relu", "hardsigmoid", "hardswish", "silu",
-           "flatten", "same_pads"]
+           "flatten", "same_pads", "upsample_nearest", "interpolate"]

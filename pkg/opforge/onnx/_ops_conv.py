@@ -227,3 +227,41 @@ def fold_batch_norm(program):
         skip.add(j)
     if skip:
         program.steps = [s for k, s in enumerate(steps) if k not in skip]
+
+
+def _resize_factors(n, x):
+    """Integer (sh, sw) upscaling factors of a 4-D Resize, from scales or sizes (constants)."""
+    shape = shape_of(x)
+    if len(shape) != 4 or any(d is None for d in shape):
+        raise n.fail(f"X must be 4-D with static dims, got {list(shape)}", UnimplementedError)
+    if n.has(3):
+        sizes = n.static_ints(3, "sizes")
+        if len(sizes) != 4 or sizes[:2] != list(shape[:2]) or sizes[2] % shape[2] or sizes[3] % shape[3]:
+            raise n.fail(f"sizes {sizes}: only integer upscaling of H and W is supported", UnimplementedError)
+        return sizes[2] // shape[2], sizes[3] // shape[3]
+    scales = [float(v) for v in n.static(2, "scales").reshape(-1)] if n.has(2) else []
+    if len(scales) != 4 or scales[:2] != [1.0, 1.0] or any(s < 1 or s != int(s) for s in scales[2:]):
+        raise n.fail(f"scales {scales}: only integer upscaling of H and W is supported", UnimplementedError)
+    return int(scales[2]), int(scales[3])
+
+
+@converter("Resize", (11, 13, 18, 19), {"mode": STRING, "coordinate_transformation_mode": STRING,
+                                         "nearest_mode": STRING, "cubic_coeff_a": FLOAT, "exclude_outside": INT,
+                                         "extrapolation_value": FLOAT})
+def _resize(n):
+    """mode='nearest' with integer upscaling, in the coordinate modes where that is pixel repetition."""
+    from opforge.nn.functional_vision import upsample_nearest
+    if n.attr("mode", "nearest") != "nearest":
+        raise n.fail(f"mode {n.attr('mode')!r}: only 'nearest' is supported", UnimplementedError)
+    x = n.input(0)
+    sh, sw = _resize_factors(n, x)
+    coord = n.attr("coordinate_transformation_mode", "half_pixel")
+    near = n.attr("nearest_mode", "round_prefer_floor")
+    # With out index i = q * s + r, the source is q (repetition) when:
+    ok = ((coord == "asymmetric" and near == "floor")
+          or (coord in ("half_pixel", "pytorch_half_pixel") and near in ("round_prefer_floor", "round_prefer_ceil"))
+          or (coord == "asymmetric" and near == "round_prefer_floor" and max(sh, sw) <= 2))
+    if not ok:
+        raise n.fail(f"coordinate_transformation_mode {coord!r} with nearest_mode {near!r} and scale "
+                     f"{[sh, sw]} is not supported", UnimplementedError)
+    return upsample_nearest(x, [sh, sw])
