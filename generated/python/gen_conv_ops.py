@@ -2,7 +2,6 @@
 # registry fingerprint: 8f5d125b8948553d
 """Wrappers for opforge's conv ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -53,9 +52,7 @@ def conv2d(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), group
 
     Declared at cpp/ops/conv_ops.cc:121 (op Conv2D).
     """
-    if not _hooks:
-        return _Conv2D(x, filter, strides, pads, dilations, groups)
-    return _dispatch("Conv2D", _Conv2D, (x, filter, strides, pads, dilations, groups))
+    return _Conv2D(x, filter, strides, pads, dilations, groups)
 
 
 _Conv2DBackpropFilter = _pw.Conv2DBackpropFilter
@@ -89,9 +86,7 @@ def conv2d_backprop_filter(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dil
 
     Declared at cpp/ops/conv_ops.cc:173 (op Conv2DBackpropFilter).
     """
-    if not _hooks:
-        return _Conv2DBackpropFilter(x, filter, dy, strides, pads, dilations, groups)
-    return _dispatch("Conv2DBackpropFilter", _Conv2DBackpropFilter, (x, filter, dy, strides, pads, dilations, groups))
+    return _Conv2DBackpropFilter(x, filter, dy, strides, pads, dilations, groups)
 
 
 _Conv2DBackpropInput = _pw.Conv2DBackpropInput
@@ -124,6 +119,4 @@ def conv2d_backprop_input(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dila
 
     Declared at cpp/ops/conv_ops.cc:148 (op Conv2DBackpropInput).
     """
-    if not _hooks:
-        return _Conv2DBackpropInput(x, filter, dy, strides, pads, dilations, groups)
-    return _dispatch("Conv2DBackpropInput", _Conv2DBackpropInput, (x, filter, dy, strides, pads, dilations, groups))
+    return _Conv2DBackpropInput(x, filter, dy, strides, pads, dilations, groups)

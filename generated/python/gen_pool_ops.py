@@ -2,7 +2,6 @@
 # registry fingerprint: 86d7fe20fe89b815
 """Wrappers for opforge's pool ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -44,9 +43,7 @@ def adaptive_avg_pool2d(x, output_size):
 
     Declared at cpp/ops/pool_ops.cc:242 (op AdaptiveAvgPool2D).
     """
-    if not _hooks:
-        return _AdaptiveAvgPool2D(x, output_size)
-    return _dispatch("AdaptiveAvgPool2D", _AdaptiveAvgPool2D, (x, output_size))
+    return _AdaptiveAvgPool2D(x, output_size)
 
 
 _AdaptiveAvgPool2DGrad = _pw.AdaptiveAvgPool2DGrad
@@ -74,9 +71,7 @@ def adaptive_avg_pool2d_grad(x, dy, output_size):
 
     Declared at cpp/ops/pool_ops.cc:260 (op AdaptiveAvgPool2DGrad).
     """
-    if not _hooks:
-        return _AdaptiveAvgPool2DGrad(x, dy, output_size)
-    return _dispatch("AdaptiveAvgPool2DGrad", _AdaptiveAvgPool2DGrad, (x, dy, output_size))
+    return _AdaptiveAvgPool2DGrad(x, dy, output_size)
 
 
 _AvgPool2D = _pw.AvgPool2D
@@ -113,9 +108,7 @@ def avg_pool2d(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, cou
 
     Declared at cpp/ops/pool_ops.cc:186 (op AvgPool2D).
     """
-    if not _hooks:
-        return _AvgPool2D(x, ksize, strides, pads, ceil_mode, count_include_pad)
-    return _dispatch("AvgPool2D", _AvgPool2D, (x, ksize, strides, pads, ceil_mode, count_include_pad))
+    return _AvgPool2D(x, ksize, strides, pads, ceil_mode, count_include_pad)
 
 
 _AvgPool2DGrad = _pw.AvgPool2DGrad
@@ -149,9 +142,7 @@ def avg_pool2d_grad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=F
 
     Declared at cpp/ops/pool_ops.cc:214 (op AvgPool2DGrad).
     """
-    if not _hooks:
-        return _AvgPool2DGrad(x, dy, ksize, strides, pads, ceil_mode, count_include_pad)
-    return _dispatch("AvgPool2DGrad", _AvgPool2DGrad, (x, dy, ksize, strides, pads, ceil_mode, count_include_pad))
+    return _AvgPool2DGrad(x, dy, ksize, strides, pads, ceil_mode, count_include_pad)
 
 
 _MaxPool2D = _pw.MaxPool2D
@@ -187,9 +178,7 @@ def max_pool2d(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ce
 
     Declared at cpp/ops/pool_ops.cc:133 (op MaxPool2D).
     """
-    if not _hooks:
-        return _MaxPool2D(x, ksize, strides, pads, dilations, ceil_mode)
-    return _dispatch("MaxPool2D", _MaxPool2D, (x, ksize, strides, pads, dilations, ceil_mode))
+    return _MaxPool2D(x, ksize, strides, pads, dilations, ceil_mode)
 
 
 _MaxPool2DGrad = _pw.MaxPool2DGrad
@@ -222,6 +211,4 @@ def max_pool2d_grad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(
 
     Declared at cpp/ops/pool_ops.cc:159 (op MaxPool2DGrad).
     """
-    if not _hooks:
-        return _MaxPool2DGrad(x, dy, ksize, strides, pads, dilations, ceil_mode)
-    return _dispatch("MaxPool2DGrad", _MaxPool2DGrad, (x, dy, ksize, strides, pads, dilations, ceil_mode))
+    return _MaxPool2DGrad(x, dy, ksize, strides, pads, dilations, ceil_mode)
