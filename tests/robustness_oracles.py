@@ -739,3 +739,10 @@ SUMS |= {"Gelu", "GeluGrad", "LayerNorm", "LayerNormGrad", "GatherGrad",
          "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam", "ApplyMomentum", "ApplyGradientDescent"}
 # Ops that update their first k inputs in place (read-only ones must raise).
 MUTATES = {"ApplyGradientDescent": 1, "ApplyMomentum": 2, "ApplyAdam": 3}
+
+# ---- vision ops (issue 23): conv / pool, in vision_oracles.py
+from vision_oracles import VISION_ORACLES, VISION_PRODUCTS, VISION_SUMS  # noqa: E402
+
+ORACLES.update(VISION_ORACLES)
+SUMS |= VISION_SUMS
+PRODUCTS |= VISION_PRODUCTS

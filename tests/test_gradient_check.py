@@ -135,6 +135,10 @@ CASES.update({
     "ReduceGradGrad": reduce_grad_cases(True),
 })
 
+from vision_grad_cases import vision_cases  # noqa: E402  (conv / pool ops)
+
+CASES.update(vision_cases())
+
 
 def registry_ops():
     return json.loads(_pw.registry_json())["ops"]

@@ -97,6 +97,20 @@ CASES.update({
     "ApplyAdam": [((arr((3,), D), arr((3,), D), arr((3,), D), arr((3,), D)), {"lr": 0.1, "step": 2})],
 })
 
+# Vision ops (issue 23): conv / pool and their backward ops.
+_X, _W = arr((2, 4, 7, 6)), arr((6, 2, 3, 3))
+CASES.update({
+    "Conv2D": [((_X, _W), {"strides": [2, 1], "pads": [1, 1, 1, 1], "groups": 2}), ((arr((1, 3, 5, 5), D), arr((4, 3, 1, 1), D)), {})],
+    "Conv2DBackpropInput": [((_X, _W, arr((2, 6, 5, 4))), {"groups": 2})],
+    "Conv2DBackpropFilter": [((_X, _W, arr((2, 6, 5, 4))), {"groups": 2})],
+    "MaxPool2D": [((_X,), {"ksize": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": True})],
+    "MaxPool2DGrad": [((_X, arr((2, 4, 3, 3))), {"ksize": [2, 2], "strides": [2, 2]})],
+    "AvgPool2D": [((_X,), {"ksize": [2, 3], "strides": [1, 2], "count_include_pad": True})],
+    "AvgPool2DGrad": [((_X, arr((2, 4, 3, 3))), {"ksize": [2, 2], "strides": [2, 2]})],
+    "AdaptiveAvgPool2D": [((_X,), {"output_size": [3, 2]})],
+    "AdaptiveAvgPool2DGrad": [((_X, arr((2, 4, 3, 2))), {"output_size": [3, 2]})],
+})
+
 
 def call(op, inputs, attrs):
     """Runs op eagerly, inputs by name (an attr may come first: Fill(shape, value))."""

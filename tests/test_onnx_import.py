@@ -241,8 +241,8 @@ def test_external_data_is_refused():
 
 def test_unsupported_operator_named_at_import():
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="ok"),
-             helper.make_node("Conv", ["r", "r"], ["y"], name="conv1")]
-    _raises(errors.UnimplementedError, "'conv1' \\(Conv\\).*Conv is not supported",
+             helper.make_node("LRN", ["r"], ["y"], name="lrn1", size=3)]
+    _raises(errors.UnimplementedError, "'lrn1' \\(LRN\\).*LRN is not supported",
             _model(nodes, [_vi("x", [1, 1, 2, 2])], [_vi("y", None)]))
     _raises(errors.UnimplementedError, "domain", _model(
         [helper.make_node("Relu", ["x"], ["y"], domain="com.example")], [_vi("x", [2])], [_vi("y", [2])]))

@@ -40,3 +40,7 @@ def cross_entropy(logits, labels, reduction="mean"):
 def mse_loss(pred, target, reduction="mean"):
     """Mean (or sum) of (pred - target)**2."""
     return _reduce(_ops.square(_ops.sub(pred, target)), reduction, "mse_loss")
+
+
+# Convolution, pooling, normalization and activations (NCHW).
+from opforge.nn.functional_vision import *  # noqa: E402,F401,F403

@@ -11,6 +11,7 @@ import numpy as np
 from opforge import errors
 from opforge.onnx import _node, _validate
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
+from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 
 
 def _has_unknown_dims(v):
@@ -53,6 +54,7 @@ class Program:
                 conv.check(ctx)
             outputs = [(k, name) for k, name in enumerate(node.output) if name]
             self.steps.append((ctx, conv.fn, outputs))
+        _ops_conv.fold_batch_norm(self)  # Conv + inference BatchNormalization -> one Conv
 
     def check_feeds(self, feeds):
         """Feeds as numpy arrays, checked against the declared inputs' dtypes and dims."""

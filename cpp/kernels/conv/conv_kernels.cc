@@ -1,0 +1,153 @@
+// Conv2D and its backward ops, lowered onto GEMM per (image, group):
+//   forward        y_g  [og, P] = W_g [og, K] * col [K, P]
+//   input grad     col  [K, P]  = W_g^T * dy_g, scattered back by col2im
+//   filter grad    dW_g [og, K] = sum over images of dy_g * col^T
+// with K = cg * kh * kw and P = oh * ow. A pointwise convolution skips
+// im2col (x is its own column matrix); depthwise runs a direct kernel.
+// When there are at least as many (image, group) items as threads they run
+// in parallel, one single-threaded GEMM each; otherwise each GEMM is threaded.
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "opforge/kernel.h"
+#include "opforge/parallel.h"
+
+#include "conv_gemm.h"
+#include "conv_geometry.h"
+#include "depthwise.h"
+#include "im2col.h"
+
+namespace opforge {
+namespace conv {
+namespace {
+
+using int64 = int64_t;
+
+// Runs fn(item, col, in_worker) over n*groups items, each with a column
+// buffer of `col_size` elements of its own.
+template <typename T, typename F>
+void ForEachItem(const Geometry& g, int64 col_size, int64 cost, F&& fn) {
+  const int64 items = g.n * g.groups;
+  if (items > 1 && items >= NumIntraOpThreads()) {
+    ParallelFor(items, cost, [&](int64 b, int64 e) {
+      std::vector<T> col(static_cast<size_t>(col_size));
+      for (int64 u = b; u < e; ++u) fn(u, col.data(), true);
+    });
+  } else {
+    std::vector<T> col(static_cast<size_t>(col_size));
+    for (int64 u = 0; u < items; ++u) fn(u, col.data(), false);
+  }
+}
+
+template <typename T>
+Status Conv2DKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const Tensor& f = ctx->input(1);
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  if (y->NumElements() == 0) return Status::OK();
+  const Geometry g = MakeGeometry(*ctx, x.shape(), f.shape(), y->shape());
+  const T* xd = x.data<T>();
+  const T* fd = f.data<T>();
+  T* yd = y->data<T>();
+  const int64 K = g.k(), P = g.p();
+  if (g.depthwise()) {
+    ParallelFor(g.n * g.c, P * g.kh * g.kw, [&](int64 b, int64 e) {
+      for (int64 u = b; u < e; ++u) DepthwiseChannel(g, xd + u * g.h * g.w, fd + (u % g.c) * g.kh * g.kw, yd + u * P);
+    });
+    return Status::OK();
+  }
+  const bool pw = g.pointwise();
+  ForEachItem<T>(g, pw ? 0 : K * P, g.og * P * K, [&](int64 u, T* col, bool in_worker) {
+    const int64 n = u / g.groups, gi = u % g.groups;
+    const T* xg = xd + (n * g.c + gi * g.cg) * g.h * g.w;
+    if (!pw) Im2Col(g, xg, col);
+    Gemm<T>(false, false, g.og, P, K, fd + gi * g.og * K, K, pw ? xg : col, P, yd + (n * g.o + gi * g.og) * P, P,
+            in_worker);
+  });
+  return Status::OK();
+}
+
+template <typename T>
+Status Conv2DBackpropInputKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const Tensor& f = ctx->input(1);
+  const Tensor& dy = ctx->input(2);
+  Tensor* dx = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &dx));
+  if (dx->NumElements() == 0) return Status::OK();
+  T* dxd = dx->data<T>();
+  std::memset(dxd, 0, sizeof(T) * dx->NumElements());
+  const Geometry g = MakeGeometry(*ctx, x.shape(), f.shape(), dy.shape());
+  if (dy.NumElements() == 0) return Status::OK();
+  const T* fd = f.data<T>();
+  const T* dyd = dy.data<T>();
+  const int64 K = g.k(), P = g.p();
+  const bool pw = g.pointwise();
+  ForEachItem<T>(g, pw ? 0 : K * P, g.og * P * K, [&](int64 u, T* col, bool in_worker) {
+    const int64 n = u / g.groups, gi = u % g.groups;
+    const T* dyg = dyd + (n * g.o + gi * g.og) * P;
+    T* dxg = dxd + (n * g.c + gi * g.cg) * g.h * g.w;
+    Gemm<T>(true, false, K, P, g.og, fd + gi * g.og * K, K, dyg, P, pw ? dxg : col, P, in_worker);
+    if (!pw) Col2Im(g, col, dxg);
+  });
+  return Status::OK();
+}
+
+template <typename T>
+Status Conv2DBackpropFilterKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const Tensor& f = ctx->input(1);
+  const Tensor& dy = ctx->input(2);
+  Tensor* df = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &df));
+  if (df->NumElements() == 0) return Status::OK();
+  T* dfd = df->data<T>();
+  const int64 total = df->NumElements();
+  std::memset(dfd, 0, sizeof(T) * total);
+  const Geometry g = MakeGeometry(*ctx, x.shape(), f.shape(), dy.shape());
+  if (dy.NumElements() == 0) return Status::OK();
+  const T* xd = x.data<T>();
+  const T* dyd = dy.data<T>();
+  const int64 K = g.k(), P = g.p();
+  const bool pw = g.pointwise();
+  // One image's contribution to group gi's rows of an accumulator.
+  auto one = [&](int64 u, T* col, T* tmp, T* acc, bool in_worker) {
+    const int64 n = u / g.groups, gi = u % g.groups;
+    const T* xg = xd + (n * g.c + gi * g.cg) * g.h * g.w;
+    if (!pw) Im2Col(g, xg, col);
+    Gemm<T>(false, true, g.og, K, P, dyd + (n * g.o + gi * g.og) * P, P, pw ? xg : col, P, tmp, K, in_worker);
+    T* a = acc + gi * g.og * K;
+    for (int64 i = 0; i < g.og * K; ++i) a[i] += tmp[i];
+  };
+  const int64 items = g.n * g.groups;
+  const int64 col_size = pw ? 0 : K * P;
+  if (items > 1 && items >= NumIntraOpThreads()) {
+    std::mutex mu;
+    ParallelFor(items, g.og * P * K, [&](int64 b, int64 e) {
+      std::vector<T> col(static_cast<size_t>(col_size)), tmp(static_cast<size_t>(g.og * K));
+      std::vector<T> acc(static_cast<size_t>(total), T(0));
+      for (int64 u = b; u < e; ++u) one(u, col.data(), tmp.data(), acc.data(), true);
+      std::lock_guard<std::mutex> lock(mu);
+      for (int64 i = 0; i < total; ++i) dfd[i] += acc[i];
+    });
+  } else {
+    std::vector<T> col(static_cast<size_t>(col_size)), tmp(static_cast<size_t>(g.og * K));
+    for (int64 u = 0; u < items; ++u) one(u, col.data(), tmp.data(), dfd, false);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+REGISTER_KERNEL("Conv2D", kCPU, DType::kFloat32, Conv2DKernel<float>);
+REGISTER_KERNEL("Conv2D", kCPU, DType::kFloat64, Conv2DKernel<double>);
+REGISTER_KERNEL("Conv2DBackpropInput", kCPU, DType::kFloat32, Conv2DBackpropInputKernel<float>);
+REGISTER_KERNEL("Conv2DBackpropInput", kCPU, DType::kFloat64, Conv2DBackpropInputKernel<double>);
+REGISTER_KERNEL("Conv2DBackpropFilter", kCPU, DType::kFloat32, Conv2DBackpropFilterKernel<float>);
+REGISTER_KERNEL("Conv2DBackpropFilter", kCPU, DType::kFloat64, Conv2DBackpropFilterKernel<double>);
+
+}  // namespace conv
+}  // namespace opforge

@@ -1,0 +1,41 @@
+// Direct depthwise convolution (one filter per channel): im2col would build
+// a kh*kw-row matrix for a GEMM with one output row, so a plain loop over
+// the taps wins. Forward only; the backward ops go through im2col.
+#pragma once
+
+#include <cstdint>
+
+#include "../compiler.h"
+#include "conv_geometry.h"
+#include "im2col.h"
+
+namespace opforge {
+namespace conv {
+
+// y[oh, ow] of one channel from x[h, w] and the taps f[kh, kw].
+template <typename T>
+void DepthwiseChannel(const Geometry& g, const T* OF_RESTRICT x, const T* OF_RESTRICT f, T* OF_RESTRICT y) {
+  for (int64_t i = 0; i < g.oh * g.ow; ++i) y[i] = T(0);
+  for (int64_t a = 0; a < g.kh; ++a) {
+    for (int64_t b = 0; b < g.kw; ++b) {
+      const T wv = f[a * g.kw + b];
+      const int64_t offh = a * g.dh - g.pt, offw = b * g.dw - g.pl;
+      int64_t j0, j1;
+      ValidRange(offw, g.sw, g.w, g.ow, &j0, &j1);
+      for (int64_t i = 0; i < g.oh; ++i) {
+        const int64_t ih = i * g.sh + offh;
+        if (ih < 0 || ih >= g.h) continue;
+        const T* OF_RESTRICT xr = x + ih * g.w + offw;
+        T* OF_RESTRICT yr = y + i * g.ow;
+        if (g.sw == 1) {
+          for (int64_t j = j0; j < j1; ++j) yr[j] += wv * xr[j];
+        } else {
+          for (int64_t j = j0; j < j1; ++j) yr[j] += wv * xr[j * g.sw];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace conv
+}  // namespace opforge

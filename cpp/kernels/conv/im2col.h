@@ -1,0 +1,86 @@
+// im2col and its adjoint col2im for one image and one channel group: the
+// column matrix is [cg * kh * kw, oh * ow], row (c, a, b) holding the input
+// pixel each output pixel sees through tap (a, b) of channel c (0 in pads).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "conv_geometry.h"
+
+namespace opforge {
+namespace conv {
+
+// The output columns [j0, j1) whose tap at offset `off` (= a * dilation - pad)
+// lands inside [0, size) with stride s.
+inline void ValidRange(int64_t off, int64_t s, int64_t size, int64_t out, int64_t* j0, int64_t* j1) {
+  // j * s + off >= 0  and  j * s + off < size
+  int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  int64_t hi = size - off <= 0 ? 0 : (size - off + s - 1) / s;
+  *j0 = std::min(lo, out);
+  *j1 = std::max(*j0, std::min(hi, out));
+}
+
+template <typename T>
+void Im2Col(const Geometry& g, const T* x, T* col) {
+  const int64_t p = g.p();
+  for (int64_t c = 0; c < g.cg; ++c) {
+    const T* xc = x + c * g.h * g.w;
+    for (int64_t a = 0; a < g.kh; ++a) {
+      for (int64_t b = 0; b < g.kw; ++b) {
+        T* row = col + ((c * g.kh + a) * g.kw + b) * p;
+        const int64_t offh = a * g.dh - g.pt, offw = b * g.dw - g.pl;
+        int64_t j0, j1;
+        ValidRange(offw, g.sw, g.w, g.ow, &j0, &j1);
+        for (int64_t i = 0; i < g.oh; ++i) {
+          T* r = row + i * g.ow;
+          const int64_t ih = i * g.sh + offh;
+          if (ih < 0 || ih >= g.h) {
+            std::fill(r, r + g.ow, T(0));
+            continue;
+          }
+          const T* xr = xc + ih * g.w + offw;
+          std::fill(r, r + j0, T(0));
+          if (g.sw == 1) {
+            std::memcpy(r + j0, xr + j0, sizeof(T) * (j1 - j0));
+          } else {
+            for (int64_t j = j0; j < j1; ++j) r[j] = xr[j * g.sw];
+          }
+          std::fill(r + j1, r + g.ow, T(0));
+        }
+      }
+    }
+  }
+}
+
+// dx (one image, one group, [cg, h, w]) += the scatter of col.
+template <typename T>
+void Col2Im(const Geometry& g, const T* col, T* dx) {
+  const int64_t p = g.p();
+  for (int64_t c = 0; c < g.cg; ++c) {
+    T* xc = dx + c * g.h * g.w;
+    for (int64_t a = 0; a < g.kh; ++a) {
+      for (int64_t b = 0; b < g.kw; ++b) {
+        const T* row = col + ((c * g.kh + a) * g.kw + b) * p;
+        const int64_t offh = a * g.dh - g.pt, offw = b * g.dw - g.pl;
+        int64_t j0, j1;
+        ValidRange(offw, g.sw, g.w, g.ow, &j0, &j1);
+        for (int64_t i = 0; i < g.oh; ++i) {
+          const int64_t ih = i * g.sh + offh;
+          if (ih < 0 || ih >= g.h) continue;
+          const T* r = row + i * g.ow;
+          T* xr = xc + ih * g.w + offw;
+          if (g.sw == 1) {
+            for (int64_t j = j0; j < j1; ++j) xr[j] += r[j];
+          } else {
+            for (int64_t j = j0; j < j1; ++j) xr[j * g.sw] += r[j];
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace conv
+}  // namespace opforge

@@ -1,0 +1,201 @@
+// Convolution ops, NCHW: Conv2D and its backward ops for the input and the
+// filter. 1-D convolution is Conv2D over a height of 1 (opforge.nn.functional).
+// Padding is explicit here ([top, left, bottom, right], ONNX's order); the
+// Python layers turn 'same' / 'valid' into pads.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "opforge/op.h"
+#include "opforge/shape_inference.h"
+#include "shape_checks.h"
+
+namespace opforge {
+namespace {
+
+constexpr const char* kFloat = "T: {float32, float64}";
+
+// Strides, dilations (2 positive ints each) and pads (4 ints >= 0).
+Status CheckWindowAttrs(InferenceContext* ctx) {
+  const std::vector<int64_t>& s = ctx->attr_ints("strides");
+  const std::vector<int64_t>& d = ctx->attr_ints("dilations");
+  const std::vector<int64_t>& p = ctx->attr_ints("pads");
+  if (s.size() != 2 || s[0] < 1 || s[1] < 1) {
+    return errors::InvalidArgument("attr 'strides' must be 2 ints >= 1 (height, width), got ", ListString(s));
+  }
+  if (d.size() != 2 || d[0] < 1 || d[1] < 1) {
+    return errors::InvalidArgument("attr 'dilations' must be 2 ints >= 1 (height, width), got ", ListString(d));
+  }
+  if (p.size() != 4 || p[0] < 0 || p[1] < 0 || p[2] < 0 || p[3] < 0) {
+    return errors::InvalidArgument("attr 'pads' must be 4 ints >= 0 (top, left, bottom, right), got ",
+                                   ListString(p));
+  }
+  return Status::OK();
+}
+
+// One spatial output size; -1 stays unknown.
+Status ConvOutDim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, const char* axis,
+                  int64_t* out) {
+  if (in < 0 || k < 0) {
+    *out = -1;
+    return Status::OK();
+  }
+  const int64_t eff = (k - 1) * d + 1;
+  const int64_t padded = in + pb + pe;
+  if (k == 0 || eff > padded) {
+    return errors::InvalidArgument("argument 'filter': the dilated kernel ", axis, " ", eff,
+                                   " is larger than the padded input ", axis, " ", padded);
+  }
+  *out = (padded - eff) / s + 1;
+  return Status::OK();
+}
+
+// x [N, C, H, W], filter [O, C / groups, kh, kw] -> y [N, O, OH, OW].
+Status ConvForwardShape(const TensorShape& x, const TensorShape& f, InferenceContext* ctx, TensorShape* y) {
+  OF_RETURN_IF_ERROR(CheckWindowAttrs(ctx));
+  if (x.rank() != 4) {
+    return errors::InvalidArgument("argument 'x' must be 4-D [batch, channels, height, width], got shape ",
+                                   x.DebugString());
+  }
+  if (f.rank() != 4) {
+    return errors::InvalidArgument(
+        "argument 'filter' must be 4-D [out_channels, in_channels / groups, kh, kw], got shape ", f.DebugString());
+  }
+  const int64_t g = ctx->attr_int("groups");
+  if (g < 1) return errors::InvalidArgument("attr 'groups' must be >= 1, got ", g);
+  const int64_t c = x.dim(1), o = f.dim(0);
+  if (c >= 0 && c % g != 0) {
+    return errors::InvalidArgument("argument 'x' has ", c, " channels, which do not divide by attr 'groups' ", g);
+  }
+  if (o >= 0 && o % g != 0) {
+    return errors::InvalidArgument("argument 'filter' has ", o, " output channels, which do not divide by attr 'groups' ", g);
+  }
+  if (c >= 0 && f.dim(1) >= 0 && f.dim(1) * g != c) {
+    return errors::InvalidArgument("argument 'filter' has ", f.dim(1), " input channels per group; argument 'x' has ",
+                                   c, " channels and attr 'groups' is ", g, ", so it must be ", c / g);
+  }
+  const std::vector<int64_t>& s = ctx->attr_ints("strides");
+  const std::vector<int64_t>& d = ctx->attr_ints("dilations");
+  const std::vector<int64_t>& p = ctx->attr_ints("pads");
+  int64_t oh, ow;
+  OF_RETURN_IF_ERROR(ConvOutDim(x.dim(2), f.dim(2), s[0], d[0], p[0], p[2], "height", &oh));
+  OF_RETURN_IF_ERROR(ConvOutDim(x.dim(3), f.dim(3), s[1], d[1], p[1], p[3], "width", &ow));
+  *y = TensorShape({x.dim(0), o, oh, ow});
+  return Status::OK();
+}
+
+Status Conv2DShape(InferenceContext* ctx) {
+  TensorShape y;
+  OF_RETURN_IF_ERROR(ConvForwardShape(ctx->input_shape(0), ctx->input_shape(1), ctx, &y));
+  ctx->set_output_shape(0, y);
+  return Status::OK();
+}
+
+// (x, filter, dy): dy must be Conv2D(x, filter)'s shape; output `which`'s shape.
+Status ConvBackpropShape(InferenceContext* ctx, int which) {
+  TensorShape y;
+  OF_RETURN_IF_ERROR(ConvForwardShape(ctx->input_shape(0), ctx->input_shape(1), ctx, &y));
+  const TensorShape& dy = ctx->input_shape(2);
+  bool match = dy.rank() == 4;
+  for (int i = 0; match && i < 4; ++i) match = y.dim(i) < 0 || dy.dim(i) < 0 || y.dim(i) == dy.dim(i);
+  if (!match) {
+    return errors::InvalidArgument("argument 'dy' must have Conv2D(x, filter)'s shape ", y.DebugString(), ", got ",
+                                   dy.DebugString());
+  }
+  ctx->set_output_shape(0, ctx->input_shape(which));
+  return Status::OK();
+}
+Status Conv2DBackpropInputShape(InferenceContext* ctx) { return ConvBackpropShape(ctx, 0); }
+Status Conv2DBackpropFilterShape(InferenceContext* ctx) { return ConvBackpropShape(ctx, 1); }
+
+}  // namespace
+
+#define OF_CONV_ATTRS                                  \
+  Attr("strides: list(int) = [1, 1]")                  \
+      .Attr("pads: list(int) = [0, 0, 0, 0]")          \
+      .Attr("dilations: list(int) = [1, 1]")           \
+      .Attr("groups: int >= 1 = 1")
+
+#define OF_CONV_ARGS "strides=strides, pads=pads, dilations=dilations, groups=groups"
+
+REGISTER_OP("Conv2D")
+    .Input("x: T")
+    .Input("filter: T")
+    .OF_CONV_ATTRS
+    .Output("y: T")
+    .Attr(kFloat)
+    .SetShapeFn(Conv2DShape)
+    .Gradient("x = Conv2DBackpropInput(x, filter, dy, " OF_CONV_ARGS ")")
+    .Gradient("filter = Conv2DBackpropFilter(x, filter, dy, " OF_CONV_ARGS ")")
+    .Doc(R"doc(
+2-D cross-correlation over NCHW input, as torch.nn.functional.conv2d and ONNX Conv.
+
+y[n, o, i, j] = sum over c in o's group, a, b of
+x_padded[n, c, i * strides[0] + a * dilations[0], j * strides[1] + b * dilations[1]] *
+filter[o, c - group start, a, b]. Lowered onto GEMM (im2col; a 1x1
+convolution with unit strides and no pads reads x directly); depthwise
+convolution (groups == channels == out_channels) runs a direct kernel.
+
+x: The input, [batch, channels, height, width].
+filter: The weights, [out_channels, channels / groups, kernel_height, kernel_width].
+strides: The step of the window on (height, width), each >= 1.
+pads: Zero padding (top, left, bottom, right), each >= 0.
+dilations: The spacing of the kernel taps on (height, width), each >= 1.
+groups: Channels and out_channels split into this many independent groups; both must divide by it.
+y: The output, [batch, out_channels, out_height, out_width] with out = (in + pads - dilation * (k - 1) - 1) / stride + 1.
+)doc");
+
+REGISTER_OP("Conv2DBackpropInput")
+    .Input("x: T")
+    .Input("filter: T")
+    .Input("dy: T")
+    .OF_CONV_ATTRS
+    .Output("dx: T")
+    .Attr(kFloat)
+    .SetShapeFn(Conv2DBackpropInputShape)
+    // Linear in filter and dy: <ddx, dx> = <Conv2D(ddx, filter), dy>.
+    .Gradient("x = ZerosLike(x)")
+    .Gradient("filter = Conv2DBackpropFilter(ddx, filter, dy, " OF_CONV_ARGS ")")
+    .Gradient("dy = Conv2D(ddx, filter, " OF_CONV_ARGS ")")
+    .Doc(R"doc(
+The backward op of Conv2D for its input: the transposed convolution of dy with filter.
+
+x: Conv2D's input; only its shape is read.
+filter: Conv2D's filter.
+dy: The gradient with respect to Conv2D's output.
+strides: Conv2D's strides.
+pads: Conv2D's pads.
+dilations: Conv2D's dilations.
+groups: Conv2D's groups.
+dx: The gradient with respect to x, with x's shape.
+)doc");
+
+REGISTER_OP("Conv2DBackpropFilter")
+    .Input("x: T")
+    .Input("filter: T")
+    .Input("dy: T")
+    .OF_CONV_ATTRS
+    .Output("dfilter: T")
+    .Attr(kFloat)
+    .SetShapeFn(Conv2DBackpropFilterShape)
+    // Linear in x and dy: <ddfilter, dfilter> = <Conv2D(x, ddfilter), dy>.
+    .Gradient("x = Conv2DBackpropInput(x, ddfilter, dy, " OF_CONV_ARGS ")")
+    .Gradient("filter = ZerosLike(filter)")
+    .Gradient("dy = Conv2D(x, ddfilter, " OF_CONV_ARGS ")")
+    .Doc(R"doc(
+The backward op of Conv2D for its filter: the correlation of x with dy, summed over the batch.
+
+x: Conv2D's input.
+filter: Conv2D's filter; only its shape is read.
+dy: The gradient with respect to Conv2D's output.
+strides: Conv2D's strides.
+pads: Conv2D's pads.
+dilations: Conv2D's dilations.
+groups: Conv2D's groups.
+dfilter: The gradient with respect to filter, with filter's shape.
+)doc");
+
+#undef OF_CONV_ARGS
+#undef OF_CONV_ATTRS
+
+}  // namespace opforge

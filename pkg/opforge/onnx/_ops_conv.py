@@ -1,0 +1,267 @@
+"""ONNX convolution, pooling, batch normalization and hard activations (NCHW, 1-D and 2-D).
+
+1-D operators run as their 2-D op over a height of 1. auto_pad SAME_* needs
+static spatial dims (the pads are computed at import). BatchNormalization is
+inference only (training_mode=0): y = x * scale' + shift' with the constant
+parts folded in numpy at import.
+"""
+
+import numpy as np
+
+from opforge import ops as P
+from opforge.errors import UnimplementedError
+from opforge.nn.functional_vision import same_pads
+from opforge.onnx._node import FLOAT, INT, INTS, STRING, converter, dtype_of, shape_of
+
+_WINDOW = {"auto_pad": STRING, "kernel_shape": INTS, "pads": INTS, "strides": INTS, "dilations": INTS}
+
+
+def _spatial(n, x, what="X"):
+    shape = shape_of(x)
+    if len(shape) not in (3, 4):
+        raise n.fail(f"{what} of rank {len(shape)}: opforge implements 1-D and 2-D (rank 3 and 4) only",
+                     UnimplementedError)
+    return shape
+
+
+def _to2d(x, shape):
+    """[N, C, L] -> [N, C, 1, L]; 4-D unchanged."""
+    return P.reshape(x, shape=[shape[0] if shape[0] is not None else -1, shape[1], 1, shape[2]]) \
+        if len(shape) == 3 else x
+
+
+def _from2d(y, rank):
+    if rank == 4:
+        return y
+    s = shape_of(y)
+    return P.reshape(y, shape=[s[0] if s[0] is not None else -1, s[1], s[3]])
+
+
+def _window(n, shape, kernel):
+    """(strides, pads [t, l, b, r], dilations) as 2-D lists from the node's attrs and auto_pad."""
+    k = len(kernel)
+    strides = n.attr("strides", [1] * k)
+    dil = n.attr("dilations", [1] * k)
+    pads = n.attr("pads", [0] * (2 * k))
+    if len(strides) != k or len(dil) != k or len(pads) != 2 * k:
+        raise n.fail(f"strides {strides}, dilations {dil} and pads {pads} must have {k}, {k} and {2 * k} entries")
+    mode = n.attr("auto_pad", "NOTSET")
+    if mode == "VALID":
+        pads = [0] * (2 * k)
+    elif mode in ("SAME_UPPER", "SAME_LOWER"):
+        spatial = shape[2:]
+        if any(d is None for d in spatial):
+            raise n.fail(f"auto_pad {mode} needs static spatial dims, got {list(shape)}", UnimplementedError)
+        pr = [same_pads(spatial[i], kernel[i], strides[i], dil[i], mode == "SAME_UPPER") for i in range(k)]
+        pads = [p[0] for p in pr] + [p[1] for p in pr]
+    elif mode != "NOTSET":
+        raise n.fail(f"auto_pad {mode!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
+    if k == 1:
+        return [1, strides[0]], [0, pads[0], 0, pads[1]], [1, dil[0]]
+    return list(strides), list(pads), list(dil)
+
+
+@converter("Conv", (1, 11, 22), {**_WINDOW, "group": INT})
+def _conv(n):
+    x, w = n.input(0), n.input(1)
+    shape, ws = _spatial(n, x), shape_of(w)
+    if len(ws) != len(shape):
+        raise n.fail(f"W of shape {list(ws)} must have X's rank {len(shape)}")
+    kernel = n.attr("kernel_shape", list(ws[2:]))
+    if list(kernel) != list(ws[2:]):
+        raise n.fail(f"kernel_shape {kernel} does not match W's spatial dims {list(ws[2:])}")
+    strides, pads, dil = _window(n, shape, kernel)
+    if len(shape) == 3:
+        w = P.reshape(w, shape=[ws[0], ws[1], 1, ws[2]])
+    y = P.conv2d(_to2d(x, shape), w, strides=strides, pads=pads, dilations=dil, groups=n.attr("group", 1))
+    if n.has(2):
+        y = P.add(y, P.reshape(n.input(2), shape=[1, ws[0], 1, 1]))
+    return _from2d(y, len(shape))
+
+
+def _pool_common(n):
+    x = n.input(0)
+    shape = _spatial(n, x)
+    kernel = n.attr("kernel_shape")
+    if kernel is None or len(kernel) != len(shape) - 2:
+        raise n.fail(f"kernel_shape {kernel} must have {len(shape) - 2} entries")
+    strides, pads, dil = _window(n, shape, kernel)
+    k2 = [1, kernel[0]] if len(kernel) == 1 else list(kernel)
+    return x, shape, k2, strides, pads, dil
+
+
+@converter("MaxPool", (1, 8, 10, 11, 12, 22), {**_WINDOW, "ceil_mode": INT, "storage_order": INT})
+def _max_pool(n):
+    if len(n.node.output) > 1 and n.node.output[1]:
+        raise n.fail("the Indices output is not supported", UnimplementedError)
+    x, shape, k, s, p, d = _pool_common(n)
+    y = P.max_pool2d(_to2d(x, shape), ksize=k, strides=s, pads=p, dilations=d, ceil_mode=bool(n.attr("ceil_mode", 0)))
+    return _from2d(y, len(shape))
+
+
+@converter("AveragePool", (1, 7, 10, 11, 19, 22), {**_WINDOW, "ceil_mode": INT, "count_include_pad": INT})
+def _avg_pool(n):
+    x, shape, k, s, p, d = _pool_common(n)
+    if any(v != 1 for v in d):
+        raise n.fail(f"dilations {n.attr('dilations')} are not supported for AveragePool", UnimplementedError)
+    y = P.avg_pool2d(_to2d(x, shape), ksize=k, strides=s, pads=p, ceil_mode=bool(n.attr("ceil_mode", 0)),
+                     count_include_pad=bool(n.attr("count_include_pad", 0)))
+    return _from2d(y, len(shape))
+
+
+def _global(fn):
+    def convert(n):
+        x = n.input(0)
+        rank = len(shape_of(x))
+        if rank < 3:
+            raise n.fail(f"X must have rank >= 3 (N, C, spatial...), got {rank}")
+        return fn(x, axis=list(range(2, rank)), keepdims=True)
+    return convert
+
+
+converter("GlobalAveragePool", (1, 22))(_global(P.mean))
+converter("GlobalMaxPool", (1, 22))(_global(P.max))
+
+
+@converter("BatchNormalization", (6, 7, 9, 14, 15), {"epsilon": FLOAT, "momentum": FLOAT, "spatial": INT,
+                                                      "training_mode": INT, "is_test": INT})
+def _batch_norm(n):
+    if n.version == 6 and not n.attr("is_test", 0):
+        raise n.fail("is_test=0 (training) is not supported (inference only)", UnimplementedError)
+    if n.attr("training_mode", 0):
+        raise n.fail("training_mode=1 is not supported (inference only)", UnimplementedError)
+    if n.attr("spatial", 1) != 1:
+        raise n.fail("spatial=0 is not supported", UnimplementedError)
+    if sum(1 for o in n.node.output if o) > 1:
+        raise n.fail("only the Y output is supported (inference)", UnimplementedError)
+    x = n.input(0)
+    shape = shape_of(x)
+    if len(shape) < 2:
+        raise n.fail(f"X must have rank >= 2, got {len(shape)}")
+    eps = n.attr("epsilon", 1e-5)
+    view = [1, shape[1]] + [1] * (len(shape) - 2)
+    consts = [n.known(i) for i in range(1, 5)]
+    if all(c is not None for c in consts):
+        # Constant statistics (the usual case): one multiply and one add.
+        scale, bias, mean, var = (c.astype(np.float64) for c in consts)
+        k = scale / np.sqrt(var + eps)
+        dt = dtype_of(x)
+        return P.add(P.mul(x, k.reshape(view).astype(dt)), (bias - mean * k).reshape(view).astype(dt))
+    scale, bias, mean, var = (P.reshape(n.input(i), shape=view) for i in range(1, 5))
+    k = P.div(scale, P.sqrt(P.add(var, np.array(eps, dtype_of(x)))))
+    return P.add(P.mul(P.sub(x, mean), k), bias)
+
+
+def _hard_sigmoid(x, alpha, beta):
+    dt = dtype_of(x)
+    y = P.add(P.mul(x, np.array(alpha, dt)), np.array(beta, dt))
+    return P.minimum(P.maximum(y, np.array(0, dt)), np.array(1, dt))
+
+
+@converter("HardSigmoid", (1, 6, 22), {"alpha": FLOAT, "beta": FLOAT})
+def _hardsigmoid(n):
+    return _hard_sigmoid(n.input(0), n.attr("alpha", 0.2), n.attr("beta", 0.5))
+
+
+@converter("HardSwish", (14, 22))
+def _hardswish(n):
+    x = n.input(0)
+    return P.mul(x, _hard_sigmoid(x, 1.0 / 6, 0.5))
+
+
+def fold_batch_norm(program):
+    """Folds inference BatchNormalization into the Conv before it, at import.
+
+    When a Conv's only consumer is a BatchNormalization whose statistics, and
+    the Conv's weights, are initializers, the pair becomes one Conv with
+    W' = W * k and b' = (b - mean) * k + beta, k = scale / sqrt(var + eps)
+    (per output channel): one op and one pass over the activations less.
+    """
+    from opforge.onnx import _node
+    inits = program.initializers
+    uses = {}
+    for ctx, _, _ in program.steps:
+        for name in ctx.node.input:
+            uses[name] = uses.get(name, 0) + 1
+    steps, skip = program.steps, set()
+    by_input = {}
+    for i, (ctx, _, _) in enumerate(steps):
+        if ctx.node.op_type == "BatchNormalization" and ctx.node.input:
+            by_input[ctx.node.input[0]] = i
+    for i, (ctx, _, outputs) in enumerate(steps):
+        node = ctx.node
+        if node.op_type != "Conv" or len(node.output) != 1 or node.output[0] in program.outputs:
+            continue
+        j = by_input.get(node.output[0])
+        if j is None or uses.get(node.output[0]) != 1:
+            continue
+        bn = steps[j][0]
+        b_in = list(bn.node.input)
+        attrs = {a.name: a for a in bn.node.attribute}
+        if (len(b_in) != 5 or sum(1 for o in bn.node.output if o) != 1 or not bn.node.output[0]
+                or any(n not in inits for n in b_in[1:]) or node.input[1] not in inits
+                or (len(node.input) > 2 and node.input[2] and node.input[2] not in inits)
+                or (bn.version == 6 and not (attrs.get("is_test") and attrs["is_test"].i))
+                or ("training_mode" in attrs and attrs["training_mode"].i)
+                or ("spatial" in attrs and attrs["spatial"].i != 1)):
+            continue
+        w = inits[node.input[1]].astype(np.float64)
+        if w.ndim not in (3, 4):
+            continue
+        scale, beta, mean, var = (inits[n].astype(np.float64) for n in b_in[1:])
+        eps = attrs["epsilon"].f if "epsilon" in attrs else 1e-5
+        k = scale / np.sqrt(var + eps)
+        b = inits[node.input[2]].astype(np.float64) if len(node.input) > 2 and node.input[2] else 0.0
+        dt = inits[node.input[1]].dtype
+        wn, bname = f"{node.output[0]}::folded_w", f"{node.output[0]}::folded_b"
+        inits[wn] = (w * k.reshape((-1,) + (1,) * (w.ndim - 1))).astype(dt)
+        inits[bname] = ((b - mean) * k + beta).astype(dt)
+        new = type(node)()
+        new.CopyFrom(node)
+        del new.input[:]
+        new.input.extend([node.input[0], wn, bname])
+        new.output[0] = bn.node.output[0]
+        folded = _node.NodeCtx(new, ctx.version, {})
+        folded.where = ctx.where
+        steps[i] = (folded, steps[i][1], [(0, bn.node.output[0])])
+        skip.add(j)
+    if skip:
+        program.steps = [s for k, s in enumerate(steps) if k not in skip]
+
+
+def _resize_factors(n, x):
+    """Integer (sh, sw) upscaling factors of a 4-D Resize, from scales or sizes (constants)."""
+    shape = shape_of(x)
+    if len(shape) != 4 or any(d is None for d in shape):
+        raise n.fail(f"X must be 4-D with static dims, got {list(shape)}", UnimplementedError)
+    if n.has(3):
+        sizes = n.static_ints(3, "sizes")
+        if len(sizes) != 4 or sizes[:2] != list(shape[:2]) or sizes[2] % shape[2] or sizes[3] % shape[3]:
+            raise n.fail(f"sizes {sizes}: only integer upscaling of H and W is supported", UnimplementedError)
+        return sizes[2] // shape[2], sizes[3] // shape[3]
+    scales = [float(v) for v in n.static(2, "scales").reshape(-1)] if n.has(2) else []
+    if len(scales) != 4 or scales[:2] != [1.0, 1.0] or any(s < 1 or s != int(s) for s in scales[2:]):
+        raise n.fail(f"scales {scales}: only integer upscaling of H and W is supported", UnimplementedError)
+    return int(scales[2]), int(scales[3])
+
+
+@converter("Resize", (11, 13, 18, 19), {"mode": STRING, "coordinate_transformation_mode": STRING,
+                                         "nearest_mode": STRING, "cubic_coeff_a": FLOAT, "exclude_outside": INT,
+                                         "extrapolation_value": FLOAT})
+def _resize(n):
+    """mode='nearest' with integer upscaling, in the coordinate modes where that is pixel repetition."""
+    from opforge.nn.functional_vision import upsample_nearest
+    if n.attr("mode", "nearest") != "nearest":
+        raise n.fail(f"mode {n.attr('mode')!r}: only 'nearest' is supported", UnimplementedError)
+    x = n.input(0)
+    sh, sw = _resize_factors(n, x)
+    coord = n.attr("coordinate_transformation_mode", "half_pixel")
+    near = n.attr("nearest_mode", "round_prefer_floor")
+    # With out index i = q * s + r, the source is q (repetition) when:
+    ok = ((coord == "asymmetric" and near == "floor")
+          or (coord in ("half_pixel", "pytorch_half_pixel") and near in ("round_prefer_floor", "round_prefer_ceil"))
+          or (coord == "asymmetric" and near == "round_prefer_floor" and max(sh, sw) <= 2))
+    if not ok:
+        raise n.fail(f"coordinate_transformation_mode {coord!r} with nearest_mode {near!r} and scale "
+                     f"{[sh, sw]} is not supported", UnimplementedError)
+    return upsample_nearest(x, [sh, sw])
