@@ -9,6 +9,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_array_grads.py
   python/gen_array_ops.py
   python/gen_array_ops.pyi
+  python/gen_function_grads.py
+  python/gen_function_ops.py
+  python/gen_function_ops.pyi
   python/gen_grad_grads.py
   python/gen_grad_ops.py
   python/gen_grad_ops.pyi
@@ -24,17 +27,22 @@ set(OPFORGE_GENERATED_FILES
   python/gen_optim_grads.py
   python/gen_optim_ops.py
   python/gen_optim_ops.pyi
+  python/gen_random_grads.py
+  python/gen_random_ops.py
+  python/gen_random_ops.pyi
   python/gen_reduction_grads.py
   python/gen_reduction_ops.py
   python/gen_reduction_ops.pyi
   python/numpy_map.py
   registry.json
   swig/gen_array_ops.i
+  swig/gen_function_ops.i
   swig/gen_grad_ops.i
   swig/gen_linalg_ops.i
   swig/gen_math_ops.i
   swig/gen_nn_ops.i
   swig/gen_ops.i
   swig/gen_optim_ops.i
+  swig/gen_random_ops.i
   swig/gen_reduction_ops.i
 )

@@ -10,10 +10,12 @@ tape records it. safetensors is imported only when a file is written.
 """
 
 from opforge.nn import functional
-from opforge.nn.layer import Layer, register_layer
+from opforge.nn.layer import Layer, Module, Parameter, register_layer
+from opforge.nn.losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss
 from opforge.nn.layers import (GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, RMSNorm, Sequential,
                                Softmax)
 from opforge.nn.model_file import load_model, read_weights
 
 __all__ = ["Layer", "register_layer", "Linear", "Embedding", "RMSNorm", "LayerNorm", "Dropout", "ReLU",
-           "GELU", "Softmax", "Sequential", "functional", "load_model", "read_weights"]
+           "GELU", "Softmax", "Sequential", "functional", "load_model", "read_weights",
+           "Module", "Parameter", "MSELoss", "L1Loss", "CrossEntropyLoss", "BCEWithLogitsLoss"]
