@@ -112,6 +112,23 @@ def test_without_grad_no_node_and_the_context_is_freed():
     assert len(function_module._contexts) == before
 
 
+def test_function_in_a_graph_with_gradients():
+    a = np.array([-1.0, 0.0, 2.0])
+    eager_contexts = len(function_module._contexts)
+    g = of.Graph()
+    with g.as_default():
+        x = of.placeholder(of.float64, [3])
+        s, d = SplitSum.apply(x, of.constant(a * 2))
+        y = Exp.apply(x)
+        loss = of.sum(y * y) + s * 2.0 + d
+        (gx,) = of.gradients(loss, [x])
+    with of.Session(g) as sess:
+        vy, vg = sess.run([y, gx], feed_dict={x: a})
+    np.testing.assert_allclose(vy, np.exp(a), rtol=1e-12)
+    np.testing.assert_allclose(vg, 2 * np.exp(2 * a) + 2 + 2 * a, rtol=1e-12)
+    assert len(g._autograd_functions) == 2 and len(function_module._contexts) == eager_contexts  # the contexts live in the graph
+
+
 def test_function_errors():
     class WrongCount(of.autograd.Function):
         @staticmethod

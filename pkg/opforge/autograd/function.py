@@ -23,9 +23,9 @@ its backward is called once per output that receives a gradient (the others
 get zeros); backward must be linear in its gradients, as every correct one is.
 
 Graph mode: ``apply`` on symbolic tensors builds the forward's ops and a
-PythonFunction node per output, so the graph runs; ``of.gradients`` through
-it needs the graph backward sweep to call Python gradients of graph nodes
-(not checked here: see docs/training.md).
+PythonFunction node per output; ``of.gradients`` calls the same registered
+gradient, so backward adds its ops to the graph. The context lives as long
+as the graph.
 """
 
 import itertools
@@ -116,8 +116,12 @@ class Function:
         key = next(_keys)
         entry = [cls, ctx, positions, [(list(o.shape), o.dtype.name) if hasattr(o, "dtype") else None
                                        for o in outs], 0]
+        graph = next((a.graph for a in args if _is_symbolic(a)), None)
         with _lock:
-            _contexts[key] = entry
+            # In a graph the context (which holds symbolic tensors of the graph) lives in the
+            # graph, so it is freed with it; on the tape, until the call's last node dies.
+            store = _contexts if graph is None else graph.__dict__.setdefault("_autograd_functions", {})
+            store[key] = entry
         wrapped = []
         for j, o in enumerate(outs):
             if not _is_float(o) or id(o) in skip:
@@ -125,11 +129,11 @@ class Function:
                 continue
             w = _ops.python_function(xs, o, key, j)
             node = getattr(w, "grad_fn", None)
-            if node is not None:
+            if node is not None and graph is None:
                 entry[4] += 1
                 weakref.finalize(node, _release, key)
             wrapped.append(w)
-        if entry[4] == 0 and not symbolic:
+        if entry[4] == 0 and graph is None:
             _release(key, force=True)
         return type(result)(wrapped) if several else wrapped[0]
 
@@ -147,8 +151,9 @@ def _release(key, force=False):
 @_registry.RegisterGradient("PythonFunction")
 def _python_function_grad(op, dy):
     key, index = op.get_attr("key"), op.get_attr("index")
+    store = getattr(getattr(op, "graph", None), "_autograd_functions", None)
     with _lock:
-        entry = _contexts.get(key)
+        entry = (_contexts if store is None else store).get(key)
     if entry is None:
         raise _errors.InternalError(f"PythonFunction: the context of call {key} was released")
     cls, ctx, positions, out_specs = entry[:4]
