@@ -42,8 +42,6 @@ def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight
 
 
 class _Loss(Layer):
-    _fn = None
-
     def __init__(self, reduction="mean", name=None, dtype="float32"):
         super().__init__(name, dtype)
         if reduction not in ("mean", "sum", "none"):
@@ -55,23 +53,24 @@ class _Loss(Layer):
     def reduction(self):
         return self.config["reduction"]
 
-    def forward(self, input, target):
-        return type(self)._fn(input, target, self.reduction)
 
 
 @register_layer
 class MSELoss(_Loss):
-    _fn = staticmethod(mse_loss)
+    def forward(self, input, target):
+        return mse_loss(input, target, self.reduction)
 
 
 @register_layer
 class L1Loss(_Loss):
-    _fn = staticmethod(l1_loss)
+    def forward(self, input, target):
+        return l1_loss(input, target, self.reduction)
 
 
 @register_layer
 class CrossEntropyLoss(_Loss):
-    _fn = staticmethod(cross_entropy)
+    def forward(self, input, target):
+        return cross_entropy(input, target, self.reduction)
 
 
 @register_layer
