@@ -739,3 +739,8 @@ SUMS |= {"Gelu", "GeluGrad", "LayerNorm", "LayerNormGrad", "GatherGrad",
          "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam", "ApplyMomentum", "ApplyGradientDescent"}
 # Ops that update their first k inputs in place (read-only ones must raise).
 MUTATES = {"ApplyGradientDescent": 1, "ApplyMomentum": 2, "ApplyAdam": 3}
+
+# Random ops (an independent numpy Philox, tests/random_oracles.py) and PythonFunction.
+from random_oracles import make as _random_oracles  # noqa: E402
+ORACLES.update({op: (gen, quiet(fn)) for op, (gen, fn) in _random_oracles(array, shapes, _EmptyOf).items()})
+SUMS |= {"RandomStandardNormal", "TruncatedNormal"}  # transcendental: compared to a tolerance

@@ -39,6 +39,17 @@ def test_assigned_layers_and_parameters_are_registered():
     assert y.shape == (2, 3)
 
 
+def test_manual_seed_makes_initialization_repeatable():
+    of.manual_seed(5)
+    a = [p.numpy().copy() for p in Net().parameters()]
+    b = [p.numpy().copy() for p in of.nn.Linear(4, 3).parameters()]
+    of.manual_seed(5)
+    assert all(np.array_equal(x, y) for x, y in zip(a, [p.numpy() for p in Net().parameters()]))
+    c = [p.numpy() for p in of.nn.Linear(4, 3).parameters()]
+    assert all(np.array_equal(x, y) for x, y in zip(b, c))
+    assert not np.array_equal(of.nn.Linear(4, 3).weight.numpy(), c[0])  # the next layer draws new numbers
+
+
 def test_forgetting_super_init_is_a_clear_error():
     class Bad(of.nn.Module):
         def __init__(self):

@@ -207,3 +207,27 @@ def test_initializers():
     assert np.array_equal(s([4]).numpy(), b1) and not np.array_equal(b1, b2)
     with pytest.raises(errors.InvalidArgumentError):
         init.get("no_such_init")
+
+
+def test_philox_oracle_known_answers_and_kernels_match_it():
+    sys.path.insert(0, os.path.dirname(__file__))
+    import random_oracles as ro
+    # Random123's known-answer vectors for Philox4x32-10 (counter, key -> output).
+    kat = [((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+           ((0xFFFFFFFF,) * 4, (0xFFFFFFFF, 0xFFFFFFFF), (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+           ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+            (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1))]
+    for ctr, key, want in kat:
+        assert tuple(int(v) for v in ro.philox(np.array([ctr], np.uint64), key)[0]) == want
+    seed, seed2 = -12345, 2**40 + 7
+    for dtype in ("float32", "float64"):
+        assert np.array_equal(of.random_uniform([7, 5], dtype, seed, seed2).numpy(),
+                              ro.uniform([7, 5], dtype, seed, seed2))
+        np.testing.assert_allclose(of.random_standard_normal([33], dtype, seed, seed2).numpy(),
+                                   ro.standard_normal([33], dtype, seed, seed2), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(of.truncated_normal([500], dtype, seed, seed2).numpy(),
+                                   ro.truncated_normal([500], dtype, seed, seed2), rtol=1e-6, atol=1e-6)
+    assert np.array_equal(of.random_uniform_int([9], -2**40, 2**41, "int64", seed, seed2).numpy(),
+                          ro.uniform_int([9], -2**40, 2**41, "int64", seed, seed2))
+    x = np.arange(40, dtype=np.int32).reshape(20, 2)
+    assert np.array_equal(of.random_shuffle(x, seed, seed2).numpy(), ro.shuffle(x, seed, seed2))

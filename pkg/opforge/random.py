@@ -34,9 +34,9 @@ from opforge import ops as _ops
 
 _lock = threading.Lock()
 _DEFAULT_GLOBAL = 87654321  # TensorFlow's DEFAULT_GRAPH_SEED: op seed without a global seed
-_global_seed = None
+_global_seed: int | None = None
 _entropy_seed = int.from_bytes(os.urandom(8), "little") >> 1
-_counters = {}  # (global, op seed) -> streams drawn so far
+_counters: dict[tuple[int, int | None], int] = {}  # (global, op seed) -> streams drawn so far
 
 
 def seed(n):

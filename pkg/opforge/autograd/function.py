@@ -31,6 +31,7 @@ as the graph.
 import itertools
 import threading
 import weakref
+from typing import Any
 
 from opforge import errors as _errors
 from opforge import ops as _ops
@@ -38,7 +39,7 @@ from opforge.autodiff import registry as _registry, state as _state
 
 _lock = threading.Lock()
 _keys = itertools.count(1)
-_contexts = {}  # key -> [function class, ctx, grad positions, [(shape, dtype) per output], live nodes]
+_contexts: dict[int, list[Any]] = {}  # key -> [function class, ctx, grad positions, [(shape, dtype) per output], live nodes]
 
 
 class FunctionCtx:
