@@ -77,6 +77,17 @@ def test_prefetch_runs_ahead_on_a_thread():
     assert [b.numpy().tolist() for b in it] == [[2, 3], [4, 5]]
 
 
+def test_an_iterator_dropped_early_stops_its_thread():
+    import gc
+    it = iter(DataLoader(TensorDataset(np.arange(1000.0)), batch_size=1, prefetch=2))
+    next(it)
+    thread = it._thread
+    del it
+    gc.collect()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
 def test_errors_reach_the_consumer():
     class Broken(Dataset):
         def __len__(self):

@@ -136,33 +136,20 @@ class DataLoader:
 
 
 class _Prefetcher:
-    """Runs a batch generator on a daemon thread, `depth` batches ahead; errors surface in next()."""
+    """Runs a batch generator on a daemon thread, `depth` batches ahead; errors surface in next().
+
+    The thread holds only the queue and the stop event, not this object, so an
+    iterator dropped early is collected and its __del__ stops the thread.
+    """
 
     _END = object()
 
     def __init__(self, batches, depth):
         self._queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(batches,), daemon=True, name="opforge-prefetch")
+        self._thread = threading.Thread(target=_produce, args=(batches, self._queue, self._stop, self._END),
+                                        daemon=True, name="opforge-prefetch")
         self._thread.start()
-
-    def _run(self, batches):
-        try:
-            for b in batches:
-                if not self._put((True, b)):
-                    return
-            self._put((True, self._END))
-        except BaseException as e:  # handed to the consumer, raised there
-            self._put((False, e))
-
-    def _put(self, item):
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
 
     def __iter__(self):
         return self
@@ -184,6 +171,25 @@ class _Prefetcher:
 
     def __del__(self):
         self._stop.set()
+
+
+def _produce(batches, q, stop, end):
+    def put(item):
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    try:
+        for b in batches:
+            if not put((True, b)):
+                return
+        put((True, end))
+    except BaseException as e:  # handed to the consumer, raised there
+        put((False, e))
 
 
 __all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate"]
