@@ -49,6 +49,22 @@ class Squares(Dataset):
         return {"x": np.full(3, i, np.float64), "y": i * i}
 
 
+def test_sampler_gives_the_order():
+    from opforge.distributed import DistributedSampler
+    ds = TensorDataset(X, Y)
+    shares = []
+    for rank in range(3):
+        sampler = DistributedSampler(len(ds), num_replicas=3, rank=rank, shuffle=True, seed=4)
+        loader = DataLoader(ds, batch_size=2, sampler=sampler)
+        got = np.concatenate([b[1].numpy() for b in loader])
+        assert np.array_equal(got, sampler.indices()) and len(loader) == 2
+        shares.append(got)
+    assert sorted(set(np.concatenate(shares))) == list(Y)  # padded to 12: every sample somewhere
+    with pytest.raises(errors.InvalidArgumentError, match="exclusive"):
+        DataLoader(ds, sampler=[0, 1], shuffle=True)
+    assert [b[1].numpy().tolist() for b in DataLoader(ds, batch_size=2, sampler=[9, 0, 3])] == [[9, 0], [3]]
+
+
 def test_custom_dataset_and_collate():
     batches = list(DataLoader(Squares(), batch_size=2))
     assert batches[0]["x"].shape == (2, 3) and batches[0]["y"].numpy().tolist() == [0, 1]

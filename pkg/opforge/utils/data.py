@@ -83,11 +83,13 @@ class DataLoader:
 
     batch_size (None: samples one by one, unbatched), shuffle, drop_last (drop
     a short last batch), seed (shuffle order per epoch), collate_fn,
-    prefetch (batches prepared ahead by a background thread; 0 disables it).
+    prefetch (batches prepared ahead by a background thread; 0 disables it),
+    sampler (an iterable of indices with len(), e.g.
+    opforge.distributed.DistributedSampler; excludes shuffle).
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, seed=None, collate_fn=None,
-                 prefetch=2, num_workers=0):
+                 prefetch=2, num_workers=0, sampler=None):
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
             raise _errors.InvalidArgumentError(f"DataLoader: batch_size must be a positive int, got {batch_size!r}")
         if not isinstance(prefetch, int) or prefetch < 0:
@@ -96,16 +98,20 @@ class DataLoader:
             raise _errors.UnimplementedError(
                 "DataLoader: worker processes are not supported; batches are prefetched by one thread (prefetch=)")
         self.dataset, self.batch_size, self.shuffle, self.drop_last = dataset, batch_size, shuffle, drop_last
-        self.seed, self.collate_fn, self.prefetch = seed, collate_fn, prefetch
+        if sampler is not None and shuffle:
+            raise _errors.InvalidArgumentError("DataLoader: sampler and shuffle are exclusive (the sampler orders)")
+        self.seed, self.collate_fn, self.prefetch, self.sampler = seed, collate_fn, prefetch, sampler
         self._epoch = 0
 
     def __len__(self):
-        n = len(self.dataset)
+        n = len(self.dataset) if self.sampler is None else len(self.sampler)
         if self.batch_size is None:
             return n
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def _order(self):
+        if self.sampler is not None:  # e.g. opforge.distributed.DistributedSampler: this process's indices
+            return np.asarray(list(iter(self.sampler)), dtype=np.int64)
         n = len(self.dataset)
         if not self.shuffle:
             return np.arange(n)
