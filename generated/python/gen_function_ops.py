@@ -2,7 +2,6 @@
 # registry fingerprint: 86e7325bc8bc0bfc
 """Wrappers for opforge's function ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -41,6 +40,4 @@ def python_function(xs, y, key, index=0):
 
     Declared at cpp/ops/function_ops.cc:18 (op PythonFunction).
     """
-    if not _hooks:
-        return _PythonFunction(xs, y, key, index)
-    return _dispatch("PythonFunction", _PythonFunction, (xs, y, key, index))
+    return _PythonFunction(xs, y, key, index)

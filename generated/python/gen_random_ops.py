@@ -2,7 +2,6 @@
 # registry fingerprint: eb1f28eb971e6e1e
 """Wrappers for opforge's random ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -38,9 +37,7 @@ def random_shuffle(x, seed=0, seed2=0):
 
     Declared at cpp/ops/random_ops.cc:132 (op RandomShuffle).
     """
-    if not _hooks:
-        return _RandomShuffle(x, seed, seed2)
-    return _dispatch("RandomShuffle", _RandomShuffle, (x, seed, seed2))
+    return _RandomShuffle(x, seed, seed2)
 
 
 _RandomStandardNormal = _pw.RandomStandardNormal
@@ -64,9 +61,7 @@ def random_standard_normal(shape, dtype="float32", seed=0, seed2=0):
 
     Declared at cpp/ops/random_ops.cc:72 (op RandomStandardNormal).
     """
-    if not _hooks:
-        return _RandomStandardNormal(shape, dtype, seed, seed2)
-    return _dispatch("RandomStandardNormal", _RandomStandardNormal, (shape, dtype, seed, seed2))
+    return _RandomStandardNormal(shape, dtype, seed, seed2)
 
 
 _RandomUniform = _pw.RandomUniform
@@ -96,9 +91,7 @@ def random_uniform(shape, dtype="float32", seed=0, seed2=0):
 
     Declared at cpp/ops/random_ops.cc:51 (op RandomUniform).
     """
-    if not _hooks:
-        return _RandomUniform(shape, dtype, seed, seed2)
-    return _dispatch("RandomUniform", _RandomUniform, (shape, dtype, seed, seed2))
+    return _RandomUniform(shape, dtype, seed, seed2)
 
 
 _RandomUniformInt = _pw.RandomUniformInt
@@ -125,9 +118,7 @@ def random_uniform_int(shape, minval, maxval, dtype="int64", seed=0, seed2=0):
 
     Declared at cpp/ops/random_ops.cc:110 (op RandomUniformInt).
     """
-    if not _hooks:
-        return _RandomUniformInt(shape, minval, maxval, dtype, seed, seed2)
-    return _dispatch("RandomUniformInt", _RandomUniformInt, (shape, minval, maxval, dtype, seed, seed2))
+    return _RandomUniformInt(shape, minval, maxval, dtype, seed, seed2)
 
 
 _TruncatedNormal = _pw.TruncatedNormal
@@ -155,6 +146,4 @@ def truncated_normal(shape, dtype="float32", seed=0, seed2=0):
 
     Declared at cpp/ops/random_ops.cc:90 (op TruncatedNormal).
     """
-    if not _hooks:
-        return _TruncatedNormal(shape, dtype, seed, seed2)
-    return _dispatch("TruncatedNormal", _TruncatedNormal, (shape, dtype, seed, seed2))
+    return _TruncatedNormal(shape, dtype, seed, seed2)
