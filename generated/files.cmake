@@ -12,6 +12,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_conv_grads.py
   python/gen_conv_ops.py
   python/gen_conv_ops.pyi
+  python/gen_function_grads.py
+  python/gen_function_ops.py
+  python/gen_function_ops.pyi
   python/gen_grad_grads.py
   python/gen_grad_ops.py
   python/gen_grad_ops.pyi
@@ -30,6 +33,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_pool_grads.py
   python/gen_pool_ops.py
   python/gen_pool_ops.pyi
+  python/gen_random_grads.py
+  python/gen_random_ops.py
+  python/gen_random_ops.pyi
   python/gen_reduction_grads.py
   python/gen_reduction_ops.py
   python/gen_reduction_ops.pyi
@@ -37,6 +43,7 @@ set(OPFORGE_GENERATED_FILES
   registry.json
   swig/gen_array_ops.i
   swig/gen_conv_ops.i
+  swig/gen_function_ops.i
   swig/gen_grad_ops.i
   swig/gen_linalg_ops.i
   swig/gen_math_ops.i
@@ -44,5 +51,6 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_ops.i
   swig/gen_optim_ops.i
   swig/gen_pool_ops.i
+  swig/gen_random_ops.i
   swig/gen_reduction_ops.i
 )

@@ -746,3 +746,8 @@ from vision_oracles import VISION_ORACLES, VISION_PRODUCTS, VISION_SUMS  # noqa:
 ORACLES.update(VISION_ORACLES)
 SUMS |= VISION_SUMS
 PRODUCTS |= VISION_PRODUCTS
+
+# Random ops (an independent numpy Philox, tests/random_oracles.py) and PythonFunction.
+from random_oracles import make as _random_oracles  # noqa: E402
+ORACLES.update({op: (gen, quiet(fn)) for op, (gen, fn) in _random_oracles(array, shapes, _EmptyOf).items()})
+SUMS |= {"RandomStandardNormal", "TruncatedNormal"}  # transcendental: compared to a tolerance

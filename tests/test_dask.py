@@ -44,6 +44,12 @@ NOT_DISTRIBUTED = {
         "AvgPool2DGrad", "AdaptiveAvgPool2D", "AdaptiveAvgPool2DGrad")},
     "ReduceGrad": "backward op (the tape's)", "ReduceGradGrad": "backward op (the tape's)",
     "SliceGrad": "backward op (the tape's)",
+    "RandomUniform": "no inputs to chunk; a draw is a function of each element's flat index",
+    "RandomStandardNormal": "no inputs to chunk; a draw is a function of each element's flat index",
+    "TruncatedNormal": "no inputs to chunk; a draw is a function of each element's flat index",
+    "RandomUniformInt": "no inputs to chunk; a draw is a function of each element's flat index",
+    "RandomShuffle": "moves rows across blocks",
+    "PythonFunction": "the tape's node of an autograd.Function call",
 }
 
 # Chunk sizes per axis for the first array argument and for the others

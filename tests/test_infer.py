@@ -111,6 +111,17 @@ CASES.update({
     "AdaptiveAvgPool2DGrad": [((_X, arr((2, 4, 3, 2))), {"output_size": [3, 2]})],
 })
 
+# Random ops and autograd.Function's node (issues 26, 28).
+CASES.update({
+    "RandomUniform": [((), {"shape": [2, 3]}), ((), {"shape": [], "dtype": "float64", "seed": 3})],
+    "RandomStandardNormal": [((), {"shape": [4, 0], "dtype": "float64"})],
+    "TruncatedNormal": [((), {"shape": [5]})],
+    "RandomUniformInt": [((), {"shape": [2, 2], "minval": -3, "maxval": 9}),
+                         ((), {"shape": [3], "minval": 0, "maxval": 2, "dtype": "int32"})],
+    "RandomShuffle": [((arr((4, 2)),), {"seed": 1}), ((arr((3,), I),), {})],
+    "PythonFunction": [(([arr((2,)), arr((3,))], arr((2, 5), I)), {"key": 1}), (([arr((2,), D)], arr((), D)), {"key": 2, "index": 1})],
+})
+
 
 def call(op, inputs, attrs):
     """Runs op eagerly, inputs by name (an attr may come first: Fill(shape, value))."""

@@ -27,6 +27,11 @@ from opforge._op_library import load_op_library as load_op_library  # noqa: E402
 from opforge.autodiff import (RegisterGradient as RegisterGradient, enable_grad as enable_grad,  # noqa: E402
                               grad as grad, no_grad as no_grad, value_and_grad as value_and_grad)
 from opforge.ops import *  # noqa: E402,F401,F403
+# PyTorch's factories, seeding, any/all and a converting of.tensor (after the ops: zeros_like takes dtype=).
+from opforge import random as random  # noqa: E402
+from opforge._factories import *  # noqa: E402,F401,F403
+from opforge import autograd as autograd  # noqa: E402
+from opforge.autograd import grad as grad, value_and_grad as value_and_grad  # noqa: E402  (over pytrees)
 from opforge.graph import (Graph as Graph, Session as Session, constant as constant,  # noqa: E402
                            get_default_graph as get_default_graph, gradients as gradients,
                            placeholder as placeholder)
@@ -61,6 +66,7 @@ def _lazy_submodule(name):
 
 
 testing, onnx, nn, optim = (_lazy_submodule(n) for n in ("testing", "onnx", "nn", "optim"))
+utils, initializers = (_lazy_submodule(n) for n in ("utils", "initializers"))
 distributed = _lazy_submodule("distributed")  # of.distributed.init(): MPI only then
 del _lazy_submodule
 

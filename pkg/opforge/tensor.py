@@ -236,6 +236,7 @@ class _TensorMethods:
 
 Tensor = _pw._init(_TensorMethods, _dtypes._BY_ENUM, _errors._BY_CODE)
 Tensor.__module__ = "opforge"
+__import__("opforge._tensor_methods", fromlist=["install"]).install(Tensor)  # PyTorch's methods
 
 
 def _autodiff():

@@ -10,7 +10,8 @@ tape records it. safetensors is imported only when a file is written.
 """
 
 from opforge.nn import functional
-from opforge.nn.layer import Layer, register_layer
+from opforge.nn.layer import Layer, Module, Parameter, register_layer
+from opforge.nn.losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss
 from opforge.nn.layers import (GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, RMSNorm, Sequential,
                                Softmax)
 from opforge.nn.model_file import load_model, read_weights
@@ -20,6 +21,7 @@ from opforge.nn.norm import BatchNorm2d  # noqa: E402
 from opforge.nn.pool import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: E402
 
 __all__ = ["Layer", "register_layer", "Linear", "Embedding", "RMSNorm", "LayerNorm", "Dropout", "ReLU",
-           "GELU", "Softmax", "Sequential", "functional", "load_model", "read_weights"]
+           "GELU", "Softmax", "Sequential", "functional", "load_model", "read_weights",
+           "Module", "Parameter", "MSELoss", "L1Loss", "CrossEntropyLoss", "BCEWithLogitsLoss"]
 __all__ += ["Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm2d", "Flatten", "ReLU6",
             "LeakyReLU", "Hardsigmoid", "Hardswish", "SiLU", "Upsample"]

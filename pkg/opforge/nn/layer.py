@@ -35,6 +35,24 @@ def parameter(array, copy=True):
     return t
 
 
+def _is_parameter(value):
+    ag = getattr(value, "_ag", None)
+    return isinstance(value, Tensor) and ag is not None and ag.requires_grad and ag.grad_fn is None
+
+
+def Parameter(data, requires_grad=True):
+    """A leaf tensor that a Module registers when assigned as an attribute (torch.nn.Parameter).
+
+    opforge has no Parameter class: this is a float Tensor with requires_grad
+    set, over its own writable copy of `data`.
+    """
+    array = data.numpy() if isinstance(data, Tensor) else np.asarray(data)
+    t = parameter(array)
+    if not requires_grad and t.requires_grad:
+        t.requires_grad = False
+    return t
+
+
 def no_grad():
     import opforge
     return opforge.no_grad()
@@ -51,12 +69,54 @@ class Layer:
     device = "cpu"
 
     def __init__(self, name=None, dtype="float32"):
+        d = self.__dict__  # before __setattr__ can look for the registries
+        d["_weights"], d["_layers"], d["_buffers"] = {}, {}, {}
         self.name = name or type(self).__name__.lower()
         self.dtype = _dtypes.as_dtype(dtype)
         self.training = True
         self.config = {}
-        self._weights = {}
-        self._layers = {}
+
+    # -- PyTorch's registration by assignment: `self.fc = Linear(...)`, `self.w = Parameter(...)`
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        if "_weights" not in d:
+            if isinstance(value, Layer) or _is_parameter(value):
+                raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning layers or "
+                                     "parameters")
+            object.__setattr__(self, name, value)
+            return
+        for registry in (d["_weights"], d["_layers"], d["_buffers"]):
+            registry.pop(name, None)
+        if isinstance(value, Layer):
+            d["_layers"][name] = value
+            d.pop(name, None)
+        elif _is_parameter(value):
+            d["_weights"][name] = value
+            d.pop(name, None)
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):  # only called when normal lookup fails
+        d = self.__dict__
+        for registry in ("_weights", "_layers", "_buffers"):
+            found = d.get(registry, {}).get(name)
+            if found is not None:
+                return found
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __delattr__(self, name):
+        for registry in ("_weights", "_layers", "_buffers"):
+            if name in self.__dict__.get(registry, {}):
+                del self.__dict__[registry][name]
+                return
+        object.__delattr__(self, name)
+
+    def register_buffer(self, name, value):
+        """A tensor that is state but not a parameter (in state_dict, not in parameters())."""
+        self.__dict__["_buffers"][name] = value if value is None else tensor(np.asarray(value))
+
+    def register_parameter(self, name, value):
+        self.__dict__["_weights"][name] = value
 
     # -- weights
     def add_weight(self, name, array):
@@ -124,6 +184,96 @@ class Layer:
             layer = layer._layers[p]
         return layer, parts[-1]
 
+    # -- PyTorch's names
+    def named_parameters(self, prefix="", recurse=True):
+        """(dotted name, parameter) pairs, named as PyTorch names them ("fc1.weight", "0.bias")."""
+        if not recurse:
+            yield from ((prefix + n, w) for n, w in self._weights.items())
+            return
+        yield from self.named_weights(prefix)
+
+    def named_children(self):
+        yield from self._layers.items()
+
+    def children(self):
+        yield from self._layers.values()
+
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for name, layer in self._layers.items():
+            yield from layer.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        return (m for _, m in self.named_modules())
+
+    def named_buffers(self, prefix=""):
+        for name, b in self._buffers.items():
+            if b is not None:
+                yield prefix + name, b
+        for lname, layer in self._layers.items():
+            yield from layer.named_buffers(f"{prefix}{lname}.")
+
+    def state_dict(self):
+        """Parameters and buffers by dotted name, as detached Tensors sharing this model's memory."""
+        import collections
+        out = collections.OrderedDict((n, w.detach()) for n, w in self.named_weights())
+        out.update((n, b.detach()) for n, b in self.named_buffers())
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copies values (Tensors, numpy arrays, or anything np.asarray reads, e.g. a PyTorch
+        state dict) into the parameters in place, so optimizers keep their references.
+
+        With strict, missing or unexpected keys raise (naming them) and nothing is written;
+        shapes are always checked first. Returns (missing_keys, unexpected_keys).
+        """
+        import collections
+        targets = dict(self.named_weights())
+        targets.update(self.named_buffers())
+        missing = [k for k in targets if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in targets]
+        if strict and (missing or unexpected):
+            raise _errors.InvalidArgumentError(
+                f"{type(self).__name__}.load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        arrays = {}
+        for k in targets:
+            if k not in state_dict:
+                continue
+            v = state_dict[k]
+            if hasattr(v, "detach") and hasattr(v, "cpu") and not isinstance(v, Tensor):  # a torch tensor
+                v = v.detach().cpu().numpy()
+            a = np.asarray(v)
+            t = targets[k]
+            if tuple(a.shape) != tuple(t.shape):
+                raise _errors.InvalidArgumentError(
+                    f"{type(self).__name__}.load_state_dict: {k!r} has shape {tuple(a.shape)}, "
+                    f"expected {tuple(t.shape)}")
+            arrays[k] = a
+        for k, a in arrays.items():
+            view = targets[k].numpy()
+            if view.flags.writeable:
+                np.copyto(view, a, casting="unsafe")
+            else:
+                owner, leaf = self._owner(k)
+                owner.__dict__["_weights" if leaf in owner._weights else "_buffers"][leaf] = parameter(
+                    a.astype(view.dtype))
+        return collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])(missing, unexpected)
+
+    def zero_grad(self, set_to_none=True):
+        for w in self.parameters():
+            w.grad = None
+
+    def apply(self, fn):
+        for layer in self._layers.values():
+            layer.apply(fn)
+        fn(self)
+        return self
+
+    def requires_grad_(self, requires_grad=True):
+        for w in self.parameters():
+            w.requires_grad = requires_grad
+        return self
+
     # -- modes
     def train(self, mode=True):
         self.training = mode
@@ -162,4 +312,6 @@ class Layer:
         return f"{type(self).__name__}({args}{inner}{chr(10) if inner else ''})"
 
 
-__all__ = ["Layer", "register_layer", "Tensor"]
+Module = Layer  # PyTorch's name
+
+__all__ = ["Layer", "Module", "Parameter", "register_layer", "Tensor"]

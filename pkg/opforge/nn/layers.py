@@ -9,6 +9,9 @@ from opforge.nn.layer import Layer, layer_class, register_layer
 
 
 def _rng(seed):
+    if seed is None:  # the next stream of opforge.random: of.manual_seed(n) makes model init repeatable
+        from opforge import random
+        seed = list(random.get_seed())
     return np.random.default_rng(seed)
 
 
