@@ -6,7 +6,8 @@
     array([[1.5, 2.5, 3.5],
            [4.5, 5.5, 6.5]], dtype=float32)
 
-Every op is also in its generated module, e.g. ``opforge.ops.gen_math_ops``.
+Every op is also in its generated module, e.g. ``opforge.ops.gen_math_ops``; the
+backward ops and optimizer kernels are in ``opforge.raw_ops`` only.
 """
 
 from opforge import _pywrap_internal
@@ -27,6 +28,7 @@ from opforge._op_library import load_op_library as load_op_library  # noqa: E402
 from opforge.autodiff import (RegisterGradient as RegisterGradient, enable_grad as enable_grad,  # noqa: E402
                               grad as grad, no_grad as no_grad, value_and_grad as value_and_grad)
 from opforge.ops import *  # noqa: E402,F401,F403
+from opforge.ops import raw_ops as raw_ops  # noqa: E402  backward ops, optimizer kernels
 from opforge.graph import (Graph as Graph, Session as Session, constant as constant,  # noqa: E402
                            get_default_graph as get_default_graph, gradients as gradients,
                            placeholder as placeholder)

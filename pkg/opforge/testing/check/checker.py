@@ -219,7 +219,8 @@ def format_table(report: Report) -> str:
         detail = row[4].replace("\n", "\n" + " " * (len(head) + 2))
         lines.append(f"{head}  {detail}".rstrip())
     failed = sum(r.status == "fail" for r in report.results)
-    lines.append(f"{'FAILED' if failed else 'passed'}: {failed} of {len(report.results)} checks failed")
+    total = len(report.results)
+    lines.append(f"FAILED: {failed} of {total} checks failed" if failed else f"passed: all {total} checks")
     return "\n".join(lines)
 
 
