@@ -11,7 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("argv", [["-m", "opforge", "ops"], ["-m", "opforge", "describe", "MatMul"],
-                                  ["-m", "bench", "--help"]])
+                                  ["-m", "bench", "--help"], ["-m", "codegen", "--help"]])
 def test_closed_pipe_exits_quietly(argv):
     # `python -m opforge ops | head`: the reader is gone before the writer writes.
     read, write = os.pipe()
