@@ -1,6 +1,6 @@
 """Trains an MLP on scikit-learn's handwritten digits with opforge.nn and opforge.optim.
 
-    pip install "opforge[train]"
+    pip install ".[train]"        (from the opforge checkout)
     python examples/train_digits.py                  # ~98% test accuracy in about a second
     python examples/train_digits.py --plot loss.png  # and draw the loss curve
 

@@ -133,7 +133,7 @@ def cmd_demo(_args):
     print(f"graph mode: {y.name} has static shape {y.shape}; Session.run -> row sums {np.round(out.sum(axis=1), 4)}")
 
     print("\nmore: `python -m opforge ops`, `python -m opforge describe MatMul`")
-    print("train a model: `python examples/train_digits.py` (opforge.nn + opforge.optim, pip install 'opforge[train]')")
+    print("train a model: `python examples/train_digits.py` (opforge.nn + opforge.optim, pip install '.[train]' in the checkout)")
     return 0
 
 

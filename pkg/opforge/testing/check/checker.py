@@ -124,7 +124,7 @@ def check_library(path: str, ops: list[str] | None = None, sanitize: bool = Fals
     try:
         import hypothesis  # noqa: F401  (the input generators; the child imports it)
     except ImportError:
-        raise ImportError("opforge check draws its inputs with hypothesis: pip install 'opforge[check]'") from None
+        raise ImportError("opforge check draws its inputs with hypothesis: pip install hypothesis (or the checkout's extra: pip install \".[check]\")") from None
     report = Report(os.fspath(path))
     python, env = sys.executable, {}
     if sanitize:
