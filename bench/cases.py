@@ -140,7 +140,7 @@ def build(sizes, of, torch):
     # Backward ops (gen_grad_ops) beside the numpy (and torch) expressions they replace.
     r = sizes.row
     add("backward.softmax_grad", "backward", f"softmax_grad, ({rows:,}, {r}) float32", (rows, r), "GB/s",
-        3 * F32 * rows * r, "s * (g - (g * s).sum(-1, keepdims=True))", "of.softmax_grad(s, g)",
+        3 * F32 * rows * r, "s * (g - (g * s).sum(-1, keepdims=True))", "of.raw_ops.softmax_grad(s, g)",
         "torch._softmax_backward_data(tg, ts, -1, ts.dtype)",
         {"s": uniform(rows, r) / r, "g": normal(rows, r)}, rtol=1e-4, atol=1e-6)
     rms_np = ("(lambda q: (q * g * w - x * (q ** 3 / x.shape[-1]) * (g * w * x).sum(-1, keepdims=True),"
@@ -148,18 +148,18 @@ def build(sizes, of, torch):
     rms_torch = ("(lambda q: (q * tg * tw - tx * (q ** 3 / tx.shape[-1]) * (tg * tw * tx).sum(-1, keepdim=True),"
                  " (tg * tx * q).sum(0)))(1 / torch.sqrt((tx * tx).mean(-1, keepdim=True) + 1e-6))")
     add("backward.rms_norm_grad", "backward", f"rms_norm_grad, ({rows:,}, {r}) float32", (rows, r), "GB/s",
-        4 * F32 * rows * r, rms_np, "of.rms_norm_grad(x, w, g)", rms_torch,
+        4 * F32 * rows * r, rms_np, "of.raw_ops.rms_norm_grad(x, w, g)", rms_torch,
         {"x": normal(rows, r), "w": normal(r), "g": normal(rows, r)}, rtol=1e-3, atol=1e-3)
     tall = 4096 if sizes is FULL else 256
     for name, (bm, k, n_) in (("mlp", (64, 784, 256)), ("tall", (tall, 256, 256))):
         add(f"backward.matmul_grad_{name}", "backward", f"mat_mul_grad [{bm}, {k}] @ [{k}, {n_}] float32",
-            (bm, k, n_), "GFLOP/s", 4.0 * bm * k * n_, "(g @ b.T, a.T @ g)", "of.mat_mul_grad(a, b, g)",
+            (bm, k, n_), "GFLOP/s", 4.0 * bm * k * n_, "(g @ b.T, a.T @ g)", "of.raw_ops.mat_mul_grad(a, b, g)",
             "(tg @ tb.T, ta.T @ tg)", {"a": normal(bm, k), "b": normal(k, n_), "g": normal(bm, n_)},
             rtol=1e-3, atol=1e-3 * bm)
     bt = 16 if sizes is FULL else 2
     add("backward.matmul_grad_batched", "backward", f"mat_mul_grad [{bt}, 256, 256] @ [256, 256] float32",
         (bt, 256, 256), "GFLOP/s", 4.0 * bt * 256 ** 3, "(g @ b.T, a.reshape(-1, 256).T @ g.reshape(-1, 256))",
-        "of.mat_mul_grad(a, b, g)", "(tg @ tb.T, ta.reshape(-1, 256).T @ tg.reshape(-1, 256))",
+        "of.raw_ops.mat_mul_grad(a, b, g)", "(tg @ tb.T, ta.reshape(-1, 256).T @ tg.reshape(-1, 256))",
         {"a": normal(bt, 256, 256), "b": normal(256, 256), "g": normal(bt, 256, 256)}, rtol=1e-3, atol=0.1)
 
     # Training (issue 12): needs opforge.nn and opforge.optim.

@@ -40,11 +40,31 @@ def _mode_ratio(case, mode):
     return f"{r:.2f}x" if r is not None else "-"
 
 
+def _status(status, quick):
+    # Quick mode's sizes are tiny: a PASS or FAIL there would judge nothing.
+    return f"({status.lower()}, not judged)" if quick and status in ("PASS", "FAIL") else status
+
+
 def _table(header, rows):
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     line = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
                                for i, (c, w) in enumerate(zip(r, widths)))
     return [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
+
+
+def markdown(data, text, argv):
+    """The report as a docs page: how it was made, then the tables as printed."""
+    meta = data["meta"]
+    args = " ".join(a for a in argv)
+    load = [meta.get("loadavg_at_start"), meta.get("loadavg_at_end")]
+    load_text = f", load average {load[0]:.1f} at start and {load[1]:.1f} at end" if None not in load else ""
+    return "\n".join([
+        "# Benchmark figures", "",
+        f"Written by `python -m bench {args}` on {meta['time']} ({meta['platform']}, {meta['cpus']} CPUs"
+        f"{load_text}); do not edit: run it again to refresh. Every figure is a median of interleaved "
+        "repeats, opforge beside numpy (and torch when importable) in one process; compare ratios, "
+        "not absolute times, across machines.", "",
+        "```text", text.rstrip(), "```", ""])
 
 
 def render(data):
@@ -101,8 +121,9 @@ def render(data):
         out += [f"Peak RSS adding two {mem['bytes_per_input'] / 1e9:.3g} GB float32 arrays "
                 "(ru_maxrss, one subprocess per library)"]
         out += _table(["library", "after inputs", "after add", "add's increase", ""], rows) + [""]
-    out += ["Targets (issues 4 and 15)" + ("  [quick mode: sizes are tiny, statuses are not meaningful]"
+    out += ["Targets (issues 4 and 15)" + ("  [quick mode: sizes are tiny, targets are reported, not judged]"
                                    if meta["mode"] == "quick" else "")]
+    quick = meta["mode"] == "quick"
     out += _table(["target", "measured", "status", "note"],
-                  [[t["target"], t["shown"], t["status"], t["note"]] for t in data["targets"]])
+                  [[t["target"], t["shown"], _status(t["status"], quick), t["note"]] for t in data["targets"]])
     return "\n".join(out)

@@ -98,6 +98,11 @@ def main(argv=None):
                    help="leave torch out even if it is importable (its threads then cannot "
                         "perturb the others)")
     p.add_argument("--repeats", type=int, help="override the number of interleaved repeats")
+    p.add_argument("--markdown", metavar="PATH",
+                   help="also write the report as a Markdown page (docs/figures.md is made this way: "
+                        "figures in the docs come from the bench, not typed)")
+    p.add_argument("--report-only", action="store_true",
+                   help="exit 0 when a performance target is missed (wrong results still exit 1)")
     args = p.parse_args(argv)
 
     mode = "quick" if args.quick else "full"
@@ -146,16 +151,41 @@ def main(argv=None):
         bad.append(f"dask: {data['dask'].get('error') or 'wrong result'}")
     data["ok"] = not bad
     data["problems"] = bad
-    print(report.render(data))
+    text = report.render(data)
     if "engine" in data and "error" not in data["engine"]:
         from bench import engine
-        print("\n" + engine.render(data["engine"]))
+        text += "\n\n" + engine.render(data["engine"])
     if "dask" in data:
         from bench import dask_pipeline
-        print("\n" + dask_pipeline.render(data["dask"]))
+        text += "\n\n" + dask_pipeline.render(data["dask"])
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(report.markdown(data, text, argv if argv is not None else sys.argv[1:]))
     if bad:
         print("\nWRONG RESULTS OR ERRORS:\n  " + "\n  ".join(bad))
+    missed = [t["target"] for t in data["targets"] if t["status"] == "FAIL"]
+    data["missed_targets"] = missed if mode == "full" else []
     if args.json:
         with open(args.json, "w") as f:
             json.dump(data, f, indent=1)
-    return 0 if data["ok"] else 1
+    return _exit_status(mode, bad, missed, args.report_only)
+
+
+def _exit_status(mode, bad, missed, report_only):
+    """1: a wrong result or an error; 2: a performance target missed (full mode
+    only, and not with --report-only); 0 otherwise. Says which, in words."""
+    if bad:
+        print(f"\nbench: exit 1: {len(bad)} wrong result(s) or error(s), listed above")
+        return 1
+    if mode == "quick":
+        print("\nbench: results correct; quick mode only reports (its sizes are too small to judge "
+              "the targets), exit 0")
+        return 0
+    if missed and not report_only:
+        print(f"\nbench: exit 2: {len(missed)} target(s) missed: {', '.join(missed)} "
+              "(--report-only exits 0 for missed targets)")
+        return 2
+    print("\nbench: results correct; " + (f"{len(missed)} target(s) missed (--report-only)" if missed
+                                          else "every target checked was met") + ", exit 0")
+    return 0

@@ -127,7 +127,7 @@ def build(add, sizes_large, of, torch, quick):
         ns.update(tw=tw, tadam=torch.optim.Adam([tw], lr=1e-3), torch=torch)
     add("train.adam_10M", "training", f"Adam update, {n:,} float32 params (numpy: in place, with temporaries)",
         (n,), "GB/s", 7 * F32 * n, "adam_np(w_np, m_np, v_np, g)",
-        "of.apply_adam(w_of, m_of, v_of, g, lr=1e-3)", "(tadam.step(), tw.detach())[1]", ns, rtol=1e-5, atol=1e-6)
+        "of.raw_ops.apply_adam(w_of, m_of, v_of, g, lr=1e-3)", "(tadam.step(), tw.detach())[1]", ns, rtol=1e-5, atol=1e-6)
     # The bandwidth limit Adam is measured against: a plain copy (8 bytes per element).
     add("train.copy_10M", "training", f"copy, {n:,} float32 (the memory bandwidth reference)", (n,), "GB/s",
         2 * F32 * n, "(np.copyto(o, w0), o)[1]", "of.add(w0, 0.0)", "to.copy_(tw0)",

@@ -13,7 +13,7 @@ import jinja2
 
 from .model import Group, Registry
 from .numpy_map import numpy_equivalents
-from .targets import dask, grads, pyi, python, swig
+from .targets import dask, grads, namespace, pyi, python, swig
 from .writer import Writer
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -68,7 +68,9 @@ def render(registry: Registry) -> Writer:
     prints = "registry fingerprints: " + ", ".join(
         f"{g.name}={g.fingerprint}" for g, _ in registry.group_ops())
     add("python/__init__.py", "python_init.py.j2", "#", prints,
-        package=python.PyPackage.of(registry))
+        package=python.PyPackage.of(registry), namespace=namespace.Namespace.of(registry))
+    add("python/raw_ops.py", "python_raw_ops.py.j2", "#", prints,
+        namespace=namespace.Namespace.of(registry))
     add("swig/gen_ops.i", "swig_index.i.j2", "//", prints, index=swig.SwigIndex.of(registry))
     add("python/numpy_map.py", "python_numpy_map.py.j2", "#", prints,
         equivalents=numpy_equivalents(registry))

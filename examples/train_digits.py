@@ -1,6 +1,6 @@
 """Trains an MLP on scikit-learn's handwritten digits with opforge.nn and opforge.optim.
 
-    pip install "opforge[train]"
+    pip install ".[train]"        (from the opforge checkout)
     python examples/train_digits.py                  # ~98% test accuracy in about a second
     python examples/train_digits.py --plot loss.png  # and draw the loss curve
 
@@ -111,7 +111,9 @@ def main(argv=None):
         same = all(np.array_equal(a.numpy(), b.numpy())
                    for a, b in zip(model.parameters(), reloaded.parameters()))
         acc2 = accuracy(reloaded, x_te, y_te)
-        print(f"saved to {os.path.basename(path)} ({os.path.getsize(path)} bytes), reloaded: "
+        where = (os.path.abspath(path) if args.save
+                 else f"a temporary file, deleted on exit ({path}; --save PATH keeps it)")
+        print(f"saved to {where} ({os.path.getsize(path)} bytes), reloaded: "
               f"weights identical: {same}, test accuracy {acc2:.4f}")
     if args.plot:
         plot(losses, args.plot)

@@ -40,6 +40,7 @@ set(OPFORGE_GENERATED_FILES
   python/gen_reduction_ops.py
   python/gen_reduction_ops.pyi
   python/numpy_map.py
+  python/raw_ops.py
   registry.json
   swig/gen_array_ops.i
   swig/gen_conv_ops.i

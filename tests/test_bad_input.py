@@ -75,7 +75,7 @@ def report():
 
 
 def function(op):
-    return getattr(of, snake_case(op))
+    return getattr(of.ops, snake_case(op))  # of.ops: user ops and raw ops alike
 
 
 def attr_def(op, name):

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 from codegen import cli, emit, model, naming, registry_source, validate  # noqa: E402
 from codegen.errors import CodegenError  # noqa: E402
 from codegen.model import AttrType, OpDef, Registry  # noqa: E402
-from codegen.targets import pyi, python, swig  # noqa: E402
+from codegen.targets import namespace, pyi, python, swig  # noqa: E402
 from codegen.writer import Writer  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "registry_sample.json"
@@ -343,7 +343,7 @@ def test_render_is_deterministic(data):
         "python/gen_math_grads.py", "python/gen_math_ops.py", "python/gen_math_ops.pyi",
         "python/gen_reduction_grads.py", "python/gen_reduction_ops.py",
         "python/gen_reduction_ops.pyi",
-        "python/numpy_map.py",
+        "python/numpy_map.py", "python/raw_ops.py",
         "registry.json",
         "swig/gen_array_ops.i", "swig/gen_linalg_ops.i", "swig/gen_math_ops.i",
         "swig/gen_ops.i", "swig/gen_reduction_ops.i",
@@ -454,10 +454,16 @@ def test_init_reexports_every_group(data, monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(pkg_dir.parent))
     ops = importlib.import_module("ops_under_test")
     try:
-        assert ops.__all__ == sorted(ops.__all__) == list(python.PyPackage.of(registry).python_names)
+        assert ops.__all__ == sorted(ops.__all__) == list(namespace.Namespace.of(registry).user_names)
         assert {"add", "sum", "mat_mul", "fill"} <= set(ops.__all__)
         for name in ops.__all__:
             assert callable(getattr(ops, name))
+        # Backward ops and optimizer kernels: in raw_ops, not in __all__ (so not in opforge.*).
+        raw = {op.name for op in registry.ops if namespace.is_raw(op)}
+        assert ops.raw_ops.__all__ == list(namespace.Namespace.of(registry).raw_names)
+        for op in registry.ops:
+            name = naming.op_python_name(op.name)
+            assert (name in ops.raw_ops.__all__) == (op.name in raw) == (name not in ops.__all__)
     finally:
         for mod in [m for m in sys.modules if m.startswith("ops_under_test")]:
             del sys.modules[mod]

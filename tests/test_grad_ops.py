@@ -200,7 +200,7 @@ def test_mat_mul_grad_without_blas_matches(monkeypatch):
     import sys
     code = ("import numpy as np, opforge as of; r = np.random.default_rng(0);"
             "a, b, g = r.random((2, 30, 40)), r.random((30, 50)), r.random((2, 40, 50));"
-            "da, db = of.mat_mul_grad(a, b, g, transpose_a=True);"
+            "da, db = of.raw_ops.mat_mul_grad(a, b, g, transpose_a=True);"
             "print(abs(da.numpy() - b @ np.swapaxes(g, 1, 2)).max(),"
             " abs(db.numpy() - (a @ g).sum(0)).max())")
     out = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, "OPFORGE_BLAS": "none"},
@@ -405,8 +405,9 @@ def test_wrong_dtypes_raise(call):
 
 def test_ops_are_exported_with_docs():
     for name in ["softmax_grad", "rms_norm_grad", "mat_mul_grad", "reduce_grad", "slice_grad", "concat_grad"]:
-        fn = getattr(of, name)
+        fn = getattr(of.raw_ops, name)   # backward ops: of.raw_ops, not of.*
         assert fn is getattr(G, name) and len(fn.__doc__) > 100
+        assert not hasattr(of, name)
 
 
 # ------------------------------------- through the tape: forward ops' gradients

@@ -126,7 +126,7 @@ CASES.update({
 def call(op, inputs, attrs):
     """Runs op eagerly, inputs by name (an attr may come first: Fill(shape, value))."""
     names = [naming.python_ident(i["name"]) for i in REGISTRY[op]["inputs"]]
-    return getattr(of, naming.op_python_name(op))(**dict(zip(names, inputs)), **attrs)
+    return getattr(of.ops, naming.op_python_name(op))(**dict(zip(names, inputs)), **attrs)
 
 
 def spec(x):

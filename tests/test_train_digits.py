@@ -67,3 +67,5 @@ def test_example_short_run(tmp_path):
                         "--save", str(tmp_path / "m.safetensors")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "weights identical: True" in r.stdout and png.stat().st_size > 1000
+    # The path it prints is the one it wrote.
+    assert f"saved to {tmp_path / 'm.safetensors'} (" in r.stdout

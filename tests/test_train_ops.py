@@ -42,7 +42,7 @@ def test_gelu_matches_erf_form_and_its_grad():
     want = x * 0.5 * (1 + np.vectorize(erf)(x / np.sqrt(2)))
     np.testing.assert_allclose(of.gelu(x).numpy(), want, rtol=1e-14, atol=1e-300)
     dy = RNG.standard_normal(x.shape)
-    np.testing.assert_allclose(of.gelu_grad(dy, x).numpy(), numeric_grad(lambda v: of.gelu(v).numpy(), x, dy),
+    np.testing.assert_allclose(of.raw_ops.gelu_grad(dy, x).numpy(), numeric_grad(lambda v: of.gelu(v).numpy(), x, dy),
                                rtol=1e-6, atol=1e-8)
 
 
@@ -51,7 +51,7 @@ def test_layer_norm_grad_matches_finite_differences():
     w, b = RNG.standard_normal(5), RNG.standard_normal(5)
     dy = RNG.standard_normal(x.shape)
     fwd = lambda x_, w_, b_: of.layer_norm(x_, w_, b_, epsilon=1e-3).numpy()  # noqa: E731
-    dx, dw, db = (t.numpy() for t in of.layer_norm_grad(dy, x, w, epsilon=1e-3))
+    dx, dw, db = (t.numpy() for t in of.raw_ops.layer_norm_grad(dy, x, w, epsilon=1e-3))
     np.testing.assert_allclose(db, numeric_grad(lambda v: fwd(x, w, v), b.copy(), dy), rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(dx, numeric_grad(lambda v: fwd(v, w, b), x.copy(), dy), rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(dw, numeric_grad(lambda v: fwd(x, v, b), w.copy(), dy), rtol=1e-6, atol=1e-8)
@@ -80,7 +80,7 @@ def test_gather_and_its_scatter_add_grad():
     dy = RNG.standard_normal((2, 2, 3))
     want = np.zeros_like(params)
     np.add.at(want, idx, dy)
-    np.testing.assert_allclose(of.gather_grad(params, idx, dy).numpy(), want, rtol=1e-15)
+    np.testing.assert_allclose(of.raw_ops.gather_grad(params, idx, dy).numpy(), want, rtol=1e-15)
     for bad in ([5], [-1]):
         with pytest.raises(errors.InvalidArgumentError, match=f"Gather.*indices.*{bad[0]}"):
             of.gather(params, np.array(bad, np.int32))
@@ -146,14 +146,14 @@ def test_update_ops_refuse_read_only_weights():
     w.flags.writeable = False
     g = np.ones(4, np.float32)
     with pytest.raises(errors.InvalidArgumentError, match="ApplyAdam.*'var' is read-only"):
-        of.apply_adam(w, np.zeros(4, np.float32), np.zeros(4, np.float32), g, lr=0.1)
+        of.raw_ops.apply_adam(w, np.zeros(4, np.float32), np.zeros(4, np.float32), g, lr=0.1)
     m = np.zeros(4, np.float32)
     m.flags.writeable = False
     with pytest.raises(errors.InvalidArgumentError, match="ApplyMomentum.*'accum' is read-only"):
-        of.apply_momentum(np.ones(4, np.float32), m, g, lr=0.1, momentum=0.9)
+        of.raw_ops.apply_momentum(np.ones(4, np.float32), m, g, lr=0.1, momentum=0.9)
     np.testing.assert_array_equal(w, 1)
     with pytest.raises(errors.InvalidArgumentError, match="beta1"):
-        of.apply_adam(np.ones(4), np.zeros(4), np.zeros(4), np.ones(4), lr=0.1, beta1=1.0)
+        of.raw_ops.apply_adam(np.ones(4), np.zeros(4), np.zeros(4), np.ones(4), lr=0.1, beta1=1.0)
 
 
 def test_declared_gradients_match_finite_differences():

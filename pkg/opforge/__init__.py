@@ -6,7 +6,8 @@
     array([[1.5, 2.5, 3.5],
            [4.5, 5.5, 6.5]], dtype=float32)
 
-Every op is also in its generated module, e.g. ``opforge.ops.gen_math_ops``.
+Every op is also in its generated module, e.g. ``opforge.ops.gen_math_ops``; the
+backward ops and optimizer kernels are in ``opforge.raw_ops`` only.
 """
 
 from opforge import _pywrap_internal
@@ -32,6 +33,7 @@ from opforge import random as random  # noqa: E402
 from opforge._factories import *  # noqa: E402,F401,F403
 from opforge import autograd as autograd  # noqa: E402
 from opforge.autograd import grad as grad, value_and_grad as value_and_grad  # noqa: E402  (over pytrees)
+from opforge.ops import raw_ops as raw_ops  # noqa: E402  backward ops, optimizer kernels
 from opforge.graph import (Graph as Graph, Session as Session, constant as constant,  # noqa: E402
                            get_default_graph as get_default_graph, gradients as gradients,
                            placeholder as placeholder)

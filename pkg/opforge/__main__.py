@@ -133,7 +133,7 @@ def cmd_demo(_args):
     print(f"graph mode: {y.name} has static shape {y.shape}; Session.run -> row sums {np.round(out.sum(axis=1), 4)}")
 
     print("\nmore: `python -m opforge ops`, `python -m opforge describe MatMul`")
-    print("train a model: `python examples/train_digits.py` (opforge.nn + opforge.optim, pip install 'opforge[train]')")
+    print("train a model: `python examples/train_digits.py` (opforge.nn + opforge.optim, pip install '.[train]' in the checkout)")
     return 0
 
 
@@ -168,7 +168,21 @@ def main(argv=None):
         p.add_argument("--load", action="append", metavar="LIB",
                        help="load this custom op library first (opforge.load_op_library); repeatable")
     args = parser.parse_args(argv)
-    return args.fn(args)
+    return quiet_on_closed_pipe(args.fn, args)
+
+
+def quiet_on_closed_pipe(fn, *args):
+    """Run a CLI command; a reader that closed the pipe early (``| head``) ends
+    it quietly, exit 141 (128 + SIGPIPE) as C tools do, not with a traceback."""
+    import os
+    try:
+        code = fn(*args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # Python would flush stdout again at exit and print the error: point it at /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -15,22 +15,26 @@ from __future__ import annotations
 import os
 import re
 
-_PKG = os.path.dirname(os.path.abspath(__file__))
-
-
 def _pywrap():
     from opforge import _pywrap_internal
     return _pywrap_internal
 
 
+def _pkg() -> str:
+    # The folder of the extension, where include/ and share/ are installed
+    # beside it. Not this file's: in an editable install (docs/install.md) this
+    # file is in the source tree and the SDK in the build's install tree.
+    return os.path.dirname(os.path.abspath(_pywrap().__file__))
+
+
 def get_include() -> str:
     """The folder holding ``opforge/opforge.h`` (and the other public headers)."""
-    return os.path.join(_PKG, "include")
+    return os.path.join(_pkg(), "include")
 
 
 def get_lib() -> str:
     """The folder holding the library custom op libraries link against."""
-    return _PKG
+    return _pkg()
 
 
 def get_library_file() -> str:
@@ -41,7 +45,7 @@ def get_library_file() -> str:
 
 def get_cmake_dir() -> str:
     """Put this on ``CMAKE_PREFIX_PATH`` for ``find_package(opforge)``."""
-    return os.path.join(_PKG, "share", "cmake", "opforge")
+    return os.path.join(_pkg(), "share", "cmake", "opforge")
 
 
 def get_stamp() -> str:

@@ -28,7 +28,7 @@ def save(layer, path):
     try:
         from safetensors.numpy import save_file
     except ImportError as e:
-        raise ImportError("saving a model needs the safetensors package: pip install 'opforge[train]'") from e
+        raise ImportError("saving a model needs the safetensors package: pip install safetensors (or the checkout's extra: pip install \".[train]\")") from e
     arrays = {name: np.ascontiguousarray(w.numpy()) for name, w in layer.named_weights()}
     meta = {CONFIG_KEY: json.dumps(layer.get_config(), sort_keys=True), "format": "np"}
     tmp = f"{os.fspath(path)}.tmp{os.getpid()}"

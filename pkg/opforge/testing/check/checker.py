@@ -124,7 +124,7 @@ def check_library(path: str, ops: list[str] | None = None, sanitize: bool = Fals
     try:
         import hypothesis  # noqa: F401  (the input generators; the child imports it)
     except ImportError:
-        raise ImportError("opforge check draws its inputs with hypothesis: pip install 'opforge[check]'") from None
+        raise ImportError("opforge check draws its inputs with hypothesis: pip install hypothesis (or the checkout's extra: pip install \".[check]\")") from None
     report = Report(os.fspath(path))
     python, env = sys.executable, {}
     if sanitize:
@@ -219,7 +219,8 @@ def format_table(report: Report) -> str:
         detail = row[4].replace("\n", "\n" + " " * (len(head) + 2))
         lines.append(f"{head}  {detail}".rstrip())
     failed = sum(r.status == "fail" for r in report.results)
-    lines.append(f"{'FAILED' if failed else 'passed'}: {failed} of {len(report.results)} checks failed")
+    total = len(report.results)
+    lines.append(f"FAILED: {failed} of {total} checks failed" if failed else f"passed: all {total} checks")
     return "\n".join(lines)
 
 
