@@ -54,8 +54,9 @@ def _transpose_grad(op, dy):
     return [_ops.transpose(dy, perm=_h.inverse_perm(op.get_attr('perm'))) if _need[0] else None]
 
 
-# Op type -> gradient function, and the ops declared NoGradient().
-GRADIENTS = {
+# Op type -> gradient function, and the ops declared NoGradient() (annotated:
+# mypy cannot infer the type of an empty one).
+GRADIENTS: dict = {
     "Cast": _cast_grad,
     "Concat": _concat_grad,
     "Fill": _fill_grad,
@@ -64,7 +65,7 @@ GRADIENTS = {
     "Slice": _slice_grad,
     "Transpose": _transpose_grad,
 }
-NO_GRADIENT = frozenset({
+NO_GRADIENT: frozenset = frozenset({
     "OnesLike",
     "ZerosLike",
 })

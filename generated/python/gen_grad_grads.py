@@ -87,8 +87,9 @@ def _softmax_grad_grad(op, doutput):
     return [_ops.sub(_ops.mul(doutput, _ops.sub(grad, _ops.sum(_ops.mul(softmax, grad), axis=[op.get_attr('axis')], keepdims=True))), _ops.mul(grad, _ops.sum(_ops.mul(doutput, softmax), axis=[op.get_attr('axis')], keepdims=True))) if _need[0] else None, _ops.softmax_grad(softmax, doutput, axis=op.get_attr('axis')) if _need[1] else None]
 
 
-# Op type -> gradient function, and the ops declared NoGradient().
-GRADIENTS = {
+# Op type -> gradient function, and the ops declared NoGradient() (annotated:
+# mypy cannot infer the type of an empty one).
+GRADIENTS: dict = {
     "ConcatGrad": _concat_grad_grad,
     "ConcatGradGrad": _concat_grad_grad_grad,
     "MatMulGrad": _mat_mul_grad_grad,
@@ -98,5 +99,5 @@ GRADIENTS = {
     "SliceGrad": _slice_grad_grad,
     "SoftmaxGrad": _softmax_grad_grad,
 }
-NO_GRADIENT = frozenset({
+NO_GRADIENT: frozenset = frozenset({
 })

@@ -14,9 +14,10 @@ def _mat_mul_grad(op, dproduct):
     return [_g0[0], _g0[1]]
 
 
-# Op type -> gradient function, and the ops declared NoGradient().
-GRADIENTS = {
+# Op type -> gradient function, and the ops declared NoGradient() (annotated:
+# mypy cannot infer the type of an empty one).
+GRADIENTS: dict = {
     "MatMul": _mat_mul_grad,
 }
-NO_GRADIENT = frozenset({
+NO_GRADIENT: frozenset = frozenset({
 })

@@ -147,8 +147,9 @@ def _tanh_grad(op, dy):
     return [_ops.mul(dy, _ops.sub(1, _ops.square(y))) if _need[0] else None]
 
 
-# Op type -> gradient function, and the ops declared NoGradient().
-GRADIENTS = {
+# Op type -> gradient function, and the ops declared NoGradient() (annotated:
+# mypy cannot infer the type of an empty one).
+GRADIENTS: dict = {
     "Abs": _abs_grad,
     "Add": _add_grad,
     "Cos": _cos_grad,
@@ -169,7 +170,7 @@ GRADIENTS = {
     "Sub": _sub_grad,
     "Tanh": _tanh_grad,
 }
-NO_GRADIENT = frozenset({
+NO_GRADIENT: frozenset = frozenset({
     "Equal",
     "Greater",
     "GreaterEqual",

@@ -99,8 +99,9 @@ def _sparse_softmax_cross_entropy_with_logits_grad(op, dloss, dbackprop):
     return [_ops.add(_ops.transpose(_ops.mul(_ops.transpose(backprop), dloss)), _ops.softmax_grad(_ops.softmax(features), dbackprop)) if _need[0] else None, None]
 
 
-# Op type -> gradient function, and the ops declared NoGradient().
-GRADIENTS = {
+# Op type -> gradient function, and the ops declared NoGradient() (annotated:
+# mypy cannot infer the type of an empty one).
+GRADIENTS: dict = {
     "Gather": _gather_grad,
     "GatherGrad": _gather_grad_grad,
     "Gelu": _gelu_grad,
@@ -112,6 +113,6 @@ GRADIENTS = {
     "Softmax": _softmax_grad,
     "SparseSoftmaxCrossEntropyWithLogits": _sparse_softmax_cross_entropy_with_logits_grad,
 }
-NO_GRADIENT = frozenset({
+NO_GRADIENT: frozenset = frozenset({
     "DropoutMask",
 })

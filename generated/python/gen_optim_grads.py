@@ -5,10 +5,11 @@ from opforge import ops as _ops
 from opforge.autodiff import helpers as _h
 
 
-# Op type -> gradient function, and the ops declared NoGradient().
-GRADIENTS = {
+# Op type -> gradient function, and the ops declared NoGradient() (annotated:
+# mypy cannot infer the type of an empty one).
+GRADIENTS: dict = {
 }
-NO_GRADIENT = frozenset({
+NO_GRADIENT: frozenset = frozenset({
     "ApplyAdam",
     "ApplyGradientDescent",
     "ApplyMomentum",

@@ -40,15 +40,16 @@ def _sum_grad(op, dy):
     return [_ops.reduce_grad(x, y, dy, reduction='sum', axis=op.get_attr('axis'), keepdims=op.get_attr('keepdims')) if _need[0] else None]
 
 
-# Op type -> gradient function, and the ops declared NoGradient().
-GRADIENTS = {
+# Op type -> gradient function, and the ops declared NoGradient() (annotated:
+# mypy cannot infer the type of an empty one).
+GRADIENTS: dict = {
     "Max": _max_grad,
     "Mean": _mean_grad,
     "Min": _min_grad,
     "Prod": _prod_grad,
     "Sum": _sum_grad,
 }
-NO_GRADIENT = frozenset({
+NO_GRADIENT: frozenset = frozenset({
     "ArgMax",
     "ArgMin",
 })
