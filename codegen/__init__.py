@@ -26,6 +26,7 @@ from the source tree (no extension needed) and uses it as its own:
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
@@ -40,12 +41,25 @@ ALIASES = {
 }
 
 
+class _SchemaFinder:
+    """Finds opforge._schema's submodules on their package's __path__, ahead of
+    other finders: an editable install's finder would map every opforge.*
+    name to its own tree, not to this one."""
+
+    @staticmethod
+    def find_spec(name, path, target=None):
+        if name.startswith("opforge._schema.") and path is not None:
+            return importlib.machinery.PathFinder.find_spec(name, path)
+        return None
+
+
 def _load_schema():
     """opforge._schema from this source tree, without importing opforge (whose
     __init__ needs the built extension). A process that has already imported
     opforge keeps its own (the same files in an editable install)."""
     name = "opforge._schema"
     if name not in sys.modules:
+        sys.meta_path.insert(0, _SchemaFinder)
         spec = importlib.util.spec_from_file_location(
             name, SCHEMA_DIR / "__init__.py", submodule_search_locations=[str(SCHEMA_DIR)])
         assert spec is not None and spec.loader is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,22 @@ def test_codegen_loads_the_schema_without_opforge():
     imported, model_file = r.stdout.split()
     assert imported == "False"
     assert Path(model_file) == ROOT / "pkg" / "opforge" / "_schema" / "model.py"
+
+
+def test_codegen_in_another_tree_uses_that_trees_schema(tmp_path):
+    # A copy of the source tree (tests/tree_copy.py, another worktree) renders
+    # with its own schema and templates, even where an editable install maps
+    # every opforge.* module to this tree.
+    shutil.copytree(ROOT / "codegen", tmp_path / "codegen", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "pkg" / "opforge" / "_schema", tmp_path / "pkg" / "opforge" / "_schema",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("import sys, codegen.emit\n"
+            "from opforge._schema.wrappers import render\n"
+            "print(render.__file__, sys.modules['codegen.targets.python'].__file__, render.TEMPLATE_DIR)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    for path in r.stdout.split():
+        assert Path(path).is_relative_to(tmp_path), r.stdout
 
 
 def test_the_runtime_reads_the_compiled_registry_through_the_reader():
