@@ -14,8 +14,9 @@ if(NOT _opforge_jinja2 EQUAL 0)
   message(FATAL_ERROR "opforge: the build runs codegen, which needs jinja2 for ${Python_EXECUTABLE}: pip install jinja2")
 endif()
 set(OPFORGE_GEN_DIR ${CMAKE_BINARY_DIR}/generated)
-file(GLOB OPFORGE_CODEGEN_SOURCES CONFIGURE_DEPENDS codegen/*.py codegen/targets/*.py
-  codegen/templates/*.j2)
+# codegen, and the package's schema reader and wrapper templates it renders with.
+file(GLOB_RECURSE OPFORGE_CODEGEN_SOURCES CONFIGURE_DEPENDS codegen/*.py codegen/*.j2
+  pkg/opforge/_schema/*.py pkg/opforge/_schema/*.j2)
 # Which files codegen writes is codegen's to say: it lists them in
 # files.cmake (this build's, once codegen has run here; else the committed
 # one). A changed list re-runs this configure step.

@@ -2,7 +2,8 @@
 #   opforge/include/opforge/*.h            the public C++ API (+ generated version.h)
 #   opforge/share/cmake/opforge/           find_package(opforge): opforge::opforge,
 #                                          opforge_add_op_library()
-#   opforge/_codegen/                      the generator, for load_op_library's wrappers
+# (load_op_library renders a library's wrappers with the package's own
+# opforge/_schema/, which wheel.packages ships: codegen/ is not installed.)
 include(CheckCXXSourceCompiles)
 include(CMakePackageConfigHelpers)
 
@@ -35,5 +36,3 @@ install(DIRECTORY cpp/include/opforge DESTINATION opforge/include FILES_MATCHING
 install(FILES ${OPFORGE_VERSION_HEADER} DESTINATION opforge/include/opforge)
 install(FILES ${OPFORGE_CMAKE_DIR}/opforgeConfig.cmake ${OPFORGE_CMAKE_DIR}/opforgeConfigVersion.cmake
   DESTINATION opforge/share/cmake/opforge)
-install(DIRECTORY codegen/ DESTINATION opforge/_codegen
-  FILES_MATCHING PATTERN "*.py" PATTERN "*.j2" PATTERN "__pycache__" EXCLUDE)

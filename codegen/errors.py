@@ -1,10 +1,4 @@
-"""The one exception type codegen raises for bad input; messages carry file:line."""
-from __future__ import annotations
+"""The one exception type codegen raises for bad input: the schema reader's (messages carry file:line)."""
+from opforge._schema.errors import SchemaError as CodegenError
 
-
-class CodegenError(Exception):
-    """One or more problems, each a line like ``cpp/ops/math_ops.cc:12: op Add: ...``."""
-
-    def __init__(self, messages: list[str] | str):
-        self.messages = [messages] if isinstance(messages, str) else list(messages)
-        super().__init__("\n".join(self.messages))
+__all__ = ["CodegenError"]

@@ -1,4 +1,5 @@
-"""Where the registry JSON comes from: a file, or the C++ dump tool.
+"""Where the registry JSON comes from: a file, or the C++ dump tool. It is
+read by the package's reader (opforge._schema.reader), the runtime's too.
 
 The dump tool is the CMake target ``opforge_dump_registry``; it links every op
 declaration and prints the registry JSON on stdout. It exits non-zero, with
@@ -7,13 +8,14 @@ is invalid.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from opforge._schema.reader import loads
 
 from .errors import CodegenError
 
@@ -26,20 +28,6 @@ def load_file(path: Path) -> Any:
     except OSError as e:
         raise CodegenError(f"{path}: cannot read the registry: {e.strerror}") from e
     return loads(data, str(path))
-
-
-def loads(data: bytes | str, origin: str) -> Any:
-    """The registry JSON from a file's contents; CodegenError if it is not UTF-8 JSON."""
-    try:
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
-    except UnicodeDecodeError as e:
-        raise CodegenError(f"{origin}: not UTF-8 (byte {e.start}): {e.reason}") from e
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise CodegenError(f"{origin}:{e.lineno}: not valid JSON: {e.msg}") from e
-    except RecursionError as e:  # nesting deeper than the interpreter's stack
-        raise CodegenError(f"{origin}: JSON nested too deeply") from e
 
 
 def _stream_target():

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from hypothesis import given
 
 import opforge as of
+from opforge import _opinfo  # the registry, through its one reader
 from opforge import errors
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -45,7 +46,7 @@ settings.register_profile("opforge-local", max_examples=1000, deadline=None, pri
                           suppress_health_check=list(HealthCheck))
 PROFILE = settings.get_profile("opforge-" + os.environ.get("OPFORGE_FUZZ_PROFILE", "ci"))
 
-REGISTRY = {op["name"]: op for op in json.loads(of._pywrap_internal.registry_json())["ops"]}
+REGISTRY = {op["name"]: op for op in _opinfo.registry_dict()["ops"]}
 
 
 snake_case = naming.op_python_name  # codegen's rule, not a copy of it

@@ -3,12 +3,12 @@ central differences (opforge.testing), with broadcasting and keepdims.
 
 The test walks the registry: an op with a floating-point input must declare a
 gradient or NoGradient(), and every op with a gradient needs a case below."""
-import json
 
 import numpy as np
 import pytest
 
 import opforge as of
+from opforge import _opinfo  # the registry, through its one reader
 from opforge import _pywrap_internal as _pw
 
 RNG = np.random.default_rng(7)
@@ -141,7 +141,7 @@ CASES.update(vision_cases())
 
 
 def registry_ops():
-    return json.loads(_pw.registry_json())["ops"]
+    return _opinfo.registry_dict()["ops"]
 
 
 def may_be_float(op, arg):
@@ -229,6 +229,26 @@ def test_checker_names_the_op_and_input():
 
 def test_compute_gradient_returns_jacobians():
     x = r(3)
-    (analytic, numeric), = of.testing.compute_gradient(of.sin, [x])
+    (analytic,), (numeric,) = of.testing.compute_gradient(of.sin, [x])
     np.testing.assert_allclose(analytic, np.diag(np.cos(x)), atol=1e-12)
     np.testing.assert_allclose(numeric, np.diag(np.cos(x)), atol=1e-6)
+
+
+def test_compute_gradient_has_tensorflows_shape():
+    # tf.test.compute_gradient: (theoretical, numerical), each a list with one
+    # (output size, input size) Jacobian per input, not a list of pairs.
+    x, y = r(2, 3), r(3)
+    result = of.testing.compute_gradient(of.mul, [x, y])
+    assert isinstance(result, tuple) and len(result) == 2
+    theoretical, numerical = result
+    assert len(theoretical) == len(numerical) == 2
+    assert [j.shape for j in theoretical] == [(6, 6), (6, 3)]
+    assert [j.shape for j in numerical] == [(6, 6), (6, 3)]
+    # d (x * y)[i, k] / d x = diag(y broadcast); / d y[k] = x[i, k] at column k.
+    np.testing.assert_allclose(theoretical[0], np.diag(np.broadcast_to(y, (2, 3)).ravel()), atol=1e-12)
+    want_y = np.zeros((6, 3))
+    for i in range(2):
+        for k in range(3):
+            want_y[i * 3 + k, k] = x[i, k]
+    np.testing.assert_allclose(theoretical[1], want_y, atol=1e-12)
+    np.testing.assert_allclose(numerical[1], want_y, atol=1e-6)

@@ -241,21 +241,8 @@ Status CheckStaging(std::string* staged_json) {
   if (!s.stage) return errors::Internal("CheckStaging without BeginStaging");
   OF_RETURN_IF_ERROR(CheckStageLocked(s, s.stage.get()));
   std::vector<const OpDef*> ops;
-  std::set<std::string> groups;
-  for (const auto& kv : s.stage->ops) {
-    ops.push_back(kv.second.get());
-    groups.insert(kv.second->group);
-  }
-  std::string out = "{" + TypeTablesJson() + "\"format\": " + std::to_string(kRegistryFormat) + ", \"groups\": [";
-  bool first = true;
-  for (const std::string& g : groups) {
-    out += std::string(first ? "" : ", ") + "{\"fingerprint\": \"" + FingerprintOf(ops, g) + "\", \"name\": \"" +
-           g + "\"}";
-    first = false;
-  }
-  out += "], \"ops\": [";
-  for (size_t i = 0; i < ops.size(); ++i) out += (i ? ",\n" : "\n") + OpDefToJson(*ops[i], true);
-  *staged_json = out + "]}\n";
+  for (const auto& kv : s.stage->ops) ops.push_back(kv.second.get());
+  *staged_json = RegistryDocumentJson(ops, [&ops](const std::string& g) { return FingerprintOf(ops, g); });
   return Status::OK();
 }
 

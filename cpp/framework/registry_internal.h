@@ -3,6 +3,7 @@
 // hash that op libraries are stamped with).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -10,8 +11,9 @@
 
 namespace opforge {
 
-// The registry JSON's "format" (codegen/model.py's FORMAT): 2 has "params"
-// per op and the "dtypes" and "attr_types" tables.
+// The registry JSON's "format" (pkg/opforge/_schema/model.py's FORMAT, which
+// its one reader checks): 2 has "params" per op and the "dtypes" and
+// "attr_types" tables.
 inline constexpr int kRegistryFormat = 2;
 
 // Loading an op library (opforge.load_op_library): between BeginStaging()
@@ -32,9 +34,10 @@ void AbortStaging();
 // dump tool prints and codegen reads.
 std::string RegistryToJson();
 
-// The registry JSON's "attr_types" and "dtypes" members, with a trailing
-// ", ": the one dtype table (dtype.h) as codegen and Python read it.
-std::string TypeTablesJson();
+// The one writer of that document, for any set of ops (the registry's, or a
+// library's staged ones), each group's fingerprint given by `fingerprint`.
+std::string RegistryDocumentJson(const std::vector<const OpDef*>& ops,
+                                 const std::function<std::string(const std::string& group)>& fingerprint);
 
 // One op's declaration as JSON. Without location and kernels it holds just
 // what generated wrappers depend on: the input of the group fingerprints.

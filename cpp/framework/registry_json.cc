@@ -115,6 +115,10 @@ std::string OpDefToJson(const OpDef& op, bool full) {
   return os.str();
 }
 
+namespace {
+
+// The "attr_types" and "dtypes" members: the one dtype table (dtype.h) as
+// codegen and Python read it.
 std::string TypeTablesJson() {
   std::ostringstream os;
   os << "\"attr_types\": [";
@@ -130,22 +134,28 @@ std::string TypeTablesJson() {
   return os.str();
 }
 
-std::string RegistryToJson() {
-  OpRegistry* reg = OpRegistry::Global();
-  std::vector<const OpDef*> ops = reg->ListOps();
+}  // namespace
+
+std::string RegistryDocumentJson(const std::vector<const OpDef*>& ops,
+                                 const std::function<std::string(const std::string& group)>& fingerprint) {
   std::set<std::string> groups;
   for (const OpDef* op : ops) groups.insert(op->group);
   std::ostringstream os;
   os << "{" << TypeTablesJson() << "\"format\": " << kRegistryFormat << ", \"groups\": [";
   bool first = true;
   for (const std::string& g : groups) {
-    os << (first ? "" : ", ") << "{\"fingerprint\": " << Quote(reg->Fingerprint(g)) << ", \"name\": " << Quote(g) << "}";
+    os << (first ? "" : ", ") << "{\"fingerprint\": " << Quote(fingerprint(g)) << ", \"name\": " << Quote(g) << "}";
     first = false;
   }
   os << "], \"ops\": [";
   for (size_t i = 0; i < ops.size(); ++i) os << (i ? ",\n" : "\n") << OpDefToJson(*ops[i], true);
   os << "]}\n";
   return os.str();
+}
+
+std::string RegistryToJson() {
+  OpRegistry* reg = OpRegistry::Global();
+  return RegistryDocumentJson(reg->ListOps(), [reg](const std::string& g) { return reg->Fingerprint(g); });
 }
 
 }  // namespace opforge

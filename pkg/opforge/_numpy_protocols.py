@@ -98,7 +98,7 @@ def _foreign(values):
 # ---- __array_ufunc__ ---------------------------------------------------------------
 
 _MISSING = object()
-_plans = {}  # (ufunc, *input dtypes) -> (op, numpy's output dtype), or None: numpy computes it
+_plans: dict = {}  # (ufunc, *input dtypes) -> (op, numpy's output dtype), or None: numpy computes it
 
 
 def _plan(ufunc, dtypes):

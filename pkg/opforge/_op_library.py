@@ -7,13 +7,15 @@
    its static initialisers register into a side table that is checked
    (duplicate ops, missing kernels, ...) and committed all at once, or
    dropped, leaving the registry exactly as it was.
-3. Before the commit, the staged ops' wrappers are rendered from the same
-   codegen model and template as the built-in ``gen_<group>_ops`` modules
-   (docstrings included); they call ``_pywrap_internal.execute``.
+3. Before the commit, the staged ops (the registry JSON of the library
+   alone) are read by the one schema reader (opforge._schema) and their
+   wrappers rendered from the same views and templates as the built-in
+   ``gen_<group>_ops`` modules (opforge._schema.wrappers; docstrings
+   included); they call ``_pywrap_internal.execute``. Nothing of codegen/
+   is imported: the renderer is the package's own, and codegen uses it too.
 """
 from __future__ import annotations
 
-import importlib
 import linecache
 import os
 import re
@@ -21,20 +23,11 @@ import sys
 import threading
 import types
 
-from opforge import _elf, _pywrap_internal as _pw, errors
+from opforge import _elf, _opinfo, _pywrap_internal as _pw, errors
 
 _lock = threading.Lock()
 _by_path: dict[str, tuple[tuple[int, int, int], types.ModuleType]] = {}
 _by_file: dict[tuple[int, int], types.ModuleType] = {}
-
-
-def _codegen():
-    """The generator: installed as opforge._codegen, or a source checkout's codegen/."""
-    try:
-        base = importlib.import_module("opforge._codegen").__name__
-    except ImportError:
-        base = importlib.import_module("codegen").__name__
-    return tuple(importlib.import_module(f"{base}.{m}") for m in ("model", "emit", "validate", "errors"))
 
 
 def _parse_stamp(stamp: str) -> tuple[str, str]:
@@ -92,15 +85,15 @@ def _module_name(path: str) -> str:
 def _render(path: str, staged_json: str) -> tuple[str, str, str, list[str]]:
     """The library module's source, its gradient functions' source and its
     Dask wrappers' source, from the staged ops; raises on invalid ones."""
-    import json
-    model, emit, validate, cg_errors = _codegen()
-    data = json.loads(staged_json)
+    from opforge._schema import reader, validate
+    from opforge._schema.errors import SchemaError
+    from opforge._schema.wrappers.render import render_library
     try:
-        registry = validate.check(model.Registry.parse(data))
-    except cg_errors.CodegenError as e:
+        registry = validate.check(reader.read(staged_json, f"op library '{path}'"))
+    except SchemaError as e:
         raise errors.InvalidArgumentError(
             f"refused op library '{path}': " + "; ".join(e.messages)) from None
-    text, grads, dask = emit.render_library(registry, path)
+    text, grads, dask = render_library(registry, path)
     return text, grads, dask, sorted(o.name for o in registry.ops)
 
 
@@ -133,16 +126,17 @@ def load_op_library(path) -> types.ModuleType:
         if same is not None:  # another path to the same file
             return same
         check_stamp(real)
-        rendered: dict[str, object] = {}
+        rendered: list[tuple[str, str, str, list[str]]] = []
 
         def accept(staged_json: str) -> None:
-            (rendered["text"], rendered["grads"], rendered["dask"],
-             rendered["ops"]) = _render(real, staged_json)
+            rendered.append(_render(real, staged_json))
 
         _pw._load_library(real, accept)
-        module = _make_module(real, rendered["text"], rendered["ops"])
-        _add_gradients(module, rendered["grads"])
-        _add_dask(module, rendered["dask"])
+        _opinfo.refresh()  # the registry now has the library's ops
+        text, grads, dask, op_names = rendered[-1]
+        module = _make_module(real, text, op_names)
+        _add_gradients(module, real, grads)
+        _add_dask(module, real, dask)
         _by_path[real] = (ident, module)
         _by_file[ident[:2]] = module
         return module
@@ -154,8 +148,7 @@ def _make_module(path: str, text: str, op_names: list[str]) -> types.ModuleType:
     filename = f"<opforge op library {path}>"
     module.__file__ = path
     module.__loader__ = None
-    module.OP_NAMES = tuple(op_names)
-    module.LIBRARY_PATH = path
+    module.__dict__.update(OP_NAMES=tuple(op_names), LIBRARY_PATH=path)
     # Register the source so tracebacks, inspect.getsource and help() work.
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     exec(compile(text, filename, "exec"), module.__dict__)
@@ -163,17 +156,17 @@ def _make_module(path: str, text: str, op_names: list[str]) -> types.ModuleType:
     return module
 
 
-def _add_gradients(module: types.ModuleType, text: str) -> None:
+def _add_gradients(module: types.ModuleType, path: str, text: str) -> None:
     # The gradient functions call the library's wrappers through `_lib`.
     from opforge.autodiff import registry
     namespace = {"_lib": module, "__name__": module.__name__ + "._grads"}
-    filename = f"<opforge op library {module.LIBRARY_PATH} gradients>"
+    filename = f"<opforge op library {path} gradients>"
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     exec(compile(text, filename, "exec"), namespace)
     registry.add_declared(namespace["GRADIENTS"], namespace["NO_GRADIENT"])
 
 
-def _add_dask(module: types.ModuleType, text: str) -> None:
+def _add_dask(module: types.ModuleType, path: str, text: str) -> None:
     """``module.dask``: the ops on dask arrays, built on first access (only
     then is dask imported), like ``opforge.dask`` for the built-in ops."""
     lock = threading.Lock()
@@ -185,15 +178,15 @@ def _add_dask(module: types.ModuleType, text: str) -> None:
             sub = module.__dict__.get("dask")
             if sub is None:
                 sub = types.ModuleType(module.__name__ + ".dask")
-                sub._ops = module
-                filename = f"<opforge op library {module.LIBRARY_PATH} dask>"
+                sub.__dict__["_ops"] = module
+                filename = f"<opforge op library {path} dask>"
                 linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
                 exec(compile(text, filename, "exec"), sub.__dict__)
                 sys.modules[sub.__name__] = sub
-                module.dask = sub
+                module.__dict__["dask"] = sub
             return sub
 
-    module.__getattr__ = __getattr__
+    module.__dict__["__getattr__"] = __getattr__
 
 
 def loaded_libraries() -> dict[str, types.ModuleType]:

@@ -54,7 +54,10 @@ def get_stamp() -> str:
 
 
 def get_abi_tag() -> str:
-    return re.search(r"abi=(\S+)", get_stamp()).group(1)
+    m = re.search(r"abi=(\S+)", get_stamp())
+    if m is None:  # the extension and this file disagree: a broken install
+        raise RuntimeError(f"opforge: unreadable build stamp {get_stamp()!r}; reinstall opforge")
+    return m.group(1)
 
 
 def get_compile_flags() -> list[str]:

@@ -4,13 +4,15 @@ registered in Python with ``RegisterGradient``, which takes precedence."""
 
 import importlib
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from opforge import errors as _errors
 
 _lock = threading.Lock()
-_python = {}          # op type -> fn, from RegisterGradient
-_declared = {}        # op type -> fn, from the C++ declarations
-_no_gradient = set()  # op types declared .NoGradient()
+_python: dict[str, Callable[..., Any]] = {}    # op type -> fn, from RegisterGradient
+_declared: dict[str, Callable[..., Any]] = {}  # op type -> fn, from the C++ declarations
+_no_gradient: set[str] = set()                 # op types declared .NoGradient()
 _loaded = False
 
 

@@ -16,7 +16,7 @@ from opforge.onnx import _validate
 FLOAT, INT, STRING, TENSOR, FLOATS, INTS = 1, 2, 3, 4, 6, 7
 _KIND_NAMES = {FLOAT: "float", INT: "int", STRING: "string", TENSOR: "tensor", FLOATS: "floats", INTS: "ints"}
 
-CONVERTERS = {}  # op_type -> Converter
+CONVERTERS: dict = {}  # op_type -> Converter
 
 
 class Converter:

@@ -74,9 +74,9 @@ def _unary(fn):
 
 for _name, _fn in _BINARY.items():
     converter(_name, (1, 6, 7, 13, 14), {"broadcast": INT, "axis": INT})(_binary_any_version(_fn))
-for _name, _fn in _UNARY.items():
+for _name, _ufn in _UNARY.items():  # not _fn: that one takes two inputs
     # Version 1 only differs by the consumed_inputs hint.
-    converter(_name, (1, 6, 13, 14) if _name == "Relu" else (1, 6, 13))(_unary(_fn))
+    converter(_name, (1, 6, 13, 14) if _name == "Relu" else (1, 6, 13))(_unary(_ufn))
 converter("Sin", (7, 22))(_unary(P.sin))
 converter("Cos", (7, 22))(_unary(P.cos))
 for _name, (_fn, _versions) in _COMPARE.items():

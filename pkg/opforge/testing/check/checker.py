@@ -80,7 +80,8 @@ def _sanitized_python() -> tuple[str | None, dict, str]:
 class _Child:
     """One runner process; events arrive on a queue (None: the pipe closed)."""
 
-    def __init__(self, python, env, lib, ops, allow_nan, timeout):
+    def __init__(self, python: str, env: dict[str, str], lib: str, ops: list[str], allow_nan: set[str],
+                 timeout: float) -> None:
         self.timeout = timeout
         read, write = os.pipe()
         args = [python, "-m", "opforge.testing.check.runner", lib, str(write)]
@@ -92,7 +93,9 @@ class _Child:
         self.events: queue.Queue = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=self._read, args=(os.fdopen(read),), daemon=True).start()
-        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
+        stderr = self.proc.stderr
+        assert stderr is not None  # stderr=PIPE
+        threading.Thread(target=lambda: self.stderr.extend(stderr), daemon=True).start()
 
     def _read(self, pipe):
         for line in pipe:
@@ -126,7 +129,8 @@ def check_library(path: str, ops: list[str] | None = None, sanitize: bool = Fals
     except ImportError:
         raise ImportError("opforge check draws its inputs with hypothesis: pip install hypothesis (or the checkout's extra: pip install \".[check]\")") from None
     report = Report(os.fspath(path))
-    python, env = sys.executable, {}
+    python: str = sys.executable
+    env: dict[str, str] = {}
     if sanitize:
         py, env, report.sanitizer = _sanitized_python()
         if py is None:
@@ -173,6 +177,7 @@ def check_library(path: str, ops: list[str] | None = None, sanitize: bool = Fals
                                                                      else []),
                            ev["cases"], ev["note"], ev["status"])
             elif ev["ev"] == "done":
+                assert remaining is not None  # set when the library loaded
                 remaining.remove(ev["op"])
                 current = None
         how = f"hung (no progress in {timeout:g} s): killed" if ev == "timeout" else child.how_it_ended()
@@ -187,6 +192,7 @@ def check_library(path: str, ops: list[str] | None = None, sanitize: bool = Fals
                 remaining.pop(0)
             continue
         report.add(current["op"], "crash", [f"{current['check']} case {current['case']}: the process {how}"])
+        assert remaining is not None  # an op began, so the library loaded
         remaining.remove(current["op"])
     return report
 

@@ -275,10 +275,8 @@ P_NP = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64"
 
 
 def _python_name(op_name: str) -> str:
-    from opforge._op_library import _codegen
-    base = _codegen()[0].__name__.rsplit(".", 1)[0]
-    import importlib
-    return importlib.import_module(f"{base}.naming").op_python_name(op_name)
+    from opforge._schema.naming import op_python_name
+    return op_python_name(op_name)
 
 
 def main(argv: list[str]) -> int:
@@ -293,7 +291,8 @@ def main(argv: list[str]) -> int:
     except of.errors.OpError as e:
         events.send(ev="load_error", error=type(e).__name__, message=str(e))
         return 0
-    registry = {op["name"]: op for op in json.loads(of._pywrap_internal.registry_json())["ops"]}
+    from opforge import _opinfo
+    registry = {op["name"]: op for op in _opinfo.registry_dict()["ops"]}
     ops = [registry[n] for n in module.OP_NAMES]
     events.send(ev="loaded", ops=ops)
     for op in ops:

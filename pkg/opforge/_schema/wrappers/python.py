@@ -85,7 +85,8 @@ class PyParam:
 
     @staticmethod
     def of(param: Param) -> PyParam:
-        default = py_literal(param.attr.type, param.attr.default) if param.has_default else None
+        attr = param.attr
+        default = py_literal(attr.type, attr.default) if attr is not None and attr.has_default else None
         return PyParam(param, naming.python_ident(param.name), default)
 
     @property

@@ -38,7 +38,7 @@ def _literal(value) -> str:
 def _flat_positions(op: OpDef) -> dict[str, tuple[str, str | None]]:
     """Per input, its flat position in op.inputs (a Python expression) and,
     for a list input, the end of its slice."""
-    positions = {}
+    positions: dict[str, tuple[str, str | None]] = {}
     fixed, listed = 0, ""  # the position: fixed + the lengths of the list inputs before
     for arg in op.inputs:
         start = f"{listed} + {fixed}" if listed and fixed else listed or str(fixed)
@@ -88,6 +88,7 @@ class _Renderer:
             return f"op.get_attr({a.value!r})"
         if a.kind == "index":
             return "i"
+        assert a.argument is not None  # a function of an input or attr
         if a.value == "shape":
             return f"list({local(a.argument)}.shape)"
         if a.value == "list":

@@ -7,7 +7,7 @@ dtype names that the dtype table knows) and names the op's file:line on
 error. What the C++ registry checks at registration (names, defaults,
 constraints, parameter order) is not checked again. How a target spells any
 of this (Python names and literals, stub hints, C++ types) lives in
-codegen/targets/.
+wrappers/ (Python) and codegen/targets/ (stubs, SWIG).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Union
 
-from .errors import CodegenError
+from .errors import SchemaError
 
 # 2: per-op "params" (the user-visible parameter order, computed in C++)
 # replaced "arg_order"; the dtype and attr-type tables come from C++.
@@ -26,11 +26,11 @@ FORMAT = 2
 
 def _fields(d: Any, keys: tuple[str, ...], where: str) -> dict:
     if not isinstance(d, dict):
-        raise CodegenError(f"{where}: expected an object, got {type(d).__name__}")
+        raise SchemaError(f"{where}: expected an object, got {type(d).__name__}")
     missing = [k for k in keys if k not in d]
     extra = sorted(k for k in d if k not in keys)
     if missing or extra:
-        raise CodegenError(f"{where}: missing keys {missing}, unknown keys {extra} "
+        raise SchemaError(f"{where}: missing keys {missing}, unknown keys {extra} "
                            f"(registry format {FORMAT})")
     return d
 
@@ -49,13 +49,13 @@ def _typed(value: Any, types: tuple[type, ...], key: str, where: str, nullable=F
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
     if not ok:
         names = "/".join(t.__name__ for t in types) + (" or null" if nullable else "")
-        raise CodegenError(f"{where}: {key!r} must be {names}, got {value!r}")
+        raise SchemaError(f"{where}: {key!r} must be {names}, got {value!r}")
     return value
 
 
 def _str_list(value: Any, key: str, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise CodegenError(f"{where}: {key!r} must be a list of strings, got {value!r}")
+        raise SchemaError(f"{where}: {key!r} must be a list of strings, got {value!r}")
     return tuple(value)
 
 
@@ -106,18 +106,18 @@ class DTypeTable:
         self.dtypes = dtypes
         self._by_name = {d.name: d for d in dtypes}
         if len(self._by_name) != len(dtypes):
-            raise CodegenError(f"{where}: a dtype name is listed twice")
+            raise SchemaError(f"{where}: a dtype name is listed twice")
 
     def get(self, name: Any, key: str, where: str) -> DType:
         dtype = self._by_name.get(name) if isinstance(name, str) else None
         if dtype is None:
-            raise CodegenError(f"{where}: {key!r}: {name!r} is not a dtype "
+            raise SchemaError(f"{where}: {key!r}: {name!r} is not a dtype "
                                f"(known: {', '.join(self._by_name)})")
         return dtype
 
     def get_list(self, names: Any, key: str, where: str) -> tuple[DType, ...]:
         if not isinstance(names, list):
-            raise CodegenError(f"{where}: {key!r} must be a list of dtype names, got {names!r}")
+            raise SchemaError(f"{where}: {key!r} must be a list of dtype names, got {names!r}")
         return tuple(self.get(n, key, where) for n in names)
 
 
@@ -143,7 +143,7 @@ class AttrType(enum.Enum):
             return AttrType(value)
         except ValueError:
             known = ", ".join(t.value for t in AttrType)
-            raise CodegenError(f"{where}: unknown attr type {value!r} (known: {known})") from None
+            raise SchemaError(f"{where}: unknown attr type {value!r} (known: {known})") from None
 
 
 # An attr value: a Python scalar, a DType, or a tuple of either (lists).
@@ -164,15 +164,15 @@ def _parse_value(t: AttrType, value: Any, dtypes: DTypeTable, where: str) -> Att
         return dtypes.get(value, "default", where)
     if t.is_list:
         if not isinstance(value, list):
-            raise CodegenError(f"{where}: default {value!r} is not a list")
+            raise SchemaError(f"{where}: default {value!r} is not a list")
         return tuple(_parse_value(_ELEMENT[t], v, dtypes, where) for v in value)
     ok, what = _SCALAR_CHECKS[t]
     if not ok(value):
-        raise CodegenError(f"{where}: default {value!r} is not {what}")
+        raise SchemaError(f"{where}: default {value!r} is not {what}")
     return value
 
 
-def _value_json(value: AttrValue) -> Any:
+def _value_json(value: AttrValue | None) -> Any:
     if isinstance(value, DType):
         return value.name
     if isinstance(value, tuple):
@@ -232,7 +232,7 @@ class ArgDef:
         type_attr = _typed(d["type_attr"], (str,), "type_attr", where, nullable=True)
         fixed = d["fixed_type"]
         if (type_attr is None) == (fixed is None):
-            raise CodegenError(f"{where}: needs exactly one of type_attr and fixed_type")
+            raise SchemaError(f"{where}: needs exactly one of type_attr and fixed_type")
         return ArgDef(
             name=_typed(d["name"], (str,), "name", where),
             type_attr=type_attr,
@@ -278,7 +278,7 @@ class AttrDef:
         default = d["default"]
         if default is not None:
             if not has_default:
-                raise CodegenError(f"{at}: has a default value but has_default is false")
+                raise SchemaError(f"{at}: has a default value but has_default is false")
             default = _parse_value(attr_type, default, dtypes, at)
         allowed = d["allowed"]
         return AttrDef(
@@ -310,7 +310,10 @@ class Param:
 
     @property
     def name(self) -> str:
-        return self.input.name if self.input is not None else self.attr.name
+        if self.input is not None:
+            return self.input.name
+        assert self.attr is not None  # a Param is an input or an attr
+        return self.attr.name
 
     @property
     def is_input(self) -> bool:
@@ -346,7 +349,7 @@ class GradAttr:
         _fields(d, ("argument", "kind", "name", "value"), where)
         kind = _typed(d["kind"], (str,), "kind", where)
         if kind not in GradAttr.KINDS:
-            raise CodegenError(f"{where}: unknown attr value kind {kind!r}")
+            raise SchemaError(f"{where}: unknown attr value kind {kind!r}")
         return GradAttr(name=_typed(d["name"], (str,), "name", where), kind=kind,
                         value=_freeze(d["value"]),
                         argument=_typed(d["argument"], (str,), "argument", where, nullable=True))
@@ -379,7 +382,7 @@ class GradExpr:
             elements = tuple(GradExpr.parse(a, f"{where}: elements[{i}]")
                              for i, a in enumerate(_typed(d["elements"], (list,), "elements", where)))
             if text not in ("literal", "append", "replace") or (text != "literal" and len(elements) != 2):
-                raise CodegenError(f"{where}: unknown list expression {text!r} of {len(elements)} elements")
+                raise SchemaError(f"{where}: unknown list expression {text!r} of {len(elements)} elements")
             return GradExpr("list", text=text, args=elements)
         if isinstance(d, dict) and "op" in d:
             _fields(d, ("args", "attrs", "op"), where)
@@ -392,7 +395,7 @@ class GradExpr:
         _fields(d, ("index", "kind", "name"), where)
         kind = _typed(d["kind"], (str,), "kind", where)
         if kind not in ("input", "output", "grad", "attr", "local"):
-            raise CodegenError(f"{where}: unknown name kind {kind!r}")
+            raise SchemaError(f"{where}: unknown name kind {kind!r}")
         return GradExpr("name", text=_typed(d["name"], (str,), "name", where), name_kind=kind,
                         index=_typed(d["index"], (int,), "index", where))
 
@@ -454,7 +457,7 @@ class Gradient:
 def _category(value: Any, where: str) -> str:
     category = _typed(value, (str,), "category", where)
     if category not in OpDef.CATEGORIES:
-        raise CodegenError(f"{where}: category {category!r} is not one of {OpDef.CATEGORIES}")
+        raise SchemaError(f"{where}: category {category!r} is not one of {OpDef.CATEGORIES}")
     return category
 
 
@@ -500,7 +503,7 @@ class OpDef:
         declared = {a.name for a in inputs} | {a.name for a in attrs if not a.inferred}
         unknown = [n for n in param_names if n not in declared]
         if unknown:
-            raise CodegenError(f"{where}: params names {unknown}, which are neither "
+            raise SchemaError(f"{where}: params names {unknown}, which are neither "
                                "inputs nor attrs that are not inferred")
         kernels = _typed(d["kernels"], (dict,), "kernels", where)
         return OpDef(
@@ -569,7 +572,7 @@ class Registry:
     def parse(d: Any) -> Registry:
         where = "registry"
         if isinstance(d, dict) and d.get("format") != FORMAT:  # before the keys: they differ
-            raise CodegenError(f"{where}: format {d.get('format')!r} is not supported "
+            raise SchemaError(f"{where}: format {d.get('format')!r} is not supported "
                                f"(expected {FORMAT}); rebuild the dump tool")
         _fields(d, ("format", "attr_types", "dtypes", "groups", "ops"), where)
         # Every attr type C++ knows must be one this generator can render.

@@ -69,6 +69,7 @@ def _sentence(*parts: str) -> str:
 
 def _dtype_ref(op: OpDef, arg: ArgDef) -> str:
     if arg.type_attr is None:
+        assert arg.fixed_type is not None  # an arg has a type attr or a fixed dtype
         return arg.fixed_type.name
     attr = op.find_attr(arg.type_attr)
     if attr is not None and not attr.inferred:  # a parameter: quote its Python name
@@ -78,7 +79,7 @@ def _dtype_ref(op: OpDef, arg: ArgDef) -> str:
 
 def _input_text(op: OpDef, arg: ArgDef) -> str:
     dtype = _dtype_ref(op, arg)
-    if arg.is_list:
+    if arg.number_attr is not None:
         n = op.find_attr(arg.number_attr)
         count = f"at least {n.minimum} " if n is not None and n.minimum else ""
         return _sentence(f"A sequence of {count}tensor-likes of dtype {dtype}.", arg.doc)
@@ -87,6 +88,7 @@ def _input_text(op: OpDef, arg: ArgDef) -> str:
 
 def _attr_text(param: PyParam) -> str:
     attr = param.param.attr
+    assert attr is not None  # called for attr parameters only
     nouns = list(ATTR_NOUNS[attr.type])
     if attr.minimum is not None:
         nouns[0] += f" >= {attr.minimum}"
@@ -145,7 +147,7 @@ def op_docstring(view: PyOp) -> str:
     if description.strip():
         sections.append(description)
     if view.params:
-        entries = [_entry(p.py_name, _input_text(op, p.param.input) if p.is_input
+        entries = [_entry(p.py_name, _input_text(op, p.param.input) if p.param.input is not None
                           else _attr_text(p))
                    for p in view.params]
         sections.append("Args:\n" + "\n".join(entries))

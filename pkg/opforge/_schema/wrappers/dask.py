@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import CodegenError
+from ..errors import SchemaError
 from ..model import Group, OpDef
 from .python import PyOp
 
@@ -39,16 +39,16 @@ def _check(op: OpDef) -> None:
     if op.category == "none":
         return
     if len(op.outputs) != 1:
-        raise CodegenError(f"{op.where}: category {op.category!r} needs exactly one output "
+        raise SchemaError(f"{op.where}: category {op.category!r} needs exactly one output "
                            f"(declare Category(\"none\"))")
     if op.category in _NEEDS:
         counts, attrs = _NEEDS[op.category]
         missing = [a for a in attrs if op.find_attr(a) is None]
         if len(op.inputs) not in counts or missing:
-            raise CodegenError(f"{op.where}: category {op.category!r} needs {counts[0]} input(s) "
+            raise SchemaError(f"{op.where}: category {op.category!r} needs {counts[0]} input(s) "
                                f"and the attrs {list(attrs)} (missing {missing})")
     if not op.inputs and op.category != "layout":
-        raise CodegenError(f"{op.where}: category {op.category!r} needs an input")
+        raise SchemaError(f"{op.where}: category {op.category!r} needs an input")
 
 
 @dataclass(frozen=True)
