@@ -21,6 +21,10 @@ constexpr int MR = 6, NR = 16;
 
 #include "pack_isa.inc"
 
+constexpr int L = 8;
+typedef float V __attribute__((vector_size(32)));
+#include "gemv_isa.inc"
+
 // Lane masks for the first n of 8 columns (maskload/maskstore).
 inline __m256i Mask(int n) {
   const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -78,7 +82,7 @@ void Tile(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b
 
 template <int... Ms>
 constexpr Kernels Make(std::integer_sequence<int, Ms...>) {
-  return Kernels{"avx2", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackB<NR>};
+  return Kernels{"avx2", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackB<NR>, &GemvN, &GemvT};
 }
 
 const Kernels kKernels = Make(std::make_integer_sequence<int, MR>());

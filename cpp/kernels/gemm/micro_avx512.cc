@@ -22,6 +22,10 @@ constexpr int MR = 12, NR = 32;
 
 #include "pack_isa.inc"
 
+constexpr int L = 16;
+typedef float V __attribute__((vector_size(64)));
+#include "gemv_isa.inc"
+
 // kPacked: a is a packed panel (a_rs = 1, a_cs = MR), so the row offsets are
 // compile-time constants.
 template <int M, bool kPacked>
@@ -35,7 +39,9 @@ void Tile(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b
   for (int64_t p = 0; p < kc; ++p) {
     const __m512 b0 = _mm512_loadu_ps(b);
     const __m512 b1 = _mm512_loadu_ps(b + 16);
+    // B read in place (small M) is a strided stream: fetch both lines ahead.
     _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ld), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ld + 16), _MM_HINT_T0);
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i * a_rs]);
@@ -68,7 +74,7 @@ void Tile(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b
 
 template <int... Ms>
 constexpr Kernels Make(std::integer_sequence<int, Ms...>) {
-  return Kernels{"avx512", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackB<NR>};
+  return Kernels{"avx512", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackB<NR>, &GemvN, &GemvT};
 }
 
 const Kernels kKernels = Make(std::make_integer_sequence<int, MR>());

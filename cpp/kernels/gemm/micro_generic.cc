@@ -16,6 +16,7 @@ constexpr int MR = 4, NR = 16, L = 4, NV = NR / L;
 typedef float V __attribute__((vector_size(16)));
 
 #include "pack_isa.inc"
+#include "gemv_isa.inc"
 
 template <int M, bool kPacked>
 void Tile(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_ld,
@@ -51,7 +52,7 @@ void Tile(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b
 
 template <int... Ms>
 constexpr Kernels Make(std::integer_sequence<int, Ms...>) {
-  return Kernels{"generic", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackB<NR>};
+  return Kernels{"generic", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackB<NR>, &GemvN, &GemvT};
 }
 
 const Kernels kKernels = Make(std::make_integer_sequence<int, MR>());

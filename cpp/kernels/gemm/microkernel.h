@@ -25,6 +25,14 @@ struct Kernels {
   // B micro-panel packing (kc x nr, zero-padded past n): dst[p * nr + j] =
   // src[p * rs + j * cs].
   void (*pack_b)(const float* src, int64_t rs, int64_t cs, int64_t n, int64_t kc, float* dst);
+  // M = 1 with row p of B contiguous at b + p * b_rs: c[j] = alpha * sum_p
+  // a[p * a_cs] B[p, j] + beta * c[j], j < n.
+  void (*gemv_n)(int64_t k, const float* a, int64_t a_cs, const float* b, int64_t b_rs, float* c,
+                 int64_t n, float alpha, float beta);
+  // M = 1 with column j of B contiguous at b + j * b_cs (a weight stored
+  // [N, K]): c[j] = alpha * dot(a, B[:, j]) + beta * c[j]; a contiguous.
+  void (*gemv_t)(int64_t k, const float* a, const float* b, int64_t b_cs, float* c, int64_t n,
+                 float alpha, float beta);
 };
 
 const Kernels* Avx512Kernels();  // nullptr when not compiled for x86

@@ -91,9 +91,29 @@ void PackA(const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, int 
   }
 }
 
+// One row of C: the GEMV kernels, when B has contiguous rows or columns.
+bool OneRow(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i, int64_t j0,
+            int64_t j1) {
+  const float* a = g.a + i * g.rs_a;
+  float* c = g.c + i * g.ldc + j0;
+  if (g.cs_b == 1) {
+    kr.gemv_n(g.k, a, g.cs_a, g.b + j0, g.rs_b, c, j1 - j0, g.alpha, g.beta);
+  } else if (g.rs_b == 1 && g.cs_a == 1) {
+    kr.gemv_t(g.k, a, g.b + j0 * g.cs_b, g.cs_b, c, j1 - j0, g.alpha, g.beta);
+  } else {
+    return false;
+  }
+  if (!ep.empty()) ApplyEpilogue(ep, c, g.ldc, i, j0, 1, j1 - j0);
+  return true;
+}
+
 void SmallM(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i0, int64_t i1,
             int64_t j0, int64_t j1) {
-  const int mr = kr.mr, nr = kr.nr;
+  if (i1 - i0 == 1 && OneRow(g, ep, kr, i0, j0, j1)) return;
+  const int nr = kr.nr;
+  // Rows split evenly over the fewest tiles (16 rows: 8 + 8, not 12 + 4).
+  const int64_t tiles = (i1 - i0 + kr.mr - 1) / kr.mr;
+  const int mr = static_cast<int>((i1 - i0 + tiles - 1) / tiles);
   const bool in_place = g.cs_b == 1;
   float* bbuf = in_place && (j1 - j0) % nr == 0 ? nullptr : Scratch(0, std::min(g.k, kSmallKC) * nr);
   for (int64_t jr = j0; jr < j1; jr += nr) {
@@ -172,6 +192,21 @@ void Slab(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i
 
 void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
   if (g.m <= 0 || g.n <= 0) return;
+  // A matrix times a vector is the transposed problem with M = 1 (GEMV):
+  // C^T [1, m] = b^T op(A)^T, when C's column is contiguous.
+  if (g.n == 1 && g.m > 1 && g.k > 0 && (g.ldc == 1 || g.m == 1) &&
+      (ep.residual == nullptr || ep.residual_ld == 1)) {
+    StridedArgs t = g;
+    t.m = 1, t.n = g.m;
+    t.a = g.b, t.rs_a = 0, t.cs_a = g.rs_b;
+    t.b = g.a, t.rs_b = g.cs_a, t.cs_b = g.rs_a;
+    t.ldc = g.m;
+    Epilogue te = ep;
+    if (ep.bias_kind == BiasKind::kPerRow) te.bias_kind = BiasKind::kPerColumn;
+    else if (ep.bias_kind == BiasKind::kPerColumn) te.bias_kind = BiasKind::kPerRow;
+    SgemmStrided(t, te, parallel);
+    return;
+  }
   if (g.k <= 0) {  // C = beta * C, then the epilogue
     for (int64_t i = 0; i < g.m; ++i) {
       float* r = g.c + i * g.ldc;
