@@ -131,3 +131,71 @@ def test_every_microkernel(isa):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", __file__],
                           env=dict(os.environ, OPFORGE_SIMD=isa), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+# ---- FusedMatMul (the GEMM epilogue) against the unfused ops ----------------
+
+ACTS = {"none": lambda z: z, "relu": lambda z: np.maximum(z, 0), "sigmoid": lambda z: 1 / (1 + np.exp(-z)),
+        "silu": lambda z: z / (1 + np.exp(-z)),
+        "gelu": lambda z: 0.5 * z * (1 + np.vectorize(__import__("math").erf)(z / np.sqrt(2)))}
+
+
+@pytest.mark.parametrize("act", sorted(ACTS))
+@pytest.mark.parametrize("m,k,n,ta,tb", [(1, 300, 77, False, True), (16, 64, 300, False, False),
+                                         (130, 33, 65, True, False), (200, 129, 40, True, True), (5, 1, 1, False, False)])
+def test_fused_matmul_against_unfused(act, m, k, n, ta, tb):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((k, m) if ta else (m, k), dtype=np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n), dtype=np.float32)
+    bias = rng.standard_normal(n, dtype=np.float32)
+    got = gen.fused_mat_mul(a, b, bias, transpose_a=ta, transpose_b=tb, activation=act).numpy()
+    unfused = of.add(of.matmul(a.T if ta else a, b.T if tb else b), bias)
+    unfused = {"none": lambda z: z, "relu": of.relu, "sigmoid": of.sigmoid, "gelu": of.gelu,
+               "silu": lambda z: of.mul(z, of.sigmoid(z))}[act](unfused).numpy()
+    np.testing.assert_allclose(got, unfused, rtol=1e-5, atol=1e-5)
+    close(got, ACTS[act](oracle(a, b, ta, tb) + bias), k, np.float32)
+
+
+def test_fused_matmul_batched_rows_and_errors():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 20), dtype=np.float32)
+    w = rng.standard_normal((20, 7), dtype=np.float32)
+    bias = rng.standard_normal(7, dtype=np.float32)
+    got = gen.fused_mat_mul(x, w, bias, activation="relu").numpy()
+    assert got.shape == (2, 3, 7)
+    close(got, np.maximum(oracle(x, w, False, False) + bias, 0), 20, np.float32)
+    with pytest.raises(of.errors.InvalidArgumentError, match="bias"):
+        gen.fused_mat_mul(x, w, np.zeros(6, np.float32))
+    with pytest.raises(of.errors.InvalidArgumentError, match="activation"):
+        gen.fused_mat_mul(x, w, bias, activation="tanh")
+
+
+def test_linear_uses_the_fused_op_only_without_gradients():
+    layer = of.nn.Linear(30, 10, seed=0)
+    x = np.random.default_rng(5).standard_normal((4, 30)).astype(np.float32)
+    w, b = layer._weights["weight"].numpy(), layer._weights["bias"].numpy()
+    with of.no_grad():
+        inference = layer(x).numpy()
+    trained = layer(x)
+    np.testing.assert_allclose(inference, x @ w.T + b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(trained.numpy(), inference, rtol=1e-6, atol=1e-6)
+
+
+def test_onnx_gemm_relu_chain_runs_fused():
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import functools
+
+    import opforge.onnx
+    from bench.onnx_mlp import build_model
+    model, _ = build_model(np.random.default_rng(6), sizes=(50, 40, 30, 10), batch=3)
+    prog = opforge.onnx.load(model)
+    fused = [fn for _, fn, _ in prog.steps if isinstance(fn, functools.partial)]
+    assert [f.keywords["activation"] for f in fused] == ["relu", "relu"]
+    x = np.random.default_rng(7).standard_normal((3, 50)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(prog.run({"x": x})[0], want, rtol=1e-5, atol=1e-6)
+    imported = opforge.onnx.import_model(model)
+    got = of.Session(imported.graph).run([imported.outputs["y"]], {imported.inputs["x"]: x})[0]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+    assert onnx is not None

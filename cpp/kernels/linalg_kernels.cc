@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -642,5 +643,44 @@ Status MatMulGradKernel(OpKernelContext* ctx) {
 
 REGISTER_KERNEL("MatMulGrad", kCPU, DType::kFloat32, MatMulGradKernel<float>);
 REGISTER_KERNEL("MatMulGrad", kCPU, DType::kFloat64, MatMulGradKernel<double>);
+
+}  // namespace opforge
+
+// ---- the FusedMatMul kernel ---------------------------------------------------
+//
+// activation(op(a) op(b) + bias) through the GEMM's epilogue: one pass, the
+// bias and activation applied per output tile while it is in cache.
+
+namespace opforge {
+namespace {
+
+Status FusedMatMulKernel(OpKernelContext* ctx) {
+  const Tensor& a = ctx->input(0);
+  const Tensor& b = ctx->input(1);
+  const Tensor& bias = ctx->input(2);
+  Tensor* out;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
+  const bool ta = ctx->attr_bool("transpose_a"), tb = ctx->attr_bool("transpose_b");
+  const int64_t n = bias.dim(0);
+  const int64_t k = ta ? a.dim(0) : a.dim(a.rank() - 1);
+  const int64_t m = n == 0 ? 0 : out->NumElements() / n;
+  if (m == 0 || n == 0) return Status::OK();
+  const std::string& act = ctx->attr("activation").s;
+  gemm::Epilogue ep;
+  ep.bias_kind = gemm::BiasKind::kPerColumn;
+  ep.bias = bias.data<float>();
+  ep.activation = act == "relu"      ? gemm::Activation::kRelu
+                  : act == "gelu"    ? gemm::Activation::kGelu
+                  : act == "silu"    ? gemm::Activation::kSilu
+                  : act == "sigmoid" ? gemm::Activation::kSigmoid
+                                     : gemm::Activation::kNone;
+  gemm::Sgemm(ta, tb, m, n, k, 1.0f, a.data<float>(), ta ? m : k, b.data<float>(), tb ? k : n, 0.0f,
+              out->data<float>(), n, ep);
+  return Status::OK();
+}
+
+}  // namespace
+
+REGISTER_KERNEL("FusedMatMul", kCPU, DType::kFloat32, FusedMatMulKernel);
 
 }  // namespace opforge

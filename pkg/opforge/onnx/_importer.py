@@ -53,6 +53,7 @@ class Program:
                 conv.check(ctx)
             outputs = [(k, name) for k, name in enumerate(node.output) if name]
             self.steps.append((ctx, conv.fn, outputs))
+        self.steps = _ops_nn.fuse_activations(self.steps, set(self.outputs))
 
     def check_feeds(self, feeds):
         """Feeds as numpy arrays, checked against the declared inputs' dtypes and dims."""
