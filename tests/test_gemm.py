@@ -199,3 +199,12 @@ def test_onnx_gemm_relu_chain_runs_fused():
     got = of.Session(imported.graph).run([imported.outputs["y"]], {imported.inputs["x"]: x})[0]
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
     assert onnx is not None
+
+
+def test_bench_gemm_table_quick_mode():
+    # The bench harness runs end to end (it checks every product against numpy).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-m", "bench.gemm_table", "--quick"], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "measured FMA peak" in proc.stdout and "square 64" in proc.stdout
