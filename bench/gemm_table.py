@@ -13,7 +13,10 @@ onnxruntime.
 """
 import argparse
 import ctypes
+import statistics
 import sys
+import time
+import timeit
 
 import numpy as np
 
@@ -41,7 +44,21 @@ def shapes(quick):
     return out
 
 
-def matmul_rows(of, repeats, quick):
+def _thread_time(stmts, ns, repeats, min_batch_s, clock=time.thread_time):
+    """Like timing.interleaved, timed by the calling thread's CPU time (a
+    one-thread run on a machine busy with other work: what the product costs
+    the core it runs on, without the time it waited for one)."""
+    timers = {lib: timeit.Timer(s, globals=ns, timer=clock) for lib, s in stmts.items()}
+    numbers = {lib: timing.calibrate(t, min_batch_s) for lib, t in timers.items()}
+    libs = list(stmts)
+    out = {lib: [] for lib in libs}
+    for r in range(repeats):
+        for lib in libs[r % len(libs):] + libs[:r % len(libs)]:
+            out[lib].append(timers[lib].timeit(numbers[lib]) / numbers[lib])
+    return out
+
+
+def matmul_rows(of, repeats, quick, cpu_time=False):
     rng = np.random.default_rng(0)
     rows = []
     for name, m, k, n, wt in shapes(quick):
@@ -54,14 +71,17 @@ def matmul_rows(of, repeats, quick):
         got = np.asarray(eval(stmts["opforge"], ns))
         if not np.allclose(got, ref, rtol=1e-3, atol=1e-3 * np.sqrt(k)):
             raise SystemExit(f"bench.gemm_table: opforge differs from numpy at {name}")
-        samples = timing.interleaved(stmts, ns, repeats, 0.01 if quick else 0.05)
-        med = {lib: timing.summarize(s)["median_s"] for lib, s in samples.items()}
+        if cpu_time:
+            samples = _thread_time(stmts, ns, repeats, 0.01 if quick else 0.05)
+        else:
+            samples = timing.interleaved(stmts, ns, repeats, 0.01 if quick else 0.05)
+        med = {lib: statistics.median(s) for lib, s in samples.items()}
         flops = 2.0 * m * n * k
         rows.append((name, flops / med["numpy"] / 1e9, flops / med["opforge"] / 1e9, med["numpy"] / med["opforge"]))
     return rows
 
 
-def onnx_rows(repeats):
+def onnx_rows(repeats, cpu_time=False):
     import onnxruntime as ort
     import opforge as of
     import opforge.onnx
@@ -71,7 +91,10 @@ def onnx_rows(repeats):
         rng = np.random.default_rng(0)
         model, _ = build_model(rng, sizes=sizes, batch=batch)
         x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
-        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        opts = ort.SessionOptions()
+        if cpu_time:  # one thread each, timed by the process's CPU time
+            opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         imported = opforge.onnx.import_model(model)
         gsess = of.Session(imported.graph)
         ns = {"sess": sess, "feeds": {"x": x}, "gsess": gsess, "gy": [imported.outputs["y"]],
@@ -80,8 +103,11 @@ def onnx_rows(repeats):
         ref, got = eval(stmts["onnxruntime"], ns)[0], np.asarray(eval(stmts["opforge"], ns)[0])
         if not np.allclose(got, ref, rtol=1e-4, atol=1e-5):
             raise SystemExit(f"bench.gemm_table: ONNX MLP batch {batch} differs from onnxruntime")
-        samples = timing.interleaved(stmts, ns, repeats, 0.02, settle_s=0.1)
-        med = {lib: timing.summarize(s)["median_s"] for lib, s in samples.items()}
+        if cpu_time:
+            samples = _thread_time(stmts, ns, repeats, 0.05, clock=time.process_time)
+        else:
+            samples = timing.interleaved(stmts, ns, repeats, 0.02, settle_s=0.1)
+        med = {lib: statistics.median(s) for lib, s in samples.items()}
         rows.append((f"ONNX MLP batch {batch} {'-'.join(map(str, sizes))}", med["onnxruntime"] * 1e3,
                      med["opforge"] * 1e3, med["onnxruntime"] / med["opforge"]))
     return rows
@@ -93,19 +119,27 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--quick", action="store_true", help="two small sizes, 3 repeats: proves the harness works")
     p.add_argument("--onnx", action="store_true", help="also the ONNX MLPs beside onnxruntime")
+    p.add_argument("--onnx-only", action="store_true", help="only the ONNX MLPs")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time by the calling thread's CPU time (set OPFORGE_NUM_THREADS=1 and "
+                        "OPENBLAS_NUM_THREADS=1): per-core figures on a loaded machine")
     args = p.parse_args(argv)
     import opforge as of
     repeats = 3 if args.quick else args.repeats
     threads = of.config.num_threads()
+    if args.cpu_time and threads != 1:
+        raise SystemExit("bench.gemm_table: --cpu-time needs OPFORGE_NUM_THREADS=1 (and OPENBLAS_NUM_THREADS=1)")
     peak = fma_peak_gflops(threads, 0.05 if args.quick else 0.3)
     print(f"measured FMA peak: {peak:.0f} GFLOP/s on {threads} threads; "
           f"median of {repeats} interleaved repeats")
     print(f"{'float32 matmul':<28}{'numpy GF/s':>11}{'opforge GF/s':>13}{'% peak':>8}{'vs numpy':>9}")
-    for name, g_np, g_of, ratio in matmul_rows(of, repeats, args.quick):
+    if args.cpu_time:
+        print("(timed by thread CPU time, one thread each; the peak is wall-clock and drops with load)")
+    for name, g_np, g_of, ratio in ([] if args.onnx_only else matmul_rows(of, repeats, args.quick, args.cpu_time)):
         print(f"{name:<28}{g_np:>11.1f}{g_of:>13.1f}{100 * g_of / peak:>7.0f}%{ratio:>8.2f}x")
-    if args.onnx:
+    if args.onnx or args.onnx_only:
         print(f"{'ONNX MLP (Session.run)':<36}{'ort ms':>8}{'opforge ms':>11}{'vs ort':>8}")
-        for name, t_ort, t_of, ratio in onnx_rows(repeats):
+        for name, t_ort, t_of, ratio in onnx_rows(repeats, args.cpu_time):
             print(f"{name:<36}{t_ort:>8.3f}{t_of:>11.3f}{ratio:>7.2f}x")
     return 0
 

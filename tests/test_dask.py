@@ -41,6 +41,7 @@ NOT_DISTRIBUTED = {
     "GatherGrad": "backward op with a scatter-add over indices",
     "ReduceGrad": "backward op (the tape's)", "ReduceGradGrad": "backward op (the tape's)",
     "SliceGrad": "backward op (the tape's)",
+    "FusedMatMul": "an inference fast path for whole arrays; distribute MatMul + Add",
 }
 
 # Chunk sizes per axis for the first array argument and for the others
