@@ -2,7 +2,6 @@
 # registry fingerprint: e61742535d939418
 """Wrappers for opforge's linalg ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -44,9 +43,7 @@ def fused_mat_mul(a, b, bias, transpose_a=False, transpose_b=False, activation="
 
     Declared at cpp/ops/linalg_ops.cc:109 (op FusedMatMul).
     """
-    if not _hooks:
-        return _FusedMatMul(a, b, bias, transpose_a, transpose_b, activation)
-    return _dispatch("FusedMatMul", _FusedMatMul, (a, b, bias, transpose_a, transpose_b, activation))
+    return _FusedMatMul(a, b, bias, transpose_a, transpose_b, activation)
 
 
 _MatMul = _pw.MatMul
@@ -84,6 +81,4 @@ def mat_mul(a, b, transpose_a=False, transpose_b=False):
 
     Declared at cpp/ops/linalg_ops.cc:136 (op MatMul).
     """
-    if not _hooks:
-        return _MatMul(a, b, transpose_a, transpose_b)
-    return _dispatch("MatMul", _MatMul, (a, b, transpose_a, transpose_b))
+    return _MatMul(a, b, transpose_a, transpose_b)

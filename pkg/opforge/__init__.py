@@ -61,6 +61,7 @@ def _lazy_submodule(name):
 
 
 testing, onnx, nn, optim = (_lazy_submodule(n) for n in ("testing", "onnx", "nn", "optim"))
+distributed = _lazy_submodule("distributed")  # of.distributed.init(): MPI only then
 del _lazy_submodule
 
 

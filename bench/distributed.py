@@ -1,0 +1,105 @@
+"""opforge.distributed against mpi4py, two processes on this machine (issue 27).
+
+- allreduce of 64 MB float32: opforge's MpiAllreduce op against mpi4py's
+  ``comm.Allreduce`` on numpy buffers (receive buffer allocated once);
+  target: opforge's bandwidth >= 0.9x mpi4py's.
+- 1,000 gradients of 4 KB: DistributedOptimizer's averaging (tensor fusion:
+  one MpiGroupedAllreduce) against 1,000 separate ``allreduce`` calls
+  (target >= 3x faster) and against mpi4py reducing one 4 MB buffer, the
+  fused size (target: within 1.5x).
+
+Each round times every contender once, in rotating order, after a barrier;
+medians of rank 0's wall times. ``python -m bench.distributed [--quick]``
+starts the two processes with the mpich wheel's mpiexec and prints JSON.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+TARGETS = {"allreduce_64mb_bw_ratio": 0.9, "fused_vs_separate_speedup": 3.0, "fused_vs_mpi4py_4mb": 1.5}
+
+
+def _rounds(comm, contenders, rounds):
+    times = {k: [] for k in contenders}
+    names = list(contenders)
+    for i in range(rounds):
+        for k in names[i % len(names):] + names[:i % len(names)]:
+            comm.Barrier()
+            t0 = time.perf_counter()
+            contenders[k]()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def worker(quick):
+    from mpi4py import MPI  # MPI starts here; opforge.distributed joins it
+
+    import opforge.distributed as dist
+    dist.init()
+    comm = MPI.COMM_WORLD
+    rounds = 5 if quick else 25
+
+    big = np.random.default_rng(dist.rank()).standard_normal(16 << 20).astype(np.float32)  # 64 MB
+    recv = np.empty_like(big)
+    for _ in range(2):  # warm-up: buffers, shared-memory segments
+        comm.Allreduce(big, recv, op=MPI.SUM)
+        dist.allreduce(big, op="sum", name="big")
+    t_big = _rounds(comm, {"mpi4py": lambda: comm.Allreduce(big, recv, op=MPI.SUM),
+                           "opforge": lambda: dist.allreduce(big, op="sum", name="big")}, rounds)
+    ours = dist.allreduce(big, op="sum", name="check").numpy()
+    comm.Allreduce(big, recv, op=MPI.SUM)
+    assert np.array_equal(ours, recv)
+
+    import opforge as of
+    grads = [of.tensor(np.random.default_rng(i + dist.rank()).standard_normal(1024).astype(np.float32))
+             for i in range(1000)]  # 4 KB each
+    params = [of.tensor(np.zeros(1024, np.float32)) for _ in grads]
+    opt = dist.DistributedOptimizer(of.optim.SGD(params, lr=0.1))
+    flat = np.concatenate([g.numpy() for g in grads])
+    flat_recv = np.empty_like(flat)
+    separate = lambda: [dist.allreduce(g, op="average", name=f"g{i}") for i, g in enumerate(grads)]  # noqa: E731
+    for _ in range(2):
+        opt.average_gradients(grads)
+        separate()
+        comm.Allreduce(flat, flat_recv, op=MPI.SUM)
+    t_small = _rounds(comm, {"fused": lambda: opt.average_gradients(grads), "separate": separate,
+                             "mpi4py_4mb": lambda: comm.Allreduce(flat, flat_recv, op=MPI.SUM)},
+                      rounds)
+    avg = opt.average_gradients(grads)
+    assert np.allclose(np.concatenate([a.ravel() for a in avg]), flat_recv / 2)
+
+    if dist.rank() == 0:
+        gb = big.nbytes / 1e9
+        res = {
+            "processes": dist.size(),
+            "allreduce_64mb_s": {"opforge": t_big["opforge"], "mpi4py": t_big["mpi4py"]},
+            "allreduce_64mb_GBps": {"opforge": gb / t_big["opforge"], "mpi4py": gb / t_big["mpi4py"]},
+            "allreduce_64mb_bw_ratio": t_big["mpi4py"] / t_big["opforge"],
+            "1000x4kb_s": t_small,
+            "fused_vs_separate_speedup": t_small["separate"] / t_small["fused"],
+            "fused_vs_mpi4py_4mb": t_small["fused"] / t_small["mpi4py_4mb"],
+            "targets": TARGETS,
+            "load_average": os.getloadavg(),
+        }
+        print(json.dumps(res, indent=1), flush=True)
+
+
+def main(argv):
+    quick = "--quick" in argv
+    if "--worker" in argv:
+        worker(quick)
+        return 0
+    from opforge.distributed.run import find_mpiexec
+    from opforge.distributed._library import library_path
+    library_path()
+    cmd = [find_mpiexec(), "-n", "2", sys.executable, "-m", "bench.distributed", "--worker"] + (["--quick"] if quick else [])
+    return subprocess.call(cmd, timeout=900)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,120 @@
+"""DistributedOptimizer and the rank-0 broadcasts of parameters and state.
+
+Gradients are averaged with tensor fusion (horovod): all gradients of one
+dtype go to one MpiGroupedAllreduce call, which packs them into one buffer
+and reduces it in chunks of ``fusion_bytes``; the optimizer then updates
+from numpy views of that buffer (no copies, no per-tensor calls).
+
+Overlap with backward: the tape hands leaf gradients over only when the
+whole sweep ends (autodiff/tape.py has no per-leaf hook), so averaging
+starts after backward. In async mode (``of.execution_mode("async")``) the
+fused allreduce is queued and returns a pending tensor, so Python goes on
+while it runs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from opforge import errors
+from opforge.distributed import _collectives as C
+
+
+class DistributedOptimizer:
+    """Wraps any ``opforge.optim`` optimizer: ``step()`` averages the
+    gradients across processes, then steps the wrapped optimizer.
+
+    Every process must have gradients for the same parameters (same shapes,
+    same order); a mismatch raises on every process, naming the group.
+    Other attributes (``params``, ``lr``, ``zero_grad``) are the wrapped
+    optimizer's.
+    """
+
+    def __init__(self, optimizer, fusion_bytes: int = 4 << 20, op: str = "average", name: str = "gradients"):
+        if not hasattr(optimizer, "step") or not hasattr(optimizer, "params"):
+            raise errors.InvalidArgumentError(
+                f"DistributedOptimizer: expected an opforge.optim optimizer, got {type(optimizer).__name__}")
+        if op not in ("sum", "average"):
+            raise errors.InvalidArgumentError(f"DistributedOptimizer: op must be 'sum' or 'average', got {op!r}")
+        if not int(fusion_bytes) >= 1:
+            raise errors.InvalidArgumentError(f"DistributedOptimizer: fusion_bytes must be >= 1, got {fusion_bytes}")
+        self.optimizer = optimizer
+        self.fusion_bytes = int(fusion_bytes)
+        self.op = op
+        self.name = name
+
+    def __getattr__(self, attr):
+        return getattr(self.__dict__["optimizer"], attr)
+
+    def average_gradients(self, grads):
+        """The cross-process averages of `grads` (None entries stay None), as
+        numpy views of the fused buffers, one fused call per dtype."""
+        by_dtype: dict[object, list[int]] = {}
+        for i, g in enumerate(grads):
+            if g is not None:
+                by_dtype.setdefault(g.dtype, []).append(i)
+        out = [None] * len(grads)
+        for dtype, idx in sorted(by_dtype.items(), key=lambda kv: str(kv[0])):  # same order on every rank
+            group = [grads[i] for i in idx]
+            fused = C.grouped_allreduce(group, op=self.op, fusion_bytes=self.fusion_bytes,
+                                        name=f"{self.name}.{dtype}")
+            for i, view in zip(idx, C.split_fused(fused, [tuple(g.shape) for g in group])):
+                out[i] = view
+        return out
+
+    def synchronize(self):
+        """The cross-process averages of the parameters' .grad (numpy views,
+        None where a parameter has none); .grad itself is left as it is."""
+        return self.average_gradients([getattr(p, "grad", None) for p in self.optimizer.params])
+
+    def step(self, grads=None):
+        """Averages the gradients (the .grad attributes, or `grads`), then steps."""
+        if grads is None:
+            grads = [getattr(p, "grad", None) for p in self.optimizer.params]
+        self.optimizer.step(grads=self.average_gradients(list(grads)))
+
+    def zero_grad(self):
+        self.optimizer.zero_grad()
+
+
+def _params(obj):
+    if hasattr(obj, "parameters"):
+        return list(obj.parameters())
+    if isinstance(obj, dict):
+        return [obj[k] for k in sorted(obj)]
+    return list(obj)
+
+
+def _assign(dst, src):
+    np.copyto(np.asarray(dst.numpy() if hasattr(dst, "numpy") else dst), np.asarray(src.numpy()))
+
+
+def broadcast_parameters(params, root: int = 0) -> None:
+    """Overwrites, in place, every parameter (a model, a dict by sorted key,
+    or a list) with the `root` process's values."""
+    for i, p in enumerate(_params(params)):
+        _assign(p, C.broadcast(p, root=root, name=f"parameter.{i}"))
+
+
+def broadcast_optimizer_state(optimizer, root: int = 0) -> None:
+    """Copies the `root` process's optimizer state (slot tensors, step
+    counts, lr and other hyperparameters) to every process, in place."""
+    opt = getattr(optimizer, "optimizer", optimizer)  # a DistributedOptimizer's inner one
+    from opforge import Tensor
+    for key in sorted(vars(opt)):
+        value = getattr(opt, key)
+        if key == "params":
+            continue
+        if isinstance(value, list) and value and all(isinstance(v, Tensor) for v in value):
+            for i, t in enumerate(value):
+                _assign(t, C.broadcast(t, root=root, name=f"state.{key}.{i}"))
+        elif isinstance(value, list) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                      for v in value):
+            arr = np.asarray(value, dtype=np.float64 if any(isinstance(v, float) for v in value) else np.int64)
+            got = C.broadcast(arr, root=root, name=f"state.{key}").numpy()
+            setattr(opt, key, [type(v)(g) for v, g in zip(value, got.tolist())])
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            got = C.broadcast(np.asarray(value, dtype=np.float64), root=root, name=f"state.{key}").numpy()
+            setattr(opt, key, type(value)(got.item()))
+        elif isinstance(value, tuple) and value and all(isinstance(v, float) for v in value):
+            got = C.broadcast(np.asarray(value, dtype=np.float64), root=root, name=f"state.{key}").numpy()
+            setattr(opt, key, tuple(got.tolist()))
