@@ -94,6 +94,29 @@ def matmul(a, b, transpose_a, transpose_b):
     return np.asarray(np.matmul(a, b), dtype=a.dtype)
 
 
+def fused_mat_mul_gen(draw, dtype):
+    m, k, n = (draw(st.integers(0, 4)) for _ in range(3))
+    ta, tb = draw(st.booleans()), draw(st.booleans())
+    a = (k, m) if ta else draw(shapes(0, 1)) + (m, k)
+    bias = (draw(st.sampled_from([n, n + 1])),)  # sometimes the wrong length
+    x, y, z = (array(draw, dtype, s, small=True) for s in (a, (n, k) if tb else (k, n), bias))
+    act = draw(st.sampled_from(["none", "relu"]))
+    return (x, y, z), {"transpose_a": ta, "transpose_b": tb, "activation": act}
+
+
+def fused_mat_mul(a, b, bias, transpose_a, transpose_b, activation):
+    if a.dtype != np.float32:
+        raise TypeError("float32 only")
+    if b.ndim != 2 or a.ndim < 1 or (transpose_a and a.ndim != 2):
+        raise ValueError("ranks")
+    a = a.T if transpose_a else a
+    b = b.T if transpose_b else b
+    if a.shape[-1] != b.shape[0] or bias.shape != (b.shape[1],):
+        raise ValueError("shapes")
+    z = np.matmul(a, b) + bias
+    return np.asarray(np.maximum(z, 0) if activation == "relu" else z, dtype=a.dtype)
+
+
 def cast_gen(draw, dtype):
     return (array(draw, dtype, draw(shapes())),), {"dtype": draw(st.sampled_from(list(NP)))}
 
@@ -476,7 +499,7 @@ ORACLES = {
     "Sum": reduction(np.sum, keep_dtype=True), "Prod": reduction(np.prod, keep_dtype=True),
     "Mean": reduction(np.mean), "Max": reduction(np.max), "Min": reduction(np.min),
     "ArgMax": arg_reduction(np.argmax), "ArgMin": arg_reduction(np.argmin),
-    "MatMul": (matmul_gen, matmul), "Cast": (cast_gen, cast), "Concat": (concat_gen, concat),
+    "MatMul": (matmul_gen, matmul), "FusedMatMul": (fused_mat_mul_gen, fused_mat_mul), "Cast": (cast_gen, cast), "Concat": (concat_gen, concat),
     "Fill": (fill_gen, fill), "Reshape": (reshape_gen, reshape), "Slice": (slice_gen, slice_),
     "Transpose": (transpose_gen, quiet(lambda x, perm: np.transpose(x, perm))), "Softmax": (softmax_gen, softmax),
     "LogSoftmax": (softmax_gen, log_softmax),
@@ -490,10 +513,10 @@ ORACLES = {
 
 # Float ops whose results are sums or transcendental: compared to a tolerance
 # (scaled by the inputs' magnitude for the sums); everything else is exact.
-SUMS = {"Sum", "Mean", "Prod", "MatMul", "Softmax", "LogSoftmax", "RmsNorm", "SoftmaxGrad", "RmsNormGrad",
+SUMS = {"Sum", "Mean", "Prod", "MatMul", "FusedMatMul", "Softmax", "LogSoftmax", "RmsNorm", "SoftmaxGrad", "RmsNormGrad",
         "MatMulGrad", "ReduceGrad", "ReduceGradGrad"}
 # Sums of products of two inputs: the tolerance scales with magnitude squared.
-PRODUCTS = {"MatMul", "MatMulGrad", "SoftmaxGrad", "RmsNormGrad"}
+PRODUCTS = {"MatMul", "FusedMatMul", "MatMulGrad", "SoftmaxGrad", "RmsNormGrad"}
 EmptyOf = _EmptyOf
 
 

@@ -50,6 +50,7 @@ NOT_DISTRIBUTED = {
     "RandomUniformInt": "no inputs to chunk; a draw is a function of each element's flat index",
     "RandomShuffle": "moves rows across blocks",
     "PythonFunction": "the tape's node of an autograd.Function call",
+    "FusedMatMul": "an inference fast path for whole arrays; distribute MatMul + Add",
 }
 
 # Chunk sizes per axis for the first array argument and for the others

@@ -60,6 +60,8 @@ CASES.update({
     "Cast": [((arr((2, 3)),), {"dtype": of.int64}), ((arr((4,), bool),), {"dtype": "float64"})],
     "Concat": [(([arr((2, 3)), arr((1, 3)), arr((4, 3))],), {}), (([arr((2, 3), I)] * 2,), {"axis": -1})],
     "Fill": [((np.float64(2.5),), {"shape": [2, 0, 3]}), ((np.int32(1),), {"shape": []})],
+    "FusedMatMul": [((arr((2, 3)), arr((3, 4)), arr((4,))), {"activation": "relu"}),
+                    ((arr((3, 2)), arr((4, 3)), arr((4,))), {"transpose_a": True, "transpose_b": True})],
     "MatMul": [((arr((2, 3)), arr((3, 4))), {}),
                ((arr((3, 2), D), arr((4, 3), D)), {"transpose_a": True, "transpose_b": True})],
     "Reshape": [((arr((2, 6)),), {"shape": [3, -1]}), ((arr((4,), I),), {"shape": [2, 2, 1]})],

@@ -68,17 +68,24 @@ class ThreadPool {
   // Spin-then-park: after a task, poll for the next one for kSpin before
   // sleeping. Ops called back to back (the usual Python loop) then find the
   // worker awake; waking a parked thread costs tens of microseconds, more on
-  // a VM, which is most of a 1 ms op.
+  // a VM, which is most of a 1 ms op. After the first kPauseSpin the poll
+  // yields the core on every round, so a library that needs the cores right
+  // after an opforge call (numpy's BLAS threads, another pool) gets them
+  // instead of competing with a spinning worker.
   static constexpr auto kSpin = std::chrono::microseconds(200);
+  static constexpr auto kPauseSpin = std::chrono::microseconds(20);
 
   bool SpinForWork() {
-    const auto until = std::chrono::steady_clock::now() + kSpin;
+    const auto start = std::chrono::steady_clock::now();
+    auto now = start;
     do {
       for (int i = 0; i < 64; ++i) {
         if (queued_.load(std::memory_order_acquire) > 0) return true;
         CpuRelax();
       }
-    } while (std::chrono::steady_clock::now() < until);
+      now = std::chrono::steady_clock::now();
+      if (now - start > kPauseSpin) std::this_thread::yield();
+    } while (now - start < kSpin);
     return false;
   }
 

@@ -1,16 +1,21 @@
-// MatMul kernels: OpenBLAS (blas_loader.h) for float32/float64 products, and
-// for integer types (or without OpenBLAS) a cache-blocked, packed GEMM
+// MatMul kernels: float32 products run on opforge's own GEMM
+// (cpp/kernels/gemm/, OPFORGE_SGEMM=openblas for the old route), float64 on
+// OpenBLAS (blas_loader.h); for integer types (or without OpenBLAS) a
+// cache-blocked, packed GEMM
 // (BLIS-style loop nest) with a SIMD register-tile microkernel chosen at run
 // time (AVX-512, AVX2+FMA or a portable 16-byte-vector version); direct
 // loops for thin products.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "blas_loader.h"
+#include "gemm/gemm.h"
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
 
@@ -346,8 +351,24 @@ bool GemmBlas(const GemmArgs<T>& g, bool parallel) {
 // Smaller products take the direct loops (less call overhead than BLAS).
 constexpr int64_t kBlasMinFlops = 8 * 8 * 8;
 
+// OPFORGE_SGEMM=openblas sends float32 back to OpenBLAS (for comparisons).
+bool OwnSgemm() {
+  static const bool own = [] {
+    const char* e = std::getenv("OPFORGE_SGEMM");
+    return e == nullptr || std::strcmp(e, "openblas") != 0;
+  }();
+  return own;
+}
+
 template <typename T>
 void Gemm(const GemmArgs<T>& g, bool parallel) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (OwnSgemm()) {
+      gemm::StridedArgs s{g.m, g.n, g.k, 1.0f, g.a, g.rs_a, g.cs_a, g.b, g.rs_b, g.cs_b, 0.0f, g.c, g.n};
+      gemm::SgemmStrided(s, gemm::Epilogue(), parallel);
+      return;
+    }
+  }
   const int64_t flops = g.m * g.n * g.k;
   if (g.k == 0) {
     std::memset(static_cast<void*>(g.c), 0, g.m * g.n * sizeof(T));
@@ -445,6 +466,11 @@ Status MatMulKernel(OpKernelContext* ctx) {
     }
     return gb;
   };
+  // A stack of untransposed matrices times one matrix is one tall product.
+  if (batch > 1 && rb <= 2 && ra >= 3 && !ta) {
+    g.m *= batch;
+    batch = 1;
+  }
   const int64_t flops = g.m * g.n * std::max<int64_t>(g.k, 1);
   if (batch > 1 && flops < 128 * 128 * 128) {
     ParallelFor(batch, 2 * flops, [&](int64_t t0, int64_t t1) {
@@ -617,5 +643,44 @@ Status MatMulGradKernel(OpKernelContext* ctx) {
 
 REGISTER_KERNEL("MatMulGrad", kCPU, DType::kFloat32, MatMulGradKernel<float>);
 REGISTER_KERNEL("MatMulGrad", kCPU, DType::kFloat64, MatMulGradKernel<double>);
+
+}  // namespace opforge
+
+// ---- the FusedMatMul kernel ---------------------------------------------------
+//
+// activation(op(a) op(b) + bias) through the GEMM's epilogue: one pass, the
+// bias and activation applied per output tile while it is in cache.
+
+namespace opforge {
+namespace {
+
+Status FusedMatMulKernel(OpKernelContext* ctx) {
+  const Tensor& a = ctx->input(0);
+  const Tensor& b = ctx->input(1);
+  const Tensor& bias = ctx->input(2);
+  Tensor* out;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
+  const bool ta = ctx->attr_bool("transpose_a"), tb = ctx->attr_bool("transpose_b");
+  const int64_t n = bias.dim(0);
+  const int64_t k = ta ? a.dim(0) : a.dim(a.rank() - 1);
+  const int64_t m = n == 0 ? 0 : out->NumElements() / n;
+  if (m == 0 || n == 0) return Status::OK();
+  const std::string& act = ctx->attr("activation").s;
+  gemm::Epilogue ep;
+  ep.bias_kind = gemm::BiasKind::kPerColumn;
+  ep.bias = bias.data<float>();
+  ep.activation = act == "relu"      ? gemm::Activation::kRelu
+                  : act == "gelu"    ? gemm::Activation::kGelu
+                  : act == "silu"    ? gemm::Activation::kSilu
+                  : act == "sigmoid" ? gemm::Activation::kSigmoid
+                                     : gemm::Activation::kNone;
+  gemm::Sgemm(ta, tb, m, n, k, 1.0f, a.data<float>(), ta ? m : k, b.data<float>(), tb ? k : n, 0.0f,
+              out->data<float>(), n, ep);
+  return Status::OK();
+}
+
+}  // namespace
+
+REGISTER_KERNEL("FusedMatMul", kCPU, DType::kFloat32, FusedMatMulKernel);
 
 }  // namespace opforge

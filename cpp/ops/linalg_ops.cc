@@ -66,7 +66,72 @@ Status MatMulShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
+// FusedMatMul: the product's shape (a's leading axes folded into rows), a
+// bias of one value per output column, a known activation.
+Status FusedMatMulShape(InferenceContext* ctx) {
+  const TensorShape& a = ctx->input_shape(0);
+  const TensorShape& b = ctx->input_shape(1);
+  const TensorShape& bias = ctx->input_shape(2);
+  const bool ta = ctx->attr_bool("transpose_a"), tb = ctx->attr_bool("transpose_b");
+  if (b.rank() != 2) return errors::InvalidArgument("argument 'b' must be 2-D, got ", b.DebugString());
+  if (a.rank() < 1 || (ta && a.rank() != 2)) {
+    return errors::InvalidArgument("argument 'a' must be ", ta ? "2-D with transpose_a" : "of rank >= 1",
+                                   ", got ", a.DebugString());
+  }
+  const int64_t k = ta ? a.dim(0) : a.dim(a.rank() - 1);
+  const int64_t kb = b.dim(tb ? 1 : 0), n = b.dim(tb ? 0 : 1);
+  if (k != kb) {
+    return errors::InvalidArgument("inner dims differ: ", Describe("a", a, ta), " gives k = ", k, " but ",
+                                   Describe("b", b, tb), " gives k = ", kb);
+  }
+  if (bias.rank() != 1 || bias.dim(0) != n) {
+    return errors::InvalidArgument("argument 'bias' must have shape [", n, "] (one value per output column), got ",
+                                   bias.DebugString());
+  }
+  const std::string& act = ctx->attr("activation").s;
+  if (act != "none" && act != "relu" && act != "gelu" && act != "silu" && act != "sigmoid") {
+    return errors::InvalidArgument("argument 'activation' is '", act,
+                                   "'; expected one of 'none', 'relu', 'gelu', 'silu', 'sigmoid'");
+  }
+  TensorShape out;
+  if (ta) {
+    out.AddDim(a.dim(1));
+  } else {
+    for (int i = 0; i + 1 < a.rank(); ++i) out.AddDim(a.dim(i));
+  }
+  out.AddDim(n);
+  ctx->set_output_shape(0, out);
+  return Status::OK();
+}
+
 }  // namespace
+
+REGISTER_OP("FusedMatMul")
+    .Input("a: T")
+    .Input("b: T")
+    .Input("bias: T")
+    .Attr("transpose_a: bool = false")
+    .Attr("transpose_b: bool = false")
+    .Attr("activation: string = 'none'")
+    .Output("y: T")
+    .Attr("T: {float32}")
+    .SetShapeFn(FusedMatMulShape)
+    // An inference fast path: nn.Linear uses it only when nothing records a
+    // gradient, the ONNX importer for Gemm / MatMul+Add(+activation); a
+    // gradient would be the unfused ops' (MatMul, Add, the activation).
+    .NoGradient()
+    .Doc(R"doc(
+activation(a @ b + bias) in one pass: the bias and the activation are applied
+to each output tile of the GEMM while it is still in cache.
+
+a: The rows, of shape [..., k] (leading axes folded into rows), or [k, m] with transpose_a.
+b: The matrix, of shape [k, n] (or [n, k] with transpose_b).
+bias: One value per output column, of shape [n].
+transpose_a: If true, a is [k, m] (2-D only).
+transpose_b: If true, b is [n, k] (nn.Linear's weight layout).
+activation: 'none', 'relu', 'gelu' (exact, erf), 'silu' or 'sigmoid'.
+y: activation(a @ b + bias), of shape a.shape[:-1] + [n] (or [m, n] with transpose_a).
+)doc");
 
 REGISTER_OP("MatMul")
     .Input("a: T")

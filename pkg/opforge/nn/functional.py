@@ -4,10 +4,30 @@ from opforge import errors as _errors
 from opforge import ops as _ops
 
 
+def _fusable(*xs):
+    """Concrete float32 tensors no gradient is recorded for: FusedMatMul's case."""
+    import numpy as np
+
+    from opforge import Tensor
+    from opforge.autodiff import state
+    if state.grad_enabled() and any(getattr(v, "requires_grad", False) for v in xs):
+        return False
+    return all(isinstance(v, (np.ndarray, Tensor)) and v.dtype == np.float32 for v in xs)
+
+
 def linear(x, weight, bias=None):
-    """x @ weight.T (+ bias); weight is [out_features, in_features]."""
+    """x @ weight.T (+ bias); weight is [out_features, in_features].
+
+    Without a gradient to record (inference, `no_grad`), float32 runs as one
+    FusedMatMul: the bias is added in the GEMM's epilogue."""
+    if bias is not None and _fusable(x, weight, bias) and np_ndim(x) >= 1 and np_ndim(bias) == 1:
+        return _ops.fused_mat_mul(x, weight, bias, transpose_b=True)
     y = _ops.mat_mul(x, weight, transpose_b=True)
     return y if bias is None else _ops.add(y, bias)
+
+
+def np_ndim(v):
+    return len(v.shape)
 
 
 def dropout(x, p, seed, training=True):

@@ -55,6 +55,7 @@ class Program:
             outputs = [(k, name) for k, name in enumerate(node.output) if name]
             self.steps.append((ctx, conv.fn, outputs))
         _ops_conv.fold_batch_norm(self)  # Conv + inference BatchNormalization -> one Conv
+        self.steps = _ops_nn.fuse_activations(self.steps, set(self.outputs))
 
     def check_feeds(self, feeds):
         """Feeds as numpy arrays, checked against the declared inputs' dtypes and dims."""

@@ -4,6 +4,8 @@ Gemm is MatMul (transposes as attrs) plus scaled Add; LayerNormalization and RMS
 of opforge ops that follow the ONNX definitions' formulas.
 """
 
+import functools
+
 import numpy as np
 
 from opforge import ops as P
@@ -22,7 +24,7 @@ def _matmul(n):
 
 @converter("Gemm", (1, 6, 7, 9, 11, 13),
            {"alpha": FLOAT, "beta": FLOAT, "transA": INT, "transB": INT, "broadcast": INT})
-def _gemm(n):
+def _gemm(n, activation=None):
     a, b = n.input(0), n.input(1)
     if len(shape_of(a)) != 2 or len(shape_of(b)) != 2:
         raise n.fail(f"A and B must be 2-D, got shapes {list(shape_of(a))} and {list(shape_of(b))}")
@@ -32,8 +34,16 @@ def _gemm(n):
         # A constant weight read transposed (the usual Linear layout) is
         # transposed once here: BLAS multiplies a row-major B about 20% faster.
         b, trans_b = np.ascontiguousarray(w.T), False
-    y = P.mat_mul(a, b, transpose_a=bool(n.attr("transA", 0)), transpose_b=trans_b)
     alpha, beta = n.attr("alpha", 1.0), n.attr("beta", 1.0)
+    n_out = shape_of(b)[0 if trans_b else 1]
+    if (n.has(2) and alpha == 1.0 and beta == 1.0 and n_out is not None
+            and all(dtype_of(v) == np.float32 for v in (a, b, n.input(2)))
+            and list(shape_of(n.input(2))) == [n_out]):
+        # The common Linear layer: bias (and a following activation, see
+        # fuse_activations) in the GEMM's epilogue.
+        return P.fused_mat_mul(a, b, n.input(2), transpose_a=bool(n.attr("transA", 0)), transpose_b=trans_b,
+                               activation=activation or "none")
+    y = P.mat_mul(a, b, transpose_a=bool(n.attr("transA", 0)), transpose_b=trans_b)
     if alpha != 1.0:
         y = P.mul(y, _scalar(alpha, y))
     if n.has(2):
@@ -48,7 +58,37 @@ def _gemm(n):
             raise n.fail(f"C of shape {list(shape_of(c))} does not broadcast to {list(mn)}")
     elif n.version < 11:
         raise n.fail("input C is required before opset 11")
-    return y
+    return _ACTIVATIONS[activation](y) if activation else y
+
+
+_ACTIVATIONS = {"relu": P.relu, "sigmoid": P.sigmoid}
+_FUSABLE = {"Relu": "relu", "Sigmoid": "sigmoid"}
+
+
+def _pass_through(n):
+    return n.input(0)
+
+
+def fuse_activations(steps, graph_outputs):
+    """Import steps with each Gemm -> Relu / Sigmoid pair, where only that node
+    reads the Gemm's output, fused: the activation runs in the Gemm's epilogue
+    (FusedMatMul) and the activation node passes its input through."""
+    readers, made_by = {}, {}
+    for i, (ctx, _, _) in enumerate(steps):
+        for name in ctx.node.input:
+            readers[name] = readers.get(name, 0) + 1
+        if ctx.node.op_type == "Gemm" and ctx.node.output:
+            made_by[ctx.node.output[0]] = i
+    steps = list(steps)
+    for i, (ctx, fn, outputs) in enumerate(steps):
+        act = _FUSABLE.get(ctx.node.op_type)
+        src = ctx.node.input[0] if act and ctx.node.input else None
+        j = made_by.get(src)
+        if j is None or readers.get(src) != 1 or src in graph_outputs or steps[j][1] is not _gemm:
+            continue
+        steps[j] = (steps[j][0], functools.partial(_gemm, activation=act), steps[j][2])
+        steps[i] = (ctx, _pass_through, outputs)
+    return steps
 
 
 def _coerced(n, x, fn):

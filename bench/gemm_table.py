@@ -1,0 +1,148 @@
+"""Issue 22's GEMM table: float32 matmul GFLOP/s beside numpy (OpenBLAS) and
+beside the machine's measured FMA peak.
+
+    python -m bench.gemm_table [--repeats N] [--quick] [--onnx]
+
+Square n = 64 .. 2048 and transformer-layer shapes (M = 1, 16, 128; K, N in
+{768, 3072}, the weight both row-major and as nn.Linear stores it, [N, K]),
+numpy and opforge timed in one process, interleaved (bench/timing.py),
+medians of the repeats. The peak is measured once by an FMA-throughput loop
+on every intra-op thread (cpp/kernels/gemm/peak.cc). --onnx adds the ONNX
+MLPs (batch 64: 784-512-512-10; batch 1 and 4: 784-256-256-10) beside
+onnxruntime.
+"""
+import argparse
+import ctypes
+import statistics
+import sys
+import time
+import timeit
+
+import numpy as np
+
+from bench import timing
+
+
+def fma_peak_gflops(threads, seconds=0.3):
+    from opforge import _pywrap_internal
+    f = getattr(ctypes.CDLL(_pywrap_internal.__file__), "_ZN7opforge4gemm13FmaPeakGflopsEid", None)
+    if f is None:  # a build without peak.cc
+        return float("nan")
+    f.restype, f.argtypes = ctypes.c_double, [ctypes.c_int, ctypes.c_double]
+    return max(f(threads, seconds) for _ in range(3))
+
+
+def shapes(quick):
+    square = (64, 128) if quick else (64, 128, 256, 512, 1024, 2048)
+    out = [(f"square {n}", n, n, n, False) for n in square]
+    if quick:
+        return out
+    for m in (1, 16, 128):
+        for k, n in ((768, 768), (768, 3072), (3072, 768)):
+            out.append((f"M={m} K={k} N={n}", m, k, n, False))
+            out.append((f"M={m} K={k} N={n} W^T", m, k, n, True))
+    return out
+
+
+def _thread_time(stmts, ns, repeats, min_batch_s, clock=time.thread_time):
+    """Like timing.interleaved, timed by the calling thread's CPU time (a
+    one-thread run on a machine busy with other work: what the product costs
+    the core it runs on, without the time it waited for one)."""
+    timers = {lib: timeit.Timer(s, globals=ns, timer=clock) for lib, s in stmts.items()}
+    numbers = {lib: timing.calibrate(t, min_batch_s) for lib, t in timers.items()}
+    libs = list(stmts)
+    out = {lib: [] for lib in libs}
+    for r in range(repeats):
+        for lib in libs[r % len(libs):] + libs[:r % len(libs)]:
+            out[lib].append(timers[lib].timeit(numbers[lib]) / numbers[lib])
+    return out
+
+
+def matmul_rows(of, repeats, quick, cpu_time=False):
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, m, k, n, wt in shapes(quick):
+        x = rng.standard_normal((m, k), dtype=np.float32)
+        w = rng.standard_normal((n, k) if wt else (k, n), dtype=np.float32)
+        ns = {"np": np, "of": of, "x": x, "w": w}
+        stmts = ({"numpy": "np.matmul(x, w.T)", "opforge": "of.matmul(x, w, transpose_b=True)"} if wt else
+                 {"numpy": "np.matmul(x, w)", "opforge": "of.matmul(x, w)"})
+        ref = eval(stmts["numpy"], ns)
+        got = np.asarray(eval(stmts["opforge"], ns))
+        if not np.allclose(got, ref, rtol=1e-3, atol=1e-3 * np.sqrt(k)):
+            raise SystemExit(f"bench.gemm_table: opforge differs from numpy at {name}")
+        if cpu_time:
+            samples = _thread_time(stmts, ns, repeats, 0.01 if quick else 0.05)
+        else:
+            samples = timing.interleaved(stmts, ns, repeats, 0.01 if quick else 0.05)
+        med = {lib: statistics.median(s) for lib, s in samples.items()}
+        flops = 2.0 * m * n * k
+        rows.append((name, flops / med["numpy"] / 1e9, flops / med["opforge"] / 1e9, med["numpy"] / med["opforge"]))
+    return rows
+
+
+def onnx_rows(repeats, cpu_time=False):
+    import onnxruntime as ort
+    import opforge as of
+    import opforge.onnx
+    from bench.onnx_mlp import build_model
+    rows = []
+    for batch, sizes in ((64, (784, 512, 512, 10)), (1, (784, 256, 256, 10)), (4, (784, 256, 256, 10))):
+        rng = np.random.default_rng(0)
+        model, _ = build_model(rng, sizes=sizes, batch=batch)
+        x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
+        opts = ort.SessionOptions()
+        if cpu_time:  # one thread each, timed by the process's CPU time
+            opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        imported = opforge.onnx.import_model(model)
+        gsess = of.Session(imported.graph)
+        ns = {"sess": sess, "feeds": {"x": x}, "gsess": gsess, "gy": [imported.outputs["y"]],
+              "gfeeds": {imported.inputs["x"]: x}}
+        stmts = {"onnxruntime": "sess.run(None, feeds)", "opforge": "gsess.run(gy, gfeeds)"}
+        ref, got = eval(stmts["onnxruntime"], ns)[0], np.asarray(eval(stmts["opforge"], ns)[0])
+        if not np.allclose(got, ref, rtol=1e-4, atol=1e-5):
+            raise SystemExit(f"bench.gemm_table: ONNX MLP batch {batch} differs from onnxruntime")
+        if cpu_time:
+            samples = _thread_time(stmts, ns, repeats, 0.05, clock=time.process_time)
+        else:
+            samples = timing.interleaved(stmts, ns, repeats, 0.02, settle_s=0.1)
+        med = {lib: statistics.median(s) for lib, s in samples.items()}
+        rows.append((f"ONNX MLP batch {batch} {'-'.join(map(str, sizes))}", med["onnxruntime"] * 1e3,
+                     med["opforge"] * 1e3, med["onnxruntime"] / med["opforge"]))
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m bench.gemm_table", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--quick", action="store_true", help="two small sizes, 3 repeats: proves the harness works")
+    p.add_argument("--onnx", action="store_true", help="also the ONNX MLPs beside onnxruntime")
+    p.add_argument("--onnx-only", action="store_true", help="only the ONNX MLPs")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time by the calling thread's CPU time (set OPFORGE_NUM_THREADS=1 and "
+                        "OPENBLAS_NUM_THREADS=1): per-core figures on a loaded machine")
+    args = p.parse_args(argv)
+    import opforge as of
+    repeats = 3 if args.quick else args.repeats
+    threads = of.config.num_threads()
+    if args.cpu_time and threads != 1:
+        raise SystemExit("bench.gemm_table: --cpu-time needs OPFORGE_NUM_THREADS=1 (and OPENBLAS_NUM_THREADS=1)")
+    peak = fma_peak_gflops(threads, 0.05 if args.quick else 0.3)
+    print(f"measured FMA peak: {peak:.0f} GFLOP/s on {threads} threads; "
+          f"median of {repeats} interleaved repeats")
+    print(f"{'float32 matmul':<28}{'numpy GF/s':>11}{'opforge GF/s':>13}{'% peak':>8}{'vs numpy':>9}")
+    if args.cpu_time:
+        print("(timed by thread CPU time, one thread each; the peak is wall-clock and drops with load)")
+    for name, g_np, g_of, ratio in ([] if args.onnx_only else matmul_rows(of, repeats, args.quick, args.cpu_time)):
+        print(f"{name:<28}{g_np:>11.1f}{g_of:>13.1f}{100 * g_of / peak:>7.0f}%{ratio:>8.2f}x")
+    if args.onnx or args.onnx_only:
+        print(f"{'ONNX MLP (Session.run)':<36}{'ort ms':>8}{'opforge ms':>11}{'vs ort':>8}")
+        for name, t_ort, t_of, ratio in onnx_rows(repeats, args.cpu_time):
+            print(f"{name:<36}{t_ort:>8.3f}{t_of:>11.3f}{ratio:>7.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

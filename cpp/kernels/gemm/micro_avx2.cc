@@ -1,0 +1,106 @@
+// AVX2+FMA microkernels: a 6 x 16 register tile (12 ymm accumulators, two B
+// vectors, one broadcast), the classic Haswell shape. Compiled under a target
+// pragma; called only when the CPU has AVX2 and FMA (see sgemm.cc).
+#include <cstdint>
+#include <utility>
+
+#include "microkernel.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+namespace opforge {
+namespace gemm {
+namespace avx2 {
+namespace {
+
+constexpr int MR = 6, NR = 16;
+
+#include "pack_isa.inc"
+
+constexpr int L = 8;
+typedef float V __attribute__((vector_size(32)));
+#include "gemv_isa.inc"
+
+// Lane masks for the first n of 8 columns (maskload/maskstore).
+inline __m256i Mask(int n) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
+}
+
+template <int M, bool kPacked>
+void Tile(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_ld,
+          float* c, int64_t ldc, int n, float alpha, float beta) {
+  if (kPacked) a_rs = 1, a_cs = MR;
+  __m256 acc0[M], acc1[M];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 b0 = _mm256_loadu_ps(b);
+    const __m256 b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + i * a_rs);
+      acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+      acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+    }
+    a += a_cs;
+    b += b_ld;
+  }
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  if (n == NR) {
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      float* ci = c + i * ldc;
+      __m256 r0 = _mm256_mul_ps(va, acc0[i]), r1 = _mm256_mul_ps(va, acc1[i]);
+      if (beta != 0.0f) {
+        r0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci), r0);
+        r1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8), r1);
+      }
+      _mm256_storeu_ps(ci, r0);
+      _mm256_storeu_ps(ci + 8, r1);
+    }
+    return;
+  }
+  const __m256i k0 = Mask(n), k1 = Mask(n - 8);
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    float* ci = c + i * ldc;
+    __m256 r0 = _mm256_mul_ps(va, acc0[i]), r1 = _mm256_mul_ps(va, acc1[i]);
+    if (beta != 0.0f) {
+      r0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci, k0), r0);
+      r1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci + 8, k1), r1);
+    }
+    _mm256_maskstore_ps(ci, k0, r0);
+    _mm256_maskstore_ps(ci + 8, k1, r1);
+  }
+}
+
+template <int... Ms>
+constexpr Kernels Make(std::integer_sequence<int, Ms...>) {
+  return Kernels{"avx2", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackB<NR>, &GemvN, &GemvT};
+}
+
+const Kernels kKernels = Make(std::make_integer_sequence<int, MR>());
+
+}  // namespace
+}  // namespace avx2
+
+const Kernels* Avx2Kernels() { return &avx2::kKernels; }
+
+}  // namespace gemm
+}  // namespace opforge
+
+#pragma GCC pop_options
+
+#else
+namespace opforge {
+namespace gemm {
+const Kernels* Avx2Kernels() { return nullptr; }
+}  // namespace gemm
+}  // namespace opforge
+#endif

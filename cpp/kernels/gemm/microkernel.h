@@ -1,0 +1,43 @@
+// The microkernel table shared by the per-ISA files and the driver.
+// Internal to cpp/kernels/gemm/.
+#pragma once
+
+#include <cstdint>
+
+namespace opforge {
+namespace gemm {
+
+// C[i, j] = alpha * sum_{p < kc} A(i, p) B(p, j) + beta * C[i, j] (C not read
+// when beta == 0), for i < m <= mr, j < n <= nr, where A(i, p) =
+// a[i * a_rs + p * a_cs] and row p of B is the nr floats at b + p * b_ld (all
+// readable: the driver pads edge panels). One function per m, so edge rows
+// run the same register code, only shorter.
+using MicroFn = void (*)(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                         int64_t b_ld, float* c, int64_t ldc, int n, float alpha, float beta);
+
+constexpr int kMaxMR = 16;
+
+struct Kernels {
+  const char* name;
+  int mr, nr;
+  MicroFn packed[kMaxMR];   // a is a packed panel: a_rs == 1, a_cs == mr
+  MicroFn strided[kMaxMR];  // a read in place, any strides
+  // B micro-panel packing (kc x nr, zero-padded past n): dst[p * nr + j] =
+  // src[p * rs + j * cs].
+  void (*pack_b)(const float* src, int64_t rs, int64_t cs, int64_t n, int64_t kc, float* dst);
+  // M = 1 with row p of B contiguous at b + p * b_rs: c[j] = alpha * sum_p
+  // a[p * a_cs] B[p, j] + beta * c[j], j < n.
+  void (*gemv_n)(int64_t k, const float* a, int64_t a_cs, const float* b, int64_t b_rs, float* c,
+                 int64_t n, float alpha, float beta);
+  // M = 1 with column j of B contiguous at b + j * b_cs (a weight stored
+  // [N, K]): c[j] = alpha * dot(a, B[:, j]) + beta * c[j]; a contiguous.
+  void (*gemv_t)(int64_t k, const float* a, const float* b, int64_t b_cs, float* c, int64_t n,
+                 float alpha, float beta);
+};
+
+const Kernels* Avx512Kernels();  // nullptr when not compiled for x86
+const Kernels* Avx2Kernels();
+const Kernels* GenericKernels();
+
+}  // namespace gemm
+}  // namespace opforge

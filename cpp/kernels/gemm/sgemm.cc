@@ -1,0 +1,258 @@
+// The Sgemm driver: the BLIS loop nest around the microkernels of
+// micro_*.cc, a small-M path that reads A (and row-major B) in place, and
+// the split over the intra-op pool.
+//
+// Large M:  for jc (NC columns: B block in L3)
+//             for pc (KC depths): pack B[kc x nc] into nr-wide panels
+//               for ic (MC rows: A block in L2): pack A[mc x kc] into mr-high panels
+//                 for jr (one B micro-panel, in L1), for ir: microkernel
+// Small M (<= kSmallM): A is read in place by broadcasts (no packing), B in
+// place when its rows are contiguous, else one nr-wide panel at a time.
+//
+// Threads: C is cut into one slab per thread along its longer side (whole
+// register tiles), and each thread runs the serial nest on its slab with its
+// own packing buffers: one fork-join per call, no barriers inside.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "epilogue.h"
+#include "gemm.h"
+#include "microkernel.h"
+#include "opforge/parallel.h"
+
+namespace opforge {
+namespace gemm {
+namespace {
+
+constexpr int64_t kKC = 256;        // depth of a packed block (B micro-panel 32 KiB for nr = 32)
+constexpr int64_t kMCPanels = 16;   // A block: 16 * mr rows x kKC (192 KiB for mr = 12: in L2)
+constexpr int64_t kNC = 3072;       // B block: kNC x kKC (3 MiB: in L3)
+constexpr int64_t kSmallM = 64;     // up to this many rows, A is not packed
+constexpr int64_t kSmallKC = 1024;  // depth block of the small-M path (B panel 128 KiB)
+// Below this many multiply-adds one thread is faster than waking another.
+constexpr int64_t kMinParallelFma = 96 * 96 * 96;
+
+const Kernels* Select() {
+  int level = 0;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) level = 1;
+  if (level == 1 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) {
+    level = 2;
+  }
+#endif
+  // The same cap as the elementwise kernels (vector_math.h).
+  if (const char* cap = std::getenv("OPFORGE_SIMD")) {
+    if (std::strcmp(cap, "baseline") == 0) level = 0;
+    else if (std::strcmp(cap, "avx2") == 0) level = std::min(level, 1);
+  }
+  if (level == 2 && Avx512Kernels() != nullptr) return Avx512Kernels();
+  if (level >= 1 && Avx2Kernels() != nullptr) return Avx2Kernels();
+  return GenericKernels();
+}
+
+const Kernels& Get() {
+  static const Kernels* k = Select();
+  return *k;
+}
+
+// 64-byte-aligned per-thread scratch; slot 0 for B, 1 for A.
+float* Scratch(int slot, int64_t count) {
+  static thread_local std::vector<float> bufs[2];
+  std::vector<float>& v = bufs[slot];
+  if (static_cast<int64_t>(v.size()) < count + 16) v.resize(count + 16);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
+  return reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
+}
+
+// One mr-high A panel: dst[p * mr + i] = A(i, p) for i < m (rows past m are
+// never read: the microkernel for m rows is called).
+void PackA(const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, int mr, float* dst) {
+  if (rs == 1) {
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* s = src + p * cs;
+      for (int64_t i = 0; i < m; ++i) dst[p * mr + i] = s[i];
+    }
+    return;
+  }
+  // Row-major A: 8 depths at a time, so each source row is read in runs.
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    for (int64_t i = 0; i < m; ++i) {
+      const float* s = src + i * rs + p * cs;
+      for (int q = 0; q < 8; ++q) dst[(p + q) * mr + i] = s[q * cs];
+    }
+  }
+  for (; p < kc; ++p) {
+    for (int64_t i = 0; i < m; ++i) dst[p * mr + i] = src[i * rs + p * cs];
+  }
+}
+
+// One row of C: the GEMV kernels, when B has contiguous rows or columns.
+bool OneRow(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i, int64_t j0,
+            int64_t j1) {
+  const float* a = g.a + i * g.rs_a;
+  float* c = g.c + i * g.ldc + j0;
+  if (g.cs_b == 1) {
+    kr.gemv_n(g.k, a, g.cs_a, g.b + j0, g.rs_b, c, j1 - j0, g.alpha, g.beta);
+  } else if (g.rs_b == 1 && g.cs_a == 1) {
+    kr.gemv_t(g.k, a, g.b + j0 * g.cs_b, g.cs_b, c, j1 - j0, g.alpha, g.beta);
+  } else {
+    return false;
+  }
+  if (!ep.empty()) ApplyEpilogue(ep, c, g.ldc, i, j0, 1, j1 - j0);
+  return true;
+}
+
+void SmallM(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i0, int64_t i1,
+            int64_t j0, int64_t j1) {
+  if (i1 - i0 == 1 && OneRow(g, ep, kr, i0, j0, j1)) return;
+  const int nr = kr.nr;
+  // Rows split evenly over the fewest tiles (16 rows: 8 + 8, not 12 + 4).
+  const int64_t tiles = (i1 - i0 + kr.mr - 1) / kr.mr;
+  const int mr = static_cast<int>((i1 - i0 + tiles - 1) / tiles);
+  const bool in_place = g.cs_b == 1;
+  float* bbuf = in_place && (j1 - j0) % nr == 0 ? nullptr : Scratch(0, std::min(g.k, kSmallKC) * nr);
+  for (int64_t jr = j0; jr < j1; jr += nr) {
+    const int n = static_cast<int>(std::min<int64_t>(nr, j1 - jr));
+    for (int64_t pc = 0; pc < g.k; pc += kSmallKC) {
+      const int64_t kc = std::min(kSmallKC, g.k - pc);
+      const float* bp = g.b + pc * g.rs_b + jr * g.cs_b;
+      int64_t b_ld = g.rs_b;
+      if (!in_place || n < nr) {
+        kr.pack_b(bp, g.rs_b, g.cs_b, n, kc, bbuf);
+        bp = bbuf, b_ld = nr;
+      }
+      const float beta = pc == 0 ? g.beta : 1.0f;
+      for (int64_t ir = i0; ir < i1; ir += mr) {
+        const int m = static_cast<int>(std::min<int64_t>(mr, i1 - ir));
+        kr.strided[m - 1](kc, g.a + ir * g.rs_a + pc * g.cs_a, g.rs_a, g.cs_a, bp, b_ld,
+                          g.c + ir * g.ldc + jr, g.ldc, n, g.alpha, beta);
+      }
+    }
+    if (!ep.empty()) ApplyEpilogue(ep, g.c + i0 * g.ldc + jr, g.ldc, i0, jr, i1 - i0, n);
+  }
+}
+
+void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i0, int64_t i1,
+            int64_t j0, int64_t j1) {
+  const int mr = kr.mr, nr = kr.nr;
+  const int64_t MC = kMCPanels * mr;
+  const int64_t nc_max = (std::min(kNC, j1 - j0) + nr - 1) / nr * nr;
+  float* bpack = Scratch(0, nc_max * std::min(g.k, kKC));
+  float* apack = Scratch(1, MC * std::min(g.k, kKC));
+  for (int64_t jc = j0; jc < j1; jc += kNC) {
+    const int64_t nc = std::min(kNC, j1 - jc);
+    const int64_t npanels = (nc + nr - 1) / nr;
+    for (int64_t pc = 0; pc < g.k; pc += kKC) {
+      const int64_t kc = std::min(kKC, g.k - pc);
+      const bool last = pc + kc >= g.k;
+      const float beta = pc == 0 ? g.beta : 1.0f;
+      for (int64_t q = 0; q < npanels; ++q) {
+        const int64_t j = jc + q * nr;
+        kr.pack_b(g.b + pc * g.rs_b + j * g.cs_b, g.rs_b, g.cs_b, std::min<int64_t>(nr, jc + nc - j),
+                  kc, bpack + q * kc * nr);
+      }
+      for (int64_t ic = i0; ic < i1; ic += MC) {
+        const int64_t mc = std::min(MC, i1 - ic);
+        for (int64_t ir = 0; ir < mc; ir += mr) {
+          PackA(g.a + (ic + ir) * g.rs_a + pc * g.cs_a, g.rs_a, g.cs_a, std::min<int64_t>(mr, mc - ir),
+                kc, mr, apack + ir * kc);
+        }
+        for (int64_t q = 0; q < npanels; ++q) {
+          const int64_t jr = jc + q * nr;
+          const int n = static_cast<int>(std::min<int64_t>(nr, jc + nc - jr));
+          const float* bp = bpack + q * kc * nr;
+          for (int64_t ir = 0; ir < mc; ir += mr) {
+            const int m = static_cast<int>(std::min<int64_t>(mr, mc - ir));
+            kr.packed[m - 1](kc, apack + ir * kc, 1, mr, bp, nr, g.c + (ic + ir) * g.ldc + jr, g.ldc,
+                             n, g.alpha, beta);
+          }
+          if (last && !ep.empty()) ApplyEpilogue(ep, g.c + ic * g.ldc + jr, g.ldc, ic, jr, mc, n);
+        }
+      }
+    }
+  }
+}
+
+void Slab(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i0, int64_t i1,
+          int64_t j0, int64_t j1) {
+  if (i1 <= i0 || j1 <= j0) return;
+  if (i1 - i0 <= kSmallM) {
+    SmallM(g, ep, kr, i0, i1, j0, j1);
+  } else {
+    Packed(g, ep, kr, i0, i1, j0, j1);
+  }
+}
+
+}  // namespace
+
+void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
+  if (g.m <= 0 || g.n <= 0) return;
+  // A matrix times a vector is the transposed problem with M = 1 (GEMV):
+  // C^T [1, m] = b^T op(A)^T, when C's column is contiguous.
+  if (g.n == 1 && g.m > 1 && g.k > 0 && (g.ldc == 1 || g.m == 1) &&
+      (ep.residual == nullptr || ep.residual_ld == 1)) {
+    StridedArgs t = g;
+    t.m = 1, t.n = g.m;
+    t.a = g.b, t.rs_a = 0, t.cs_a = g.rs_b;
+    t.b = g.a, t.rs_b = g.cs_a, t.cs_b = g.rs_a;
+    t.ldc = g.m;
+    Epilogue te = ep;
+    if (ep.bias_kind == BiasKind::kPerRow) te.bias_kind = BiasKind::kPerColumn;
+    else if (ep.bias_kind == BiasKind::kPerColumn) te.bias_kind = BiasKind::kPerRow;
+    SgemmStrided(t, te, parallel);
+    return;
+  }
+  if (g.k <= 0) {  // C = beta * C, then the epilogue
+    for (int64_t i = 0; i < g.m; ++i) {
+      float* r = g.c + i * g.ldc;
+      for (int64_t j = 0; j < g.n; ++j) r[j] = g.beta == 0.0f ? 0.0f : g.beta * r[j];
+    }
+    if (!ep.empty()) ApplyEpilogue(ep, g.c, g.ldc, 0, 0, g.m, g.n);
+    return;
+  }
+  const Kernels& kr = Get();
+  int64_t threads = parallel ? NumIntraOpThreads() : 1;
+  if (g.m * g.n * g.k < kMinParallelFma) threads = 1;
+  // Cut along N when M is small (each thread reads its own part of B) or N
+  // is the longer side; otherwise along M.
+  const bool split_n = g.m <= kSmallM || g.n >= g.m;
+  const int64_t unit = split_n ? kr.nr : kr.mr;
+  const int64_t units = ((split_n ? g.n : g.m) + unit - 1) / unit;
+  threads = std::min(threads, units);
+  if (threads <= 1) {
+    Slab(g, ep, kr, 0, g.m, 0, g.n);
+    return;
+  }
+  auto run = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t u0 = units * t / threads, u1 = units * (t + 1) / threads;
+      if (split_n) {
+        Slab(g, ep, kr, 0, g.m, u0 * unit, std::min(g.n, u1 * unit));
+      } else {
+        Slab(g, ep, kr, u0 * unit, std::min(g.m, u1 * unit), 0, g.n);
+      }
+    }
+  };
+  ParallelFor(threads, kMinParallelCost, run);
+}
+
+void Sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+           const Epilogue& epilogue) {
+  StridedArgs g;
+  g.m = M, g.n = N, g.k = K, g.alpha = alpha, g.beta = beta;
+  g.a = A, g.rs_a = trans_a ? 1 : lda, g.cs_a = trans_a ? lda : 1;
+  g.b = B, g.rs_b = trans_b ? 1 : ldb, g.cs_b = trans_b ? ldb : 1;
+  g.c = C, g.ldc = ldc;
+  SgemmStrided(g, epilogue, true);
+}
+
+const char* SgemmIsa() { return Get().name; }
+
+}  // namespace gemm
+}  // namespace opforge

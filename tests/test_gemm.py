@@ -1,0 +1,210 @@
+"""opforge's own float32 GEMM (cpp/kernels/gemm/) behind MatMul and MatMulGrad,
+against numpy in float64 as the oracle: random shapes (every dim 1..300),
+transposes, batch broadcasting, non-contiguous inputs, float32 and float64;
+every microkernel (the module reruns itself with OPFORGE_SIMD capped); the
+Pow fast paths against numpy.power."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import opforge as of
+
+gen = of.ops.gen_linalg_ops
+DIM = st.integers(1, 300)
+
+
+def oracle(a, b, ta, tb):
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if ta:
+        a64 = np.swapaxes(a64, -1, -2)
+    if tb:
+        b64 = np.swapaxes(b64, -1, -2)
+    return np.matmul(a64, b64)
+
+
+def close(got, want, k, dtype):
+    eps = np.finfo(dtype).eps
+    got = np.asarray(got)
+    assert got.dtype == dtype and got.shape == want.shape, (got.dtype, got.shape, want.shape)
+    np.testing.assert_allclose(got, want, rtol=20 * eps * k ** 0.5 + 1e-6, atol=20 * eps * k)
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=DIM, k=DIM, n=DIM, ta=st.booleans(), tb=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2 ** 16))
+def test_matmul_random_shapes(m, k, n, ta, tb, dtype, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (k, m) if ta else (m, k)).astype(dtype)
+    b = rng.uniform(-1, 1, (n, k) if tb else (k, n)).astype(dtype)
+    close(gen.mat_mul(a, b, transpose_a=ta, transpose_b=tb).numpy(), oracle(a, b, ta, tb), k, dtype)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), dtype=st.sampled_from([np.float32, np.float64]))
+def test_matmul_batch_broadcasting(data, dtype):
+    m, k, n = data.draw(st.integers(1, 80)), data.draw(st.integers(1, 120)), data.draw(st.integers(1, 80))
+    ba = data.draw(st.lists(st.integers(1, 3), max_size=2))
+    bb = [data.draw(st.sampled_from([1, d])) for d in ba]
+    if data.draw(st.booleans()):
+        ba, bb = bb, ba
+    ta, tb = data.draw(st.booleans()), data.draw(st.booleans())
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 16)))
+    a = rng.uniform(-1, 1, (*ba, *((k, m) if ta else (m, k)))).astype(dtype)
+    b = rng.uniform(-1, 1, (*bb, *((n, k) if tb else (k, n)))).astype(dtype)
+    close(gen.mat_mul(a, b, transpose_a=ta, transpose_b=tb).numpy(), oracle(a, b, ta, tb), k, dtype)
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=DIM, k=DIM, n=DIM, dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2 ** 16))
+def test_matmul_non_contiguous(m, k, n, dtype, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (m, 2 * k)).astype(dtype)[:, ::2]     # strided rows
+    b = np.asfortranarray(rng.uniform(-1, 1, (k, n)).astype(dtype))  # column-major
+    assert (m == 1 and k == 1) or not a.flags.c_contiguous
+    close(of.matmul(a, b).numpy(), oracle(a, b, False, False), k, dtype)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 768, 3072), (16, 3072, 768), (128, 768, 768), (300, 1, 300),
+                                   (1, 1, 1), (257, 513, 129), (700, 300, 1), (1, 300, 700)])
+@pytest.mark.parametrize("tb", [False, True])
+def test_matmul_model_shapes(m, k, n, tb):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n), dtype=np.float32)
+    close(gen.mat_mul(a, b, transpose_b=tb).numpy(), oracle(a, b, False, tb), k, np.float32)
+
+
+def test_matmul_folded_batch_and_gradient():
+    # [B, M, K] @ [K, N] runs as one [B*M, K] product; the gradient through
+    # MatMulGrad checks both products of the backward pass.
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 70, 90), dtype=np.float32)
+    b = rng.standard_normal((90, 50), dtype=np.float32)
+    g = rng.standard_normal((3, 70, 50), dtype=np.float32)
+    close(of.matmul(a, b).numpy(), oracle(a, b, False, False), 90, np.float32)
+    ga, gb = of.mat_mul_grad(a, b, g)
+    close(ga.numpy(), np.matmul(g.astype(np.float64), b.T.astype(np.float64)), 50, np.float32)
+    close(gb.numpy(), np.einsum("bmk,bmn->kn", a.astype(np.float64), g.astype(np.float64)), 210, np.float32)
+
+
+def test_matmul_nan_and_inf_propagate():
+    a = np.ones((20, 30), np.float32)
+    b = np.ones((30, 40), np.float32)
+    a[3, 4] = np.nan
+    b[5, 6] = np.inf
+    got = of.matmul(a, b).numpy()
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(got, a @ b)
+
+
+# ---- Pow with a constant exponent: multiplies / sqrt instead of pow ----------
+
+SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -3.25, 1e-30, 1e30, np.inf, -np.inf, np.nan, 7.0], np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("c", [2, 3, 0.5, -1, -0.5, 0, 1, -2, -3, 4, 5, 7, 16, -9, 2.5, 17])
+def test_pow_constant_exponents(dtype, c):
+    rng = np.random.default_rng(2)
+    x = np.concatenate([SPECIAL, rng.uniform(-3, 3, 1000), rng.uniform(0, 3, 1000)]).astype(dtype)
+    with np.errstate(all="ignore"):
+        want = np.power(x, dtype(c))
+        for y in (dtype(c), np.array([[c]], dtype)):
+            got = of.pow(x, y).numpy()
+            assert got.shape == np.broadcast_shapes(x.shape, np.shape(y))
+            np.testing.assert_allclose(got.reshape(-1), want, rtol=4 * abs(c) * np.finfo(dtype).eps + 1e-6,
+                                       atol=0, equal_nan=True)
+    zero = x == 0
+    np.testing.assert_array_equal(np.signbit(of.pow(x, dtype(c)).numpy()[zero]), np.signbit(want[zero]))
+
+
+@pytest.mark.skipif(os.environ.get("OPFORGE_SIMD") is not None, reason="already capped")
+@pytest.mark.parametrize("isa", ["baseline", "avx2"])
+def test_every_microkernel(isa):
+    # Reruns this module with the dispatch capped (generic and AVX2
+    # microkernels); on a CPU without the set it falls back to a narrower one.
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", __file__],
+                          env=dict(os.environ, OPFORGE_SIMD=isa), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+# ---- FusedMatMul (the GEMM epilogue) against the unfused ops ----------------
+
+ACTS = {"none": lambda z: z, "relu": lambda z: np.maximum(z, 0), "sigmoid": lambda z: 1 / (1 + np.exp(-z)),
+        "silu": lambda z: z / (1 + np.exp(-z)),
+        "gelu": lambda z: 0.5 * z * (1 + np.vectorize(__import__("math").erf)(z / np.sqrt(2)))}
+
+
+@pytest.mark.parametrize("act", sorted(ACTS))
+@pytest.mark.parametrize("m,k,n,ta,tb", [(1, 300, 77, False, True), (16, 64, 300, False, False),
+                                         (130, 33, 65, True, False), (200, 129, 40, True, True), (5, 1, 1, False, False)])
+def test_fused_matmul_against_unfused(act, m, k, n, ta, tb):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((k, m) if ta else (m, k), dtype=np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n), dtype=np.float32)
+    bias = rng.standard_normal(n, dtype=np.float32)
+    got = gen.fused_mat_mul(a, b, bias, transpose_a=ta, transpose_b=tb, activation=act).numpy()
+    unfused = of.add(of.matmul(a.T if ta else a, b.T if tb else b), bias)
+    unfused = {"none": lambda z: z, "relu": of.relu, "sigmoid": of.sigmoid, "gelu": of.gelu,
+               "silu": lambda z: of.mul(z, of.sigmoid(z))}[act](unfused).numpy()
+    np.testing.assert_allclose(got, unfused, rtol=1e-5, atol=1e-5)
+    close(got, ACTS[act](oracle(a, b, ta, tb) + bias), k, np.float32)
+
+
+def test_fused_matmul_batched_rows_and_errors():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 20), dtype=np.float32)
+    w = rng.standard_normal((20, 7), dtype=np.float32)
+    bias = rng.standard_normal(7, dtype=np.float32)
+    got = gen.fused_mat_mul(x, w, bias, activation="relu").numpy()
+    assert got.shape == (2, 3, 7)
+    close(got, np.maximum(oracle(x, w, False, False) + bias, 0), 20, np.float32)
+    with pytest.raises(of.errors.InvalidArgumentError, match="bias"):
+        gen.fused_mat_mul(x, w, np.zeros(6, np.float32))
+    with pytest.raises(of.errors.InvalidArgumentError, match="activation"):
+        gen.fused_mat_mul(x, w, bias, activation="tanh")
+
+
+def test_linear_uses_the_fused_op_only_without_gradients():
+    layer = of.nn.Linear(30, 10, seed=0)
+    x = np.random.default_rng(5).standard_normal((4, 30)).astype(np.float32)
+    w, b = layer._weights["weight"].numpy(), layer._weights["bias"].numpy()
+    with of.no_grad():
+        inference = layer(x).numpy()
+    trained = layer(x)
+    np.testing.assert_allclose(inference, x @ w.T + b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(trained.numpy(), inference, rtol=1e-6, atol=1e-6)
+
+
+def test_onnx_gemm_relu_chain_runs_fused():
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import functools
+
+    import opforge.onnx
+    from bench.onnx_mlp import build_model
+    model, _ = build_model(np.random.default_rng(6), sizes=(50, 40, 30, 10), batch=3)
+    prog = opforge.onnx.load(model)
+    fused = [fn for _, fn, _ in prog.steps if isinstance(fn, functools.partial)]
+    assert [f.keywords["activation"] for f in fused] == ["relu", "relu"]
+    x = np.random.default_rng(7).standard_normal((3, 50)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(prog.run({"x": x})[0], want, rtol=1e-5, atol=1e-6)
+    imported = opforge.onnx.import_model(model)
+    got = of.Session(imported.graph).run([imported.outputs["y"]], {imported.inputs["x"]: x})[0]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+    assert onnx is not None
+
+
+def test_bench_gemm_table_quick_mode():
+    # The bench harness runs end to end (it checks every product against numpy).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-m", "bench.gemm_table", "--quick"], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "measured FMA peak" in proc.stdout and "square 64" in proc.stdout
