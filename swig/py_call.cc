@@ -176,6 +176,44 @@ PyObject* RunEager(const OpDef& op, BoundCall& bc, PyObject* const* py_inputs, P
 
 PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyObject* call);
 
+// The inference memo (OpBinding::InferMemo): a hit fills what BindValues
+// would have, from the last call with the same input dtypes and shapes.
+bool MemoHit(const OpBinding& b, BoundCall* bc) {
+  const OpBinding::InferMemo& m = b.memo();
+  if (!m.valid) return false;
+  const size_t n = bc->values.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (bc->values[i].dtype() != m.dtypes[i] || !(bc->values[i].shape() == m.shapes[i])) return false;
+  }
+  bc->op = b.op();
+  bc->attrs.resize(m.attrs.size());
+  for (size_t i = 0; i < m.attrs.size(); ++i) bc->attrs[i] = m.attrs[i];
+  bc->output_dtypes.resize(m.output_dtypes.size());
+  bc->output_shapes.resize(m.output_shapes.size());
+  for (size_t o = 0; o < m.output_dtypes.size(); ++o) {
+    bc->output_dtypes[o] = m.output_dtypes[o];
+    bc->output_shapes[o] = PartialShape(m.output_shapes[o]);
+  }
+  return true;
+}
+
+void MemoStore(const OpBinding& b, const BoundCall& bc) {
+  OpBinding::InferMemo& m = b.memo();
+  m.valid = false;
+  for (size_t o = 0; o < bc.output_shapes.size(); ++o) {
+    if (!bc.output_shapes[o].fully_defined()) return;
+  }
+  for (size_t i = 0; i < bc.values.size(); ++i) {
+    m.dtypes[i] = bc.values[i].dtype();
+    m.shapes[i] = bc.values[i].shape();
+  }
+  m.attrs.assign(bc.attrs.data(), bc.attrs.data() + bc.attrs.size());
+  m.output_dtypes.assign(bc.output_dtypes.data(), bc.output_dtypes.data() + bc.output_dtypes.size());
+  m.output_shapes.clear();
+  for (size_t o = 0; o < bc.output_shapes.size(); ++o) m.output_shapes.push_back(bc.output_shapes[o].dims);
+  m.valid = true;
+}
+
 // A hook entry: the user's function gets an OpCall; its run() goes on
 // below this entry (OpCallRun). A call passed down from a hook above keeps
 // its object, so every hook of the chain sees the same call.
@@ -255,12 +293,14 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
       }
     }
     if (a == op.inputs.size()) {
+      if (b.memoizable() && MemoHit(b, &bc)) return RunEager(op, bc, py_inputs.data(), call);
       InlinedVector<AttrValue, 4> attrs(op.attrs.size());
       for (const auto& [i, pos] : b.attr_pos()) {
         if (!ConvertAnyAttr(args[pos], name, op.attrs[i], &attrs[i])) return nullptr;
       }
       Status s = BindValues(op, attrs.data(), &bc);
       if (!s.ok()) return SetError(s);
+      if (b.memoizable()) MemoStore(b, bc);
       return RunEager(op, bc, py_inputs.data(), call);
     }
   }
@@ -304,6 +344,10 @@ void OpBinding::Layout() {
     const int i = op_->FindAttr(op_->params[k]);
     if (i >= 0 && op_->FindInput(op_->params[k]) < 0) attr_pos_.emplace_back(i, static_cast<int>(k));
   }
+  // Memoized inference: no attr the caller gives, every attr a type attr
+  // inferred from the inputs (nothing else can change the result).
+  memoizable_ = plain_ && attr_pos_.empty() && op_->inputs.size() <= kMemoInputs;
+  for (const AttrDef& a : op_->attrs) memoizable_ = memoizable_ && a.type == AttrType::kType && a.inferred;
 }
 
 PyObject* OpBinding::Call(PyObject* const* args) const {
