@@ -141,9 +141,15 @@ bool SetRecorded(PyObject* call, const OpDef& op, const BoundCall& bc, PyObject*
 // input requires a gradient.
 PyObject* RunEager(const OpDef& op, BoundCall& bc, PyObject* const* py_inputs, PyObject* call) {
   const size_t n = bc.values.size();
-  InlinedVector<TensorShape, 2> shapes(op.outputs.size());
-  for (size_t o = 0; o < op.outputs.size(); ++o) shapes[o] = bc.output_shapes[o].dims;
-  InlinedVector<Tensor, 2> outputs(op.outputs.size());
+  // Built element by element (copied or moved from default-initialized
+  // locals): resize() would zero each 150-byte element first.
+  InlinedVector<TensorShape, 2> shapes;
+  InlinedVector<Tensor, 2> outputs;
+  for (size_t o = 0; o < op.outputs.size(); ++o) {
+    shapes.emplace_back(bc.output_shapes[o].dims);
+    Tensor empty;
+    outputs.emplace_back(std::move(empty));
+  }
   size_t bytes = 0;
   for (const Tensor& t : bc.values) bytes += t.TotalBytes();
   Status status;
@@ -186,13 +192,12 @@ bool MemoHit(const OpBinding& b, BoundCall* bc) {
     if (bc->values[i].dtype() != m.dtypes[i] || !(bc->values[i].shape() == m.shapes[i])) return false;
   }
   bc->op = b.op();
-  bc->attrs.resize(m.attrs.size());
-  for (size_t i = 0; i < m.attrs.size(); ++i) bc->attrs[i] = m.attrs[i];
-  bc->output_dtypes.resize(m.output_dtypes.size());
-  bc->output_shapes.resize(m.output_shapes.size());
+  // Copy-constructed, not resized: resize() value-initializes, zeroing
+  // each (large) element first, a good part of a tiny call.
+  for (const AttrValue& a : m.attrs) bc->attrs.emplace_back(a);
   for (size_t o = 0; o < m.output_dtypes.size(); ++o) {
-    bc->output_dtypes[o] = m.output_dtypes[o];
-    bc->output_shapes[o] = PartialShape(m.output_shapes[o]);
+    bc->output_dtypes.emplace_back(m.output_dtypes[o]);
+    bc->output_shapes.emplace_back(m.output_shapes[o]);
   }
   return true;
 }
@@ -277,17 +282,18 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
     // Eager, no list args, every input a Tensor with its value or a numpy
     // array: BindValues, the binder less the flattening and weak values.
     BoundCall bc;
-    bc.values.resize(op.inputs.size());
     size_t a = 0;
     for (; a < op.inputs.size(); ++a) {
       PyObject* obj = py_inputs[a];
       if (IsTensor(obj)) {
         const PyTensor* pt = reinterpret_cast<const PyTensor*>(obj);
         if (pt->pending) break;
-        bc.values[a] = pt->tensor;
+        bc.values.emplace_back(pt->tensor);
         bc.autograd |= pt->ag != nullptr;
       } else if (PyArray_CheckExact(obj)) {
-        if (!TensorFromArray(obj, name, op.inputs[a].name, &bc.values[a])) return nullptr;
+        Tensor t;  // default-initialized (not zeroed), then moved in
+        if (!TensorFromArray(obj, name, op.inputs[a].name, &t)) return nullptr;
+        bc.values.emplace_back(std::move(t));
       } else {
         break;
       }
