@@ -26,6 +26,17 @@ namespace opforge {
 namespace py {
 namespace {
 
+// Appends default-initialized elements up to n. InlinedVector::resize()
+// value-initializes, which zeroes each element first (a TensorShape,
+// AttrValue or Tensor is 130-150 bytes): on a tiny call that showed up.
+template <typename T, size_t N>
+void GrowTo(InlinedVector<T, N>* v, size_t n) {
+  while (v->size() < n) {
+    T t;
+    v->emplace_back(std::move(t));
+  }
+}
+
 // Below this many input bytes a kernel is over before releasing the GIL pays.
 constexpr size_t kReleaseGilBytes = 1 << 16;
 
@@ -300,7 +311,8 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
     }
     if (a == op.inputs.size()) {
       if (b.memoizable() && MemoHit(b, &bc)) return RunEager(op, bc, py_inputs.data(), call);
-      InlinedVector<AttrValue, 4> attrs(op.attrs.size());
+      InlinedVector<AttrValue, 4> attrs;
+      GrowTo(&attrs, op.attrs.size());
       for (const auto& [i, pos] : b.attr_pos()) {
         if (!ConvertAnyAttr(args[pos], name, op.attrs[i], &attrs[i])) return nullptr;
       }
@@ -313,7 +325,8 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
   // A call the tape records runs eagerly in every mode (it is taped from
   // the eager execution, once).
   const bool async = mode == Mode::kAsync && !ForcedSync() && !WantsRecordingChecked(op, py_inputs.data());
-  InlinedVector<AttrValue, 4> attrs(op.attrs.size());
+  InlinedVector<AttrValue, 4> attrs;
+  GrowTo(&attrs, op.attrs.size());
   for (const auto& [i, pos] : b.attr_pos()) {
     if (!ConvertAnyAttr(args[pos], name, op.attrs[i], &attrs[i])) return nullptr;
   }
