@@ -27,6 +27,17 @@ namespace opforge {
 namespace py {
 namespace {
 
+// Appends default-initialized elements up to n. InlinedVector::resize()
+// value-initializes, which zeroes each element first (a TensorShape,
+// AttrValue or Tensor is 130-150 bytes): on a tiny call that showed up.
+template <typename T, size_t N>
+void GrowTo(InlinedVector<T, N>* v, size_t n) {
+  while (v->size() < n) {
+    T t;
+    v->emplace_back(std::move(t));
+  }
+}
+
 // Below this many input bytes a kernel is over before releasing the GIL pays.
 constexpr size_t kReleaseGilBytes = 1 << 16;
 
@@ -142,9 +153,15 @@ bool SetRecorded(PyObject* call, const OpDef& op, const BoundCall& bc, PyObject*
 // input requires a gradient.
 PyObject* RunEager(const OpDef& op, BoundCall& bc, PyObject* const* py_inputs, PyObject* call) {
   const size_t n = bc.values.size();
-  InlinedVector<TensorShape, 2> shapes(op.outputs.size());
-  for (size_t o = 0; o < op.outputs.size(); ++o) shapes[o] = bc.output_shapes[o].dims;
-  InlinedVector<Tensor, 2> outputs(op.outputs.size());
+  // Built element by element (copied or moved from default-initialized
+  // locals): resize() would zero each 150-byte element first.
+  InlinedVector<TensorShape, 2> shapes;
+  InlinedVector<Tensor, 2> outputs;
+  for (size_t o = 0; o < op.outputs.size(); ++o) {
+    shapes.emplace_back(bc.output_shapes[o].dims);
+    Tensor empty;
+    outputs.emplace_back(std::move(empty));
+  }
   size_t bytes = 0;
   for (const Tensor& t : bc.values) bytes += t.TotalBytes();
   Status status;
@@ -176,6 +193,43 @@ PyObject* RunEager(const OpDef& op, BoundCall& bc, PyObject* const* py_inputs, P
 }
 
 PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyObject* call);
+
+// The inference memo (OpBinding::InferMemo): a hit fills what BindValues
+// would have, from the last call with the same input dtypes and shapes.
+bool MemoHit(const OpBinding& b, BoundCall* bc) {
+  const OpBinding::InferMemo& m = b.memo();
+  if (!m.valid) return false;
+  const size_t n = bc->values.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (bc->values[i].dtype() != m.dtypes[i] || !(bc->values[i].shape() == m.shapes[i])) return false;
+  }
+  bc->op = b.op();
+  // Copy-constructed, not resized: resize() value-initializes, zeroing
+  // each (large) element first, a good part of a tiny call.
+  for (const AttrValue& a : m.attrs) bc->attrs.emplace_back(a);
+  for (size_t o = 0; o < m.output_dtypes.size(); ++o) {
+    bc->output_dtypes.emplace_back(m.output_dtypes[o]);
+    bc->output_shapes.emplace_back(m.output_shapes[o]);
+  }
+  return true;
+}
+
+void MemoStore(const OpBinding& b, const BoundCall& bc) {
+  OpBinding::InferMemo& m = b.memo();
+  m.valid = false;
+  for (size_t o = 0; o < bc.output_shapes.size(); ++o) {
+    if (!bc.output_shapes[o].fully_defined()) return;
+  }
+  for (size_t i = 0; i < bc.values.size(); ++i) {
+    m.dtypes[i] = bc.values[i].dtype();
+    m.shapes[i] = bc.values[i].shape();
+  }
+  m.attrs.assign(bc.attrs.data(), bc.attrs.data() + bc.attrs.size());
+  m.output_dtypes.assign(bc.output_dtypes.data(), bc.output_dtypes.data() + bc.output_dtypes.size());
+  m.output_shapes.clear();
+  for (size_t o = 0; o < bc.output_shapes.size(); ++o) m.output_shapes.push_back(bc.output_shapes[o].dims);
+  m.valid = true;
+}
 
 // A hook entry: the user's function gets an OpCall; its run() goes on
 // below this entry (OpCallRun). A call passed down from a hook above keeps
@@ -249,35 +303,40 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
     // Eager, no list args, every input a Tensor with its value or a numpy
     // array: BindValues, the binder less the flattening and weak values.
     BoundCall bc;
-    bc.values.resize(op.inputs.size());
     size_t a = 0;
     for (; a < op.inputs.size(); ++a) {
       PyObject* obj = py_inputs[a];
       if (IsTensor(obj)) {
         const PyTensor* pt = reinterpret_cast<const PyTensor*>(obj);
         if (pt->pending) break;
-        bc.values[a] = pt->tensor;
+        bc.values.emplace_back(pt->tensor);
         bc.autograd |= pt->ag != nullptr;
       } else if (PyArray_CheckExact(obj)) {
-        if (!TensorFromArray(obj, name, op.inputs[a].name, &bc.values[a])) return nullptr;
+        Tensor t;  // default-initialized (not zeroed), then moved in
+        if (!TensorFromArray(obj, name, op.inputs[a].name, &t)) return nullptr;
+        bc.values.emplace_back(std::move(t));
       } else {
         break;
       }
     }
     if (a == op.inputs.size()) {
-      InlinedVector<AttrValue, 4> attrs(op.attrs.size());
+      if (b.memoizable() && MemoHit(b, &bc)) return RunEager(op, bc, py_inputs.data(), call);
+      InlinedVector<AttrValue, 4> attrs;
+      GrowTo(&attrs, op.attrs.size());
       for (const auto& [i, pos] : b.attr_pos()) {
         if (!ConvertAnyAttr(args[pos], name, op.attrs[i], &attrs[i])) return nullptr;
       }
       Status s = BindValues(op, attrs.data(), &bc);
       if (!s.ok()) return SetError(s);
+      if (b.memoizable()) MemoStore(b, bc);
       return RunEager(op, bc, py_inputs.data(), call);
     }
   }
   // A call the tape records runs eagerly in every mode (it is taped from
   // the eager execution, once).
   const bool async = mode == Mode::kAsync && !ForcedSync() && !WantsRecordingChecked(op, py_inputs.data());
-  InlinedVector<AttrValue, 4> attrs(op.attrs.size());
+  InlinedVector<AttrValue, 4> attrs;
+  GrowTo(&attrs, op.attrs.size());
   for (const auto& [i, pos] : b.attr_pos()) {
     if (!ConvertAnyAttr(args[pos], name, op.attrs[i], &attrs[i])) return nullptr;
   }
@@ -314,6 +373,10 @@ void OpBinding::Layout() {
     const int i = op_->FindAttr(op_->params[k]);
     if (i >= 0 && op_->FindInput(op_->params[k]) < 0) attr_pos_.emplace_back(i, static_cast<int>(k));
   }
+  // Memoized inference: no attr the caller gives, every attr a type attr
+  // inferred from the inputs (nothing else can change the result).
+  memoizable_ = plain_ && attr_pos_.empty() && op_->inputs.size() <= kMemoInputs;
+  for (const AttrDef& a : op_->attrs) memoizable_ = memoizable_ && a.type == AttrType::kType && a.inferred;
 }
 
 PyObject* OpBinding::Call(PyObject* const* args) const {

@@ -13,7 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "opforge/attr.h"
 #include "opforge/op.h"
+#include "opforge/tensor.h"
 
 namespace opforge {
 namespace py {
@@ -36,6 +38,22 @@ class OpBinding {
   const std::vector<std::pair<int, int>>& attr_pos() const { return attr_pos_; }
   bool plain() const { return plain_; }  // no list args
 
+  // The eager fast path of an op the caller gives no attrs (add, mul, ...):
+  // what BindValues inferred for the last (dtypes, shapes) of its inputs.
+  // Inference reads only those (and the attrs, all inferred here), so a
+  // call with the same ones reuses it. Touched only under the GIL.
+  static constexpr size_t kMemoInputs = 4;
+  struct InferMemo {
+    bool valid = false;
+    DType dtypes[kMemoInputs];
+    TensorShape shapes[kMemoInputs];
+    std::vector<AttrValue> attrs;  // completed
+    std::vector<DType> output_dtypes;
+    std::vector<TensorShape> output_shapes;
+  };
+  bool memoizable() const { return memoizable_; }
+  InferMemo& memo() const { return memo_; }
+
  private:
   void Layout();
   std::string name_;
@@ -43,6 +61,8 @@ class OpBinding {
   std::vector<int> input_pos_;                 // per op input: its position in params
   std::vector<std::pair<int, int>> attr_pos_;  // (index in op.attrs, position in params)
   bool plain_ = false;
+  bool memoizable_ = false;
+  mutable InferMemo memo_;
 };
 
 // The binding of a registered op by name (cached; nullptr with NotFoundError set).
