@@ -27,6 +27,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_reduction_grads.py
   python/gen_reduction_ops.py
   python/gen_reduction_ops.pyi
+  python/gen_special_grads.py
+  python/gen_special_ops.py
+  python/gen_special_ops.pyi
   python/numpy_map.py
   registry.json
   swig/gen_array_ops.i
@@ -37,4 +40,5 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_ops.i
   swig/gen_optim_ops.i
   swig/gen_reduction_ops.i
+  swig/gen_special_ops.i
 )
