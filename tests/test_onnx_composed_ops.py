@@ -49,6 +49,9 @@ def test_activations():
     for op, attrs in [("Elu", {"alpha": 0.7}), ("Selu", {}), ("Softplus", {}), ("Mish", {})]:
         _check(op, {"x": x}, **attrs)
     _check("Softplus", {"x": np.array([-200, -30, 0, 30, 200], np.float32)})  # no overflow
+    for op, attrs in [("Celu", {"alpha": 0.5}), ("Softsign", {}), ("ThresholdedRelu", {"alpha": 0.3}),
+                      ("Shrink", {"lambd": 0.8, "bias": 0.2}), ("Sinh", {}), ("Cosh", {}), ("Tan", {})]:
+        _check(op, {"x": x}, **attrs)
     _check("PRelu", {"x": x32(2, 3, 4)}, [("s", x32(3, 1))])
 
 
@@ -64,9 +67,9 @@ def test_mod_and_rounding():
 
 def test_reductions():
     x = x32(2, 3, 4)
-    for op in ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"):
+    for op in ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ReduceLogSum"):
         _check(op, {"x": x}, [("axes", np.array([1, -1], np.int64))], keepdims=0)
-        _check(op, {"x": x}, [("axes", np.array([0], np.int64))])
+        _check(op, {"x": np.abs(x) if op == "ReduceLogSum" else x}, [("axes", np.array([0], np.int64))])
     _check("ReduceLogSumExp", {"x": x * 100}, [("axes", np.array([2], np.int64))], keepdims=0)
 
 
@@ -77,6 +80,10 @@ def test_layout_ops():
     _check("Range", {}, [("a", np.array(1, np.int64)), ("b", np.array(10, np.int64)), ("c", np.array(3, np.int64))])
     _check("Range", {}, [("a", np.array(1.0, np.float32)), ("b", np.array(-2, np.float32)),
                          ("c", np.array(-0.7, np.float32))])
+    _check("EyeLike", {"x": x32(3, 5)}, k=-1, dtype=TensorProto.INT32)
+    _check("ConstantOfShape", {}, [("s", np.array([2, 3], np.int64))],
+           value=numpy_helper.from_array(np.array([7], np.int64)))
+    _check("Size", {"x": x32(3, 5)})
     _check("Split", {"x": x32(7, 2)}, n_out=3, num_outputs=3)
     _check("Split", {"x": x32(2, 6)}, [("s", np.array([1, 5], np.int64))], n_out=2, axis=-1)
     _check("Trilu", {"x": x32(2, 4, 5)}, [("k", np.array(-1, np.int64))], upper=0)

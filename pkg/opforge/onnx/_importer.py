@@ -11,7 +11,7 @@ import numpy as np
 from opforge import errors
 from opforge.onnx import _node, _validate
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
-from opforge.onnx import _ops_math, _ops_index  # noqa: F401  (register converters)
+from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
 
 
 def _has_unknown_dims(v):
