@@ -1,4 +1,4 @@
-"""The targets of issues 4, 9 and 15, checked against one run's figures.
+"""The targets of issues 4, 9, 15 and 21, checked against one run's figures.
 
 Speedups are opforge over numpy (numpy time / opforge time; > 1 means opforge
 is faster). A target whose result check failed is a FAIL whatever its speed.
@@ -14,6 +14,10 @@ SPEEDUP_TARGETS = [
     ("sum 10M float32: >= 2.5x numpy", "reduction.sum_all", 2.5, False),
     ("matmul 1024 float32: >= 0.95x numpy", "matmul.1024", 0.95, False),
     ("matmul 2048 float32: >= 0.95x numpy", "matmul.2048", 0.95, False),
+    # Issue 21 (one call path): the one-element add through the binder and
+    # the C++ mode stack, and the Tensor operator (one wrapper call).
+    ("one-element add on numpy inputs: >= 1.2x numpy (issue 21)", "dispatch.add_1", 1.2, False),
+    ("Tensor + Tensor, 1000 float32: >= 1.2x numpy (issue 21)", "dispatch.tensor_add_1000", 1.2, False),
 ]
 # Issue 15: matmul alone and alternating with numpy, warm and cold (bench/interleave.py).
 MODE_TARGETS = [(f"matmul {n} float32, alone/interleaved x warm/cold: each >= 0.95x numpy",

@@ -210,5 +210,34 @@ PyObject* AttrToPython(const AttrDef& def, const AttrValue& v) {
   Py_RETURN_NONE;
 }
 
+namespace {
+
+template <typename A>
+bool Convert(PyObject* o, const char* op, const char* name, AttrValue* out) {
+  A a;
+  if (!ConvertAttr(o, op, name, &a)) return false;
+  *out = std::move(a.value);
+  return true;
+}
+
+}  // namespace
+
+bool ConvertAnyAttr(PyObject* o, const char* op, const AttrDef& def, AttrValue* out) {
+  const char* name = def.name.c_str();
+  switch (def.type) {
+    case AttrType::kInt: return Convert<IntAttr>(o, op, name, out);
+    case AttrType::kFloat: return Convert<FloatAttr>(o, op, name, out);
+    case AttrType::kBool: return Convert<BoolAttr>(o, op, name, out);
+    case AttrType::kString: return Convert<StringAttr>(o, op, name, out);
+    case AttrType::kType: return Convert<TypeAttr>(o, op, name, out);
+    case AttrType::kShape: return Convert<ShapeAttr>(o, op, name, out);
+    case AttrType::kListInt: return Convert<IntListAttr>(o, op, name, out);
+    case AttrType::kListFloat: return Convert<FloatListAttr>(o, op, name, out);
+    case AttrType::kListType: return Convert<TypeListAttr>(o, op, name, out);
+  }
+  SetInvalidArgument(op, std::string("attr '") + name + "' has an unknown type");
+  return false;
+}
+
 }  // namespace py
 }  // namespace opforge

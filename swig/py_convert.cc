@@ -159,131 +159,124 @@ bool IsBorrowedFromNumpy(const TensorBuffer* buffer) {
   return buffer != nullptr && dynamic_cast<const NumpyBuffer*>(buffer) != nullptr;
 }
 
-bool ConvertInput(PyObject* obj, const char* op, const std::string& arg, InputSlot* slot) {
-  slot->obj = obj;
-  slot->pending = false;
-  if (IsTensor(obj)) {
-    if (!ResolvePending(obj)) return false;  // async mode: wait for the value
-    *slot->tensor = TensorOf(obj);
-    slot->autograd = reinterpret_cast<PyTensor*>(obj)->ag != nullptr;
-    return true;
-  }
-  if (PyArray_Check(obj)) return TensorFromArray(obj, op, arg, slot->tensor);
-  if (PyArray_IsScalar(obj, Generic)) {  // numpy scalars are typed: np.float32(1)
-    PyObject* arr = PyArray_FromScalar(obj, nullptr);
-    if (!arr) return false;
-    bool ok = TensorFromArray(arr, op, arg, slot->tensor);
-    Py_DECREF(arr);
-    return ok;
-  }
-  if (PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj) || PyList_Check(obj) || PyTuple_Check(obj)) {
-    slot->pending = true;
-    return true;
-  }
-  if (HasArrayProtocol(obj)) return TensorFromProtocol(obj, op, arg, slot->tensor);
-  SetInvalidArgument(op, "argument '" + arg + "' must be an opforge.Tensor, a numpy array, a Python scalar, a " +
-                             "nested list of numbers or an object with __dlpack__, __array_interface__, __array__ " +
-                             "or the buffer protocol, not " + TypeName(obj));
-  return false;
-}
+namespace {
 
-bool ConvertPending(const char* op, const std::string& arg, DType dtype, const std::string& partner,
-                    InputSlot* slot) {
-  PyObject* obj = slot->obj;
-  const bool natural = dtype == DType::kInvalid;
-  auto kind_error = [&](int value_kind) {
-    SetInvalidArgument(op, "argument '" + arg + "' is a Python " + KindName(value_kind) + " value but " + partner +
-                               " has dtype " + DTypeName(dtype) +
-                               "; there is no implicit promotion: pass a matching value or use cast");
-    return false;
-  };
-  if (PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj)) {
-    const int kind = PyBool_Check(obj) ? 0 : PyLong_Check(obj) ? 1 : 2;
-    if (natural) dtype = kind == 0 ? DType::kBool : kind == 1 ? DType::kInt64 : DType::kFloat64;
-    if (kind > KindRank(dtype)) return kind_error(kind);
-    Status s = Tensor::Allocate(dtype, TensorShape(), slot->tensor);
+const char* kAnyInput = "an opforge.Tensor, a numpy array, a Python scalar, a nested list of numbers or an object "
+                        "with __dlpack__, __array_interface__, __array__ or the buffer protocol";
+
+// A Python bool, int or float at its natural dtype (an int past int64 is
+// held as float64, still of the int kind, so Bind refuses it for ints).
+bool WeakScalar(PyObject* obj, const char* op, const std::string& label, BindInput* out) {
+  Tensor t;
+  if (PyBool_Check(obj)) {
+    Status s = Tensor::Allocate(DType::kBool, TensorShape(), &t);
     if (!s.ok()) return SetError(s) != nullptr;
-    if (kind == 2 || IsFloating(dtype)) {
-      double v = PyFloat_AsDouble(obj);
-      if (v == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        SetInvalidArgument(op, "argument '" + arg + "' is a Python int too large for " + DTypeName(dtype));
-        return false;
-      }
-      if (dtype == DType::kFloat32) Store<float>(slot->tensor, static_cast<float>(v));
-      else Store<double>(slot->tensor, v);
+    Store<bool>(&t, obj == Py_True);
+    *out = BindInput::Weak(std::move(t));
+    return true;
+  }
+  if (PyLong_Check(obj)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (!overflow) {
+      Status s = Tensor::Allocate(DType::kInt64, TensorShape(), &t);
+      if (!s.ok()) return SetError(s) != nullptr;
+      Store<int64_t>(&t, static_cast<int64_t>(v));
+      *out = BindInput::Weak(std::move(t));
       return true;
     }
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (dtype == DType::kBool) { Store<bool>(slot->tensor, v != 0); return true; }
-    const bool fits = overflow == 0 && (dtype == DType::kInt64 || (v >= std::numeric_limits<int32_t>::min() &&
-                                                                 v <= std::numeric_limits<int32_t>::max()));
-    if (!fits) {
-      PyErr_Clear();
-      PyObject* repr = PyObject_Repr(obj);
-      std::string text = repr ? PyUnicode_AsUTF8(repr) : "?";
-      Py_XDECREF(repr);
-      SetInvalidArgument(op, "argument '" + arg + "' is " + text + ", out of range for " + DTypeName(dtype));
-      return false;
-    }
-    if (dtype == DType::kInt32) Store<int32_t>(slot->tensor, static_cast<int32_t>(v));
-    else Store<int64_t>(slot->tensor, static_cast<int64_t>(v));
-    return true;
   }
+  const double v = PyFloat_AsDouble(obj);
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    SetInvalidArgument(op, "argument '" + label + "' is a Python int too large for float64");
+    return false;
+  }
+  Status s = Tensor::Allocate(DType::kFloat64, TensorShape(), &t);
+  if (!s.ok()) return SetError(s) != nullptr;
+  Store<double>(&t, v);
+  *out = BindInput::Weak(std::move(t));
+  out->weak_kind = PyFloat_Check(obj) ? 2 : 1;
+  return true;
+}
 
-  // A nested sequence: let numpy find its natural dtype, then check the kind.
+// A nested list: numpy finds its natural dtype; kept as bool, int64 or float64.
+bool WeakList(PyObject* obj, const char* op, const std::string& label, BindInput* out) {
   PyArrayObject* arr = reinterpret_cast<PyArrayObject*>(PyArray_FromAny(obj, nullptr, 0, 0, NPY_ARRAY_CARRAY, nullptr));
   if (!arr) {
     PyErr_Clear();
-    SetInvalidArgument(op, "argument '" + arg + "' is a " + TypeName(obj) +
+    SetInvalidArgument(op, "argument '" + label + "' is a " + TypeName(obj) +
                                " that is not a rectangular nested sequence of numbers");
     return false;
   }
-  DType found;
   const char k = PyArray_DESCR(arr)->kind;
   const bool numeric = k == 'b' || k == 'i' || k == 'u' || k == 'f';
   if (!numeric || (k == 'u' && PyDataType_ELSIZE(PyArray_DESCR(arr)) >= 8)) {
     Py_DECREF(arr);
-    SetInvalidArgument(op, "argument '" + arg + "' is a " + TypeName(obj) + " whose elements are not all bools, " +
+    SetInvalidArgument(op, "argument '" + label + "' is a " + TypeName(obj) + " whose elements are not all bools, " +
                                "ints or floats in int64 range");
     return false;
   }
-  // An empty list has numpy's float64 dtype but no values to object to.
-  const bool empty = PyArray_SIZE(arr) == 0;
-  found = k == 'b' ? DType::kBool : k == 'f' ? DType::kFloat64 : DType::kInt64;
-  if (natural) dtype = found;
-  if (!empty && KindRank(found) > KindRank(dtype)) {
-    Py_DECREF(arr);
-    return kind_error(KindRank(found));
-  }
-  PyObject* cast = PyArray_FromArray(arr, PyArray_DescrFromType(NumpyTypeNum(dtype)),
+  const DType natural = k == 'b' ? DType::kBool : k == 'f' ? DType::kFloat64 : DType::kInt64;
+  PyObject* cast = PyArray_FromArray(arr, PyArray_DescrFromType(NumpyTypeNum(natural)),
                                      NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST);
-  if (cast && dtype == DType::kInt32 && !empty && KindRank(found) == 1) {
-    // Narrowing ints: refuse values that would wrap.
-    PyObject* back = PyArray_FromArray(reinterpret_cast<PyArrayObject*>(cast), PyArray_DescrFromType(NPY_INT64),
-                                       NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST);
-    PyObject* wide = PyArray_FromArray(arr, PyArray_DescrFromType(NPY_INT64), NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST);
-    bool same = back && wide && PyArray_NBYTES(reinterpret_cast<PyArrayObject*>(back)) ==
-                                    PyArray_NBYTES(reinterpret_cast<PyArrayObject*>(wide)) &&
-                memcmp(PyArray_DATA(reinterpret_cast<PyArrayObject*>(back)),
-                       PyArray_DATA(reinterpret_cast<PyArrayObject*>(wide)),
-                       PyArray_NBYTES(reinterpret_cast<PyArrayObject*>(wide))) == 0;
-    Py_XDECREF(back);
-    Py_XDECREF(wide);
-    if (!same) {
-      Py_DECREF(cast);
-      Py_DECREF(arr);
-      PyErr_Clear();
-      SetInvalidArgument(op, "argument '" + arg + "' has values out of range for int32");
+  Py_DECREF(arr);
+  if (!cast) return false;
+  Tensor t;
+  const bool ok = TensorFromArray(cast, op, label, &t);
+  Py_DECREF(cast);
+  if (ok) *out = BindInput::Weak(std::move(t));
+  return ok;
+}
+
+}  // namespace
+
+bool ToBindInput(PyObject* obj, const char* op, const std::string& label, bool keep_pending, BindInput* out) {
+  if (IsTensor(obj)) {
+    PyTensor* pt = reinterpret_cast<PyTensor*>(obj);
+    if (pt->pending) {
+      if (keep_pending) {
+        *out = BindInput::Pending(pt->tensor, pt->pending);
+        return true;
+      }
+      if (!ResolvePending(obj)) return false;  // wait for the value
+    }
+    out->kind = BindInput::kTensor;
+    out->tensor = pt->tensor;
+    out->autograd = pt->ag != nullptr;
+    return true;
+  }
+  out->kind = BindInput::kTensor;
+  if (PyArray_Check(obj)) return TensorFromArray(obj, op, label, &out->tensor);
+  if (PyArray_IsScalar(obj, Generic)) {  // numpy scalars are typed: np.float32(1)
+    PyObject* arr = PyArray_FromScalar(obj, nullptr);
+    if (!arr) return false;
+    const bool ok = TensorFromArray(arr, op, label, &out->tensor);
+    Py_DECREF(arr);
+    return ok;
+  }
+  if (PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj)) return WeakScalar(obj, op, label, out);
+  if (PyList_Check(obj) || PyTuple_Check(obj)) return WeakList(obj, op, label, out);
+  if (HasArrayProtocol(obj)) return TensorFromProtocol(obj, op, label, &out->tensor);
+  SetInvalidArgument(op, "argument '" + label + "' must be " + kAnyInput + ", not " + TypeName(obj));
+  return false;
+}
+
+bool ToBindListInput(PyObject* obj, const char* op, const ArgDef& arg, bool keep_pending, BindInput* out) {
+  if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
+    SetInvalidArgument(op, "argument '" + arg.name + "' must be a list or tuple of tensors, not " + TypeName(obj));
+    return false;
+  }
+  out->kind = BindInput::kList;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  out->items.resize(static_cast<size_t>(n));
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    if (!ToBindInput(PySequence_Fast_GET_ITEM(obj, k), op, InputLabel(arg, k, true), keep_pending,
+                     &out->items[static_cast<size_t>(k)])) {
       return false;
     }
   }
-  Py_DECREF(arr);
-  if (!cast) return false;
-  bool ok = TensorFromArray(cast, op, arg, slot->tensor);
-  Py_DECREF(cast);
-  return ok;
+  return true;
 }
 
 }  // namespace py

@@ -1,5 +1,6 @@
-// Python -> opforge conversions: op inputs (Tensors, numpy arrays borrowed
-// without copy, Python scalars, nested lists) and typed attrs.
+// Python -> opforge conversions: op inputs into the binder's BindInputs
+// (Tensors, numpy arrays borrowed without copy, Python scalars and nested
+// lists as weak values) and typed attrs.
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
@@ -7,6 +8,7 @@
 
 #include <string>
 
+#include "bind.h"
 #include "opforge/attr.h"
 #include "opforge/op.h"
 #include "opforge/tensor.h"
@@ -14,23 +16,14 @@
 namespace opforge {
 namespace py {
 
-// One input slot. Tensors and arrays convert at once; Python scalars and
-// sequences wait for the dtype of a partner input sharing their type attr.
-struct InputSlot {
-  PyObject* obj = nullptr;    // borrowed
-  Tensor* tensor = nullptr;   // where the converted tensor goes
-  bool pending = false;
-  bool autograd = false;      // a Tensor whose `_ag` slot is set (the tape may record the call)
-};
-
-// Converts obj unless it must wait for a partner. On failure sets
-// InvalidArgumentError naming `op` and `arg` and returns false.
-bool ConvertInput(PyObject* obj, const char* op, const std::string& arg, InputSlot* slot);
-
-// Converts a pending slot to `dtype`, or to its natural dtype (bool, int64,
-// float64) when dtype is kInvalid. `partner` describes where dtype came from.
-bool ConvertPending(const char* op, const std::string& arg, DType dtype, const std::string& partner,
-                    InputSlot* slot);
+// One argument value as the binder takes it: Tensors (a pending one waits
+// for its value unless `keep_pending`), numpy arrays (borrowed, no copy),
+// numpy scalars and array-protocol objects are kTensor; Python scalars and
+// nested lists are kWeak, at their natural dtype (bool, int64, float64),
+// for Bind to give them their partner's. `label` names the argument.
+bool ToBindInput(PyObject* obj, const char* op, const std::string& label, bool keep_pending, BindInput* out);
+// A list arg (`N * T`): obj must be a list or tuple; out is kList.
+bool ToBindListInput(PyObject* obj, const char* op, const ArgDef& arg, bool keep_pending, BindInput* out);
 
 // A C-contiguous, aligned, native-endian array of a supported dtype is
 // borrowed (no copy; the array is kept alive); anything else is copied.

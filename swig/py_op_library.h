@@ -1,5 +1,5 @@
-// Custom op libraries: loading them (staged, all-or-nothing registration)
-// and calling their ops through one generic entry point.
+// Custom op libraries: loading them (staged, all-or-nothing registration).
+// Their ops are called through the generic entry point (py_call.h).
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
@@ -9,23 +9,6 @@
 
 namespace opforge {
 namespace py {
-
-// Converts a Python attr value by the attr's declared type (the generic
-// path's conversion; errors name the op and the attr).
-bool ConvertAnyAttr(PyObject* o, const char* op, const AttrDef& def, AttrValue* out);
-
-// _pywrap_internal.execute(op_name, inputs, attrs): runs any registered op.
-// inputs: a tuple with one item per input arg (a list arg: a sequence);
-// attrs: a tuple with one item per non-inferred attr, in declaration order
-// (what the generated wrappers pass). Same conversions and errors as the
-// per-op SWIG entry points.
-PyObject* ExecuteOp(const char* op_name, PyObject* inputs, PyObject* attrs);
-// The same, returning (result, converted inputs flattened, completed attrs by
-// name): what the hooks record (opforge/_hooks.py).
-PyObject* ExecuteRecorded(const char* op_name, PyObject* inputs, PyObject* attrs);
-// (input names, list-input flags, attr names, all parameter names in the
-// wrappers' order) of an op.
-PyObject* OpSignature(const char* op_name);
 
 // _pywrap_internal._load_library(path, accept) -> list of the op names it
 // added. dlopens `path` with its registrations staged, checks them, calls

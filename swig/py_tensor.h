@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "bind.h"
 #include "opforge/tensor.h"
 
 namespace opforge {
@@ -16,8 +17,6 @@ namespace py {
 // Creates the type, copying in the attributes of the class `methods`;
 // returns it (new reference).
 PyObject* InitTensorType(PyObject* methods, PyObject* dtype_objects);
-
-class PendingValue;
 
 // The C part of a Tensor object (in the header so the per-call checks inline).
 struct PyTensor {
@@ -36,11 +35,7 @@ PyObject* WrapTensor(Tensor t);         // new reference, or NULL with an error 
 
 // A value still being computed (async mode). A pending Tensor holds a
 // shell (dtype and shape, no storage) until its value is read.
-class PendingValue {
- public:
-  virtual ~PendingValue() = default;
-  virtual Status Wait(Tensor* out) = 0;  // blocks; called without the GIL
-};
+// (PendingValue is the binder's: cpp/framework/bind.h.)
 PyObject* WrapPendingTensor(Tensor shell, std::shared_ptr<PendingValue> pending);
 // The pending value of a Tensor object, or null once its value is there.
 std::shared_ptr<PendingValue> PendingOf(PyObject* obj);

@@ -5,8 +5,9 @@
 %{
 #include "py_autograd.h"
 #include "py_binding.h"
-#include "py_engine.h"
-#include "py_infer.h"
+#include "py_async.h"
+#include "py_graph.h"
+#include "py_call.h"
 #include "py_module.h"
 #include "py_op_library.h"
 %}
@@ -45,39 +46,49 @@ PyObject* SetGradEnabled(PyObject* enabled);
 }}
 
 // Custom op libraries (py_op_library.h).
-%feature("docstring") opforge::py::ExecuteOp "execute(op_name, inputs, attrs) -> Tensor";
-%rename(execute) opforge::py::ExecuteOp;
-%rename(execute_record) opforge::py::ExecuteRecorded;
-%rename(op_signature) opforge::py::OpSignature;
 %rename(_load_library) opforge::py::LoadLibrary;
 %rename(stamp) opforge::py::Stamp;
 namespace opforge { namespace py {
-PyObject* ExecuteOp(const char* op_name, PyObject* inputs, PyObject* attrs);
-PyObject* ExecuteRecorded(const char* op_name, PyObject* inputs, PyObject* attrs);
-PyObject* OpSignature(const char* op_name);
 PyObject* LoadLibrary(const char* path, PyObject* accept);
 PyObject* Stamp();
 }}
 
-// Shape-only inference and the dtype table (py_infer.h).
+// The one call path (py_call.h): the generic entry point, this thread's
+// modes, the hooks' OpCall, the binder without running (py_bind_api.cc).
+%feature("docstring") opforge::py::ExecuteOp "execute(op_name, args) -> Tensor (args: the op's parameters in order)";
+%rename(execute) opforge::py::ExecuteOp;
+%rename(mode_push) opforge::py::ModePush;
+%rename(mode_pop) opforge::py::ModePop;
+%rename(hooks_init) opforge::py::HooksInit;
+%rename(op_call_run) opforge::py::OpCallRun;
+%rename(op_signature) opforge::py::OpSignature;
+%rename(caller_location) opforge::py::PyCallerLocation;
+%feature("docstring") opforge::py::BindCall
+  "bind(op_type, inputs, attrs) -> (inputs, output_dtypes, output_shapes, completed_attrs)";
+%rename(bind) opforge::py::BindCall;
 %feature("docstring") opforge::py::Infer
   "infer(op_type, inputs, attrs) -> (output_dtypes, output_shapes, completed_attrs)";
 %rename(infer) opforge::py::Infer;
 %rename(dtype_table) opforge::py::DTypeTable;
 namespace opforge { namespace py {
+PyObject* ExecuteOp(const char* op_name, PyObject* args);
+PyObject* ModePush(const char* mode, PyObject* target);
+PyObject* ModePop(const char* mode, PyObject* target);
+PyObject* HooksInit(PyObject* op_call_type, PyObject* package_dirs);
+PyObject* OpCallRun(PyObject* call, PyObject* eager);
+PyObject* OpSignature(const char* op_name);
+PyObject* PyCallerLocation();
+PyObject* BindCall(const char* op_type, PyObject* inputs, PyObject* attrs);
 PyObject* Infer(const char* op_type, PyObject* inputs, PyObject* attrs);
 PyObject* DTypeTable();
 }}
 
-// The engine: graphs and async mode (py_engine.h).
+// The engine: graphs (py_graph.h) and async mode (py_async.h).
 %rename(graph_new) opforge::py::GraphNew;
 %rename(graph_placeholder) opforge::py::GraphPlaceholder;
 %rename(graph_constant) opforge::py::GraphConstant;
 %rename(graph_add_op) opforge::py::GraphAddOp;
 %rename(graph_run) opforge::py::GraphRun;
-%rename(async_submit) opforge::py::AsyncSubmit;
-%rename(async_hook) opforge::py::AsyncHook;
-%rename(async_hook_init) opforge::py::AsyncHookInit;
 %rename(async_flush) opforge::py::AsyncFlush;
 %rename(async_drain) opforge::py::AsyncDrain;
 %rename(async_queue_size) opforge::py::AsyncQueueSize;
@@ -91,9 +102,6 @@ PyObject* GraphConstant(PyObject* graph, const char* name, PyObject* value, cons
 PyObject* GraphAddOp(PyObject* graph, const char* op_type, const char* name, const char* where, PyObject* inputs,
                      PyObject* attrs);
 PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads);
-PyObject* AsyncSubmit(const char* op_type, PyObject* inputs, PyObject* attrs, const char* where);
-PyObject* AsyncHook(PyObject* call);
-PyObject* AsyncHookInit(const char* package_dir);
 PyObject* AsyncFlush();
 PyObject* AsyncDrain();
 PyObject* AsyncQueueSize();

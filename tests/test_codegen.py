@@ -292,10 +292,9 @@ def test_keyword_names_get_trailing_underscore(data):
     assert '"lambda_",' in py
     compile(py, "gen_math_ops.py", "exec")
     swig_text = files["swig/gen_math_ops.i"]
-    assert ("PyObject* Lambda(PyObject* in, opforge::py::IntAttr from, "
-            "opforge::py::FloatListAttr default_) {") in swig_text
-    assert 'static const opforge::py::OpBinding op("Lambda", {"from", "default"});' in swig_text
-    assert "{std::move(from.value), std::move(default_.value)}" in swig_text
+    assert "PyObject* Lambda(PyObject* in, PyObject* from, PyObject* default_) {" in swig_text
+    assert 'static const opforge::py::OpBinding op("Lambda");' in swig_text
+    assert "PyObject* const args[] = {in, from, default_};" in swig_text
     stub = files["python/gen_math_ops.pyi"]
     assert ("def lambda_(in_: TensorLike, from_: int, default: Sequence[float] = (1.5,))"
             " -> Tensor:") in stub
@@ -423,13 +422,13 @@ def test_python_wrappers_compile_and_match_params(data, monkeypatch):
                     assert p.default == default and type(p.default) is type(default)
             assert inspect.cleandoc(fn.__doc__) == view.docstring  # escaping round-trips
             assert f"Declared at {op.source} (op {op.name})." in fn.__doc__
-    # Fast path: one call with every parameter, positionally; hooks: dispatch.
+    # One call into C++ with every parameter, positionally, whatever the
+    # mode (modes are a C++ stack: the wrappers never dispatch in Python).
     ns = _exec(files["python/gen_reduction_ops.py"], "gen_reduction_ops")
     assert ns["sum"]([1, 2], keepdims=True) == ("Sum", ([1, 2], None, True))
-    assert calls.dispatched == []
     hooks.append(object())
     assert ns["sum"]([1, 2]) == ("Sum", ([1, 2], None, False))
-    assert calls.dispatched == ["Sum"]
+    assert calls.dispatched == []
 
 
 def test_docstring_escapes_quotes_and_backslashes(data, monkeypatch):
@@ -499,10 +498,11 @@ def test_swig_entry_points(data):
     assert ('%feature("docstring") opforge::gen::Fill "Fill(shape, value=0.0, '
             'dtype=\\"float32\\") -> Tensor\\n\\nReturns a tensor of the given shape '
             'filled with value.";') in swig_text
-    assert "  return op.Call(nullptr, attrs);\n" in swig_text  # Fill: no inputs
-    assert 'static const opforge::py::OpBinding op("Where", {});' in swig_text
-    assert "  return op.Call(inputs, nullptr);\n" in swig_text  # Where: no attrs
-    assert "PyObject* inputs[] = {condition, x, y};" in swig_text
+    # Every parameter (inputs and attrs, in order) in one call into the call path.
+    assert "PyObject* const args[] = {shape, value, dtype};" in swig_text  # Fill: an attr first
+    assert 'static const opforge::py::OpBinding op("Where");' in swig_text
+    assert "PyObject* const args[] = {condition, x, y};" in swig_text  # Where: no attrs
+    assert "  return op.Call(args);\n" in swig_text
 
 
 def test_writer_refuses_a_path_twice_and_odd_paths():
@@ -576,9 +576,9 @@ def test_render_library_uses_the_generic_entry_point(data, monkeypatch):
     ns = _exec(text, "my_ops")
     assert ns["__all__"] == sorted(naming.op_python_name(o.name) for o in registry.ops)
     assert ns["fill"]([2, 3], dtype="int32") == "ok"
-    assert executed == [("Fill", (), ([2, 3], 0.0, "int32"))]
+    assert executed == [("Fill", ([2, 3], 0.0, "int32"))]  # the parameters in order
     assert ns["concat"]([[1], [2]], axis=0) == "ok"
-    assert executed[-1] == ("Concat", ([[1], [2]],), (0,))
+    assert executed[-1] == ("Concat", ([[1], [2]], 0))
     assert calls.fingerprints == []
 
 
@@ -634,7 +634,7 @@ def test_check_fails_with_diff_after_edit(tmp_path, capsys):
     out = capsys.readouterr()
     assert "generated/ is stale: run `python -m codegen`" in out.err
     assert "--- " in out.out and "+++ " in out.out and "@@" in out.out
-    assert "-        return _Add(y, x)\n+        return _Add(x, y)\n" in out.out
+    assert "-    return _Add(y, x)\n+    return _Add(x, y)\n" in out.out
     assert _gen(tmp_path) == 0 and _gen(tmp_path, "--check") == 0
 
 

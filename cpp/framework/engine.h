@@ -1,4 +1,6 @@
-// The engine behind graph mode (Session.run) and async mode: nodes with
+// The engine behind graph mode (Session.run) and async mode, in three
+// files: inter_op_pool.cc (the pool), dag_scheduler.cc (RunDag),
+// async_queue.cc (AsyncOp, AsyncQueue). Nodes with
 // dependency counts, run on an inter-op pool that is separate from the
 // intra-op pool of ParallelFor (so kernels keep their own parallelism).
 //
@@ -36,6 +38,8 @@ inline Status InferFromTensors(const OpDef& op, const Tensor* inputs, int num_in
 // number of cores. Started on first use; never joined (detached at exit).
 int NumInterOpThreads();
 void ScheduleInterOp(std::function<void()> fn);
+// True in a child forked after the pool started: it has no workers.
+bool InterOpPoolForked();
 
 // What a run can report about itself (tests observe pruning, concurrency and
 // freeing through it).

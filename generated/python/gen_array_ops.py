@@ -2,7 +2,6 @@
 # registry fingerprint: 991d1e8c90666061
 """Wrappers for opforge's array ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -49,9 +48,7 @@ def cast(x, dtype):
 
     Declared at cpp/ops/array_ops.cc:213 (op Cast).
     """
-    if not _hooks:
-        return _Cast(x, dtype)
-    return _dispatch("Cast", _Cast, (x, dtype))
+    return _Cast(x, dtype)
 
 
 _Concat = _pw.Concat
@@ -82,9 +79,7 @@ def concat(values, axis=0):
 
     Declared at cpp/ops/array_ops.cc:286 (op Concat).
     """
-    if not _hooks:
-        return _Concat(values, axis)
-    return _dispatch("Concat", _Concat, (values, axis))
+    return _Concat(values, axis)
 
 
 _Fill = _pw.Fill
@@ -112,9 +107,7 @@ def fill(shape, value):
 
     Declared at cpp/ops/array_ops.cc:236 (op Fill).
     """
-    if not _hooks:
-        return _Fill(shape, value)
-    return _dispatch("Fill", _Fill, (shape, value))
+    return _Fill(shape, value)
 
 
 _Identity = _pw.Identity
@@ -139,9 +132,7 @@ def identity(x):
 
     Declared at cpp/ops/array_ops.cc:329 (op Identity).
     """
-    if not _hooks:
-        return _Identity(x)
-    return _dispatch("Identity", _Identity, (x,))
+    return _Identity(x)
 
 
 _OnesLike = _pw.OnesLike
@@ -166,9 +157,7 @@ def ones_like(x):
 
     Declared at cpp/ops/array_ops.cc:270 (op OnesLike).
     """
-    if not _hooks:
-        return _OnesLike(x)
-    return _dispatch("OnesLike", _OnesLike, (x,))
+    return _OnesLike(x)
 
 
 _Reshape = _pw.Reshape
@@ -199,9 +188,7 @@ def reshape(x, shape):
 
     Declared at cpp/ops/array_ops.cc:171 (op Reshape).
     """
-    if not _hooks:
-        return _Reshape(x, shape)
-    return _dispatch("Reshape", _Reshape, (x, shape))
+    return _Reshape(x, shape)
 
 
 _Slice = _pw.Slice
@@ -233,9 +220,7 @@ def slice(x, begin, size):
 
     Declared at cpp/ops/array_ops.cc:307 (op Slice).
     """
-    if not _hooks:
-        return _Slice(x, begin, size)
-    return _dispatch("Slice", _Slice, (x, begin, size))
+    return _Slice(x, begin, size)
 
 
 _Transpose = _pw.Transpose
@@ -265,9 +250,7 @@ def transpose(x, perm=None):
 
     Declared at cpp/ops/array_ops.cc:193 (op Transpose).
     """
-    if not _hooks:
-        return _Transpose(x, perm)
-    return _dispatch("Transpose", _Transpose, (x, perm))
+    return _Transpose(x, perm)
 
 
 _ZerosLike = _pw.ZerosLike
@@ -292,6 +275,4 @@ def zeros_like(x):
 
     Declared at cpp/ops/array_ops.cc:254 (op ZerosLike).
     """
-    if not _hooks:
-        return _ZerosLike(x)
-    return _dispatch("ZerosLike", _ZerosLike, (x,))
+    return _ZerosLike(x)

@@ -2,7 +2,6 @@
 # registry fingerprint: 9529ae844314fe7b
 """Wrappers for opforge's grad ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -51,9 +50,7 @@ def concat_grad(grad, values, index, axis=0):
 
     Declared at cpp/ops/grad_ops.cc:443 (op ConcatGrad).
     """
-    if not _hooks:
-        return _ConcatGrad(grad, values, index, axis)
-    return _dispatch("ConcatGrad", _ConcatGrad, (grad, values, index, axis))
+    return _ConcatGrad(grad, values, index, axis)
 
 
 _ConcatGradGrad = _pw.ConcatGradGrad
@@ -87,9 +84,7 @@ def concat_grad_grad(block, values, index, axis=0):
 
     Declared at cpp/ops/grad_ops.cc:469 (op ConcatGradGrad).
     """
-    if not _hooks:
-        return _ConcatGradGrad(block, values, index, axis)
-    return _dispatch("ConcatGradGrad", _ConcatGradGrad, (block, values, index, axis))
+    return _ConcatGradGrad(block, values, index, axis)
 
 
 _MatMulGrad = _pw.MatMulGrad
@@ -136,9 +131,7 @@ def mat_mul_grad(a, b, grad, transpose_a=False, transpose_b=False, compute_grad_
 
     Declared at cpp/ops/grad_ops.cc:294 (op MatMulGrad).
     """
-    if not _hooks:
-        return _MatMulGrad(a, b, grad, transpose_a, transpose_b, compute_grad_a, compute_grad_b)
-    return _dispatch("MatMulGrad", _MatMulGrad, (a, b, grad, transpose_a, transpose_b, compute_grad_a, compute_grad_b))
+    return _MatMulGrad(a, b, grad, transpose_a, transpose_b, compute_grad_a, compute_grad_b)
 
 
 _ReduceGrad = _pw.ReduceGrad
@@ -179,9 +172,7 @@ def reduce_grad(x, y, grad, reduction, axis=None, keepdims=False):
 
     Declared at cpp/ops/grad_ops.cc:340 (op ReduceGrad).
     """
-    if not _hooks:
-        return _ReduceGrad(x, y, grad, reduction, axis, keepdims)
-    return _dispatch("ReduceGrad", _ReduceGrad, (x, y, grad, reduction, axis, keepdims))
+    return _ReduceGrad(x, y, grad, reduction, axis, keepdims)
 
 
 _ReduceGradGrad = _pw.ReduceGradGrad
@@ -227,9 +218,7 @@ def reduce_grad_grad(x, y, grad, directions, reduction, axis=None, keepdims=Fals
 
     Declared at cpp/ops/grad_ops.cc:375 (op ReduceGradGrad).
     """
-    if not _hooks:
-        return _ReduceGradGrad(x, y, grad, directions, reduction, axis, keepdims)
-    return _dispatch("ReduceGradGrad", _ReduceGradGrad, (x, y, grad, directions, reduction, axis, keepdims))
+    return _ReduceGradGrad(x, y, grad, directions, reduction, axis, keepdims)
 
 
 _RmsNormGrad = _pw.RmsNormGrad
@@ -269,9 +258,7 @@ def rms_norm_grad(x, weight, grad, epsilon=1e-06):
 
     Declared at cpp/ops/grad_ops.cc:247 (op RmsNormGrad).
     """
-    if not _hooks:
-        return _RmsNormGrad(x, weight, grad, epsilon)
-    return _dispatch("RmsNormGrad", _RmsNormGrad, (x, weight, grad, epsilon))
+    return _RmsNormGrad(x, weight, grad, epsilon)
 
 
 _SliceGrad = _pw.SliceGrad
@@ -303,9 +290,7 @@ def slice_grad(x, grad, begin, size):
 
     Declared at cpp/ops/grad_ops.cc:420 (op SliceGrad).
     """
-    if not _hooks:
-        return _SliceGrad(x, grad, begin, size)
-    return _dispatch("SliceGrad", _SliceGrad, (x, grad, begin, size))
+    return _SliceGrad(x, grad, begin, size)
 
 
 _SoftmaxGrad = _pw.SoftmaxGrad
@@ -338,6 +323,4 @@ def softmax_grad(softmax, grad, axis=-1):
 
     Declared at cpp/ops/grad_ops.cc:220 (op SoftmaxGrad).
     """
-    if not _hooks:
-        return _SoftmaxGrad(softmax, grad, axis)
-    return _dispatch("SoftmaxGrad", _SoftmaxGrad, (softmax, grad, axis))
+    return _SoftmaxGrad(softmax, grad, axis)

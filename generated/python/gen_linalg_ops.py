@@ -2,7 +2,6 @@
 # registry fingerprint: eb380b321a7f675e
 """Wrappers for opforge's linalg ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -48,6 +47,4 @@ def mat_mul(a, b, transpose_a=False, transpose_b=False):
 
     Declared at cpp/ops/linalg_ops.cc:71 (op MatMul).
     """
-    if not _hooks:
-        return _MatMul(a, b, transpose_a, transpose_b)
-    return _dispatch("MatMul", _MatMul, (a, b, transpose_a, transpose_b))
+    return _MatMul(a, b, transpose_a, transpose_b)

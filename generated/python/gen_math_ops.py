@@ -2,7 +2,6 @@
 # registry fingerprint: afd46bd9c69013ab
 """Wrappers for opforge's math ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -63,9 +62,7 @@ def abs(x):
 
     Declared at cpp/ops/math_ops.cc:173 (op Abs).
     """
-    if not _hooks:
-        return _Abs(x)
-    return _dispatch("Abs", _Abs, (x,))
+    return _Abs(x)
 
 
 _Add = _pw.Add
@@ -93,9 +90,7 @@ def add(x, y):
 
     Declared at cpp/ops/math_ops.cc:10 (op Add).
     """
-    if not _hooks:
-        return _Add(x, y)
-    return _dispatch("Add", _Add, (x, y))
+    return _Add(x, y)
 
 
 _Cos = _pw.Cos
@@ -119,9 +114,7 @@ def cos(x):
 
     Declared at cpp/ops/math_ops.cc:289 (op Cos).
     """
-    if not _hooks:
-        return _Cos(x)
-    return _dispatch("Cos", _Cos, (x,))
+    return _Cos(x)
 
 
 _Div = _pw.Div
@@ -150,9 +143,7 @@ def div(x, y):
 
     Declared at cpp/ops/math_ops.cc:70 (op Div).
     """
-    if not _hooks:
-        return _Div(x, y)
-    return _dispatch("Div", _Div, (x, y))
+    return _Div(x, y)
 
 
 _Equal = _pw.Equal
@@ -180,9 +171,7 @@ def equal(x, y):
 
     Declared at cpp/ops/math_ops.cc:340 (op Equal).
     """
-    if not _hooks:
-        return _Equal(x, y)
-    return _dispatch("Equal", _Equal, (x, y))
+    return _Equal(x, y)
 
 
 _Exp = _pw.Exp
@@ -207,9 +196,7 @@ def exp(x):
 
     Declared at cpp/ops/math_ops.cc:222 (op Exp).
     """
-    if not _hooks:
-        return _Exp(x)
-    return _dispatch("Exp", _Exp, (x,))
+    return _Exp(x)
 
 
 _Greater = _pw.Greater
@@ -237,9 +224,7 @@ def greater(x, y):
 
     Declared at cpp/ops/math_ops.cc:416 (op Greater).
     """
-    if not _hooks:
-        return _Greater(x, y)
-    return _dispatch("Greater", _Greater, (x, y))
+    return _Greater(x, y)
 
 
 _GreaterEqual = _pw.GreaterEqual
@@ -267,9 +252,7 @@ def greater_equal(x, y):
 
     Declared at cpp/ops/math_ops.cc:435 (op GreaterEqual).
     """
-    if not _hooks:
-        return _GreaterEqual(x, y)
-    return _dispatch("GreaterEqual", _GreaterEqual, (x, y))
+    return _GreaterEqual(x, y)
 
 
 _Less = _pw.Less
@@ -297,9 +280,7 @@ def less(x, y):
 
     Declared at cpp/ops/math_ops.cc:378 (op Less).
     """
-    if not _hooks:
-        return _Less(x, y)
-    return _dispatch("Less", _Less, (x, y))
+    return _Less(x, y)
 
 
 _LessEqual = _pw.LessEqual
@@ -327,9 +308,7 @@ def less_equal(x, y):
 
     Declared at cpp/ops/math_ops.cc:397 (op LessEqual).
     """
-    if not _hooks:
-        return _LessEqual(x, y)
-    return _dispatch("LessEqual", _LessEqual, (x, y))
+    return _LessEqual(x, y)
 
 
 _Log = _pw.Log
@@ -355,9 +334,7 @@ def log(x):
 
     Declared at cpp/ops/math_ops.cc:239 (op Log).
     """
-    if not _hooks:
-        return _Log(x)
-    return _dispatch("Log", _Log, (x,))
+    return _Log(x)
 
 
 _LogicalAnd = _pw.LogicalAnd
@@ -382,9 +359,7 @@ def logical_and(x, y):
 
     Declared at cpp/ops/math_ops.cc:456 (op LogicalAnd).
     """
-    if not _hooks:
-        return _LogicalAnd(x, y)
-    return _dispatch("LogicalAnd", _LogicalAnd, (x, y))
+    return _LogicalAnd(x, y)
 
 
 _LogicalNot = _pw.LogicalNot
@@ -406,9 +381,7 @@ def logical_not(x):
 
     Declared at cpp/ops/math_ops.cc:492 (op LogicalNot).
     """
-    if not _hooks:
-        return _LogicalNot(x)
-    return _dispatch("LogicalNot", _LogicalNot, (x,))
+    return _LogicalNot(x)
 
 
 _LogicalOr = _pw.LogicalOr
@@ -433,9 +406,7 @@ def logical_or(x, y):
 
     Declared at cpp/ops/math_ops.cc:474 (op LogicalOr).
     """
-    if not _hooks:
-        return _LogicalOr(x, y)
-    return _dispatch("LogicalOr", _LogicalOr, (x, y))
+    return _LogicalOr(x, y)
 
 
 _Maximum = _pw.Maximum
@@ -463,9 +434,7 @@ def maximum(x, y):
 
     Declared at cpp/ops/math_ops.cc:91 (op Maximum).
     """
-    if not _hooks:
-        return _Maximum(x, y)
-    return _dispatch("Maximum", _Maximum, (x, y))
+    return _Maximum(x, y)
 
 
 _Minimum = _pw.Minimum
@@ -493,9 +462,7 @@ def minimum(x, y):
 
     Declared at cpp/ops/math_ops.cc:111 (op Minimum).
     """
-    if not _hooks:
-        return _Minimum(x, y)
-    return _dispatch("Minimum", _Minimum, (x, y))
+    return _Minimum(x, y)
 
 
 _Mul = _pw.Mul
@@ -523,9 +490,7 @@ def mul(x, y):
 
     Declared at cpp/ops/math_ops.cc:50 (op Mul).
     """
-    if not _hooks:
-        return _Mul(x, y)
-    return _dispatch("Mul", _Mul, (x, y))
+    return _Mul(x, y)
 
 
 _Neg = _pw.Neg
@@ -551,9 +516,7 @@ def neg(x):
 
     Declared at cpp/ops/math_ops.cc:156 (op Neg).
     """
-    if not _hooks:
-        return _Neg(x)
-    return _dispatch("Neg", _Neg, (x,))
+    return _Neg(x)
 
 
 _NotEqual = _pw.NotEqual
@@ -581,9 +544,7 @@ def not_equal(x, y):
 
     Declared at cpp/ops/math_ops.cc:359 (op NotEqual).
     """
-    if not _hooks:
-        return _NotEqual(x, y)
-    return _dispatch("NotEqual", _NotEqual, (x, y))
+    return _NotEqual(x, y)
 
 
 _Pow = _pw.Pow
@@ -614,9 +575,7 @@ def pow(x, y):
 
     Declared at cpp/ops/math_ops.cc:131 (op Pow).
     """
-    if not _hooks:
-        return _Pow(x, y)
-    return _dispatch("Pow", _Pow, (x, y))
+    return _Pow(x, y)
 
 
 _Relu = _pw.Relu
@@ -641,9 +600,7 @@ def relu(x):
 
     Declared at cpp/ops/math_ops.cc:206 (op Relu).
     """
-    if not _hooks:
-        return _Relu(x)
-    return _dispatch("Relu", _Relu, (x,))
+    return _Relu(x)
 
 
 _Select = _pw.Select
@@ -675,9 +632,7 @@ def select(condition, x, y):
 
     Declared at cpp/ops/math_ops.cc:509 (op Select).
     """
-    if not _hooks:
-        return _Select(condition, x, y)
-    return _dispatch("Select", _Select, (condition, x, y))
+    return _Select(condition, x, y)
 
 
 _Sigmoid = _pw.Sigmoid
@@ -703,9 +658,7 @@ def sigmoid(x):
 
     Declared at cpp/ops/math_ops.cc:321 (op Sigmoid).
     """
-    if not _hooks:
-        return _Sigmoid(x)
-    return _dispatch("Sigmoid", _Sigmoid, (x,))
+    return _Sigmoid(x)
 
 
 _Sin = _pw.Sin
@@ -729,9 +682,7 @@ def sin(x):
 
     Declared at cpp/ops/math_ops.cc:273 (op Sin).
     """
-    if not _hooks:
-        return _Sin(x)
-    return _dispatch("Sin", _Sin, (x,))
+    return _Sin(x)
 
 
 _Sqrt = _pw.Sqrt
@@ -757,9 +708,7 @@ def sqrt(x):
 
     Declared at cpp/ops/math_ops.cc:256 (op Sqrt).
     """
-    if not _hooks:
-        return _Sqrt(x)
-    return _dispatch("Sqrt", _Sqrt, (x,))
+    return _Sqrt(x)
 
 
 _Square = _pw.Square
@@ -783,9 +732,7 @@ def square(x):
 
     Declared at cpp/ops/math_ops.cc:190 (op Square).
     """
-    if not _hooks:
-        return _Square(x)
-    return _dispatch("Square", _Square, (x,))
+    return _Square(x)
 
 
 _Sub = _pw.Sub
@@ -813,9 +760,7 @@ def sub(x, y):
 
     Declared at cpp/ops/math_ops.cc:30 (op Sub).
     """
-    if not _hooks:
-        return _Sub(x, y)
-    return _dispatch("Sub", _Sub, (x, y))
+    return _Sub(x, y)
 
 
 _Tanh = _pw.Tanh
@@ -840,6 +785,4 @@ def tanh(x):
 
     Declared at cpp/ops/math_ops.cc:305 (op Tanh).
     """
-    if not _hooks:
-        return _Tanh(x)
-    return _dispatch("Tanh", _Tanh, (x,))
+    return _Tanh(x)

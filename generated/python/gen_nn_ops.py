@@ -2,7 +2,6 @@
 # registry fingerprint: 57d503f8bafc350b
 """Wrappers for opforge's nn ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -49,9 +48,7 @@ def dropout_mask(x, rate, seed=0):
 
     Declared at cpp/ops/nn_ops.cc:398 (op DropoutMask).
     """
-    if not _hooks:
-        return _DropoutMask(x, rate, seed)
-    return _dispatch("DropoutMask", _DropoutMask, (x, rate, seed))
+    return _DropoutMask(x, rate, seed)
 
 
 _Gather = _pw.Gather
@@ -80,9 +77,7 @@ def gather(params, indices):
 
     Declared at cpp/ops/nn_ops.cc:325 (op Gather).
     """
-    if not _hooks:
-        return _Gather(params, indices)
-    return _dispatch("Gather", _Gather, (params, indices))
+    return _Gather(params, indices)
 
 
 _GatherGrad = _pw.GatherGrad
@@ -113,9 +108,7 @@ def gather_grad(params, indices, dy):
 
     Declared at cpp/ops/nn_ops.cc:346 (op GatherGrad).
     """
-    if not _hooks:
-        return _GatherGrad(params, indices, dy)
-    return _dispatch("GatherGrad", _GatherGrad, (params, indices, dy))
+    return _GatherGrad(params, indices, dy)
 
 
 _Gelu = _pw.Gelu
@@ -141,9 +134,7 @@ def gelu(x):
 
     Declared at cpp/ops/nn_ops.cc:221 (op Gelu).
     """
-    if not _hooks:
-        return _Gelu(x)
-    return _dispatch("Gelu", _Gelu, (x,))
+    return _Gelu(x)
 
 
 _GeluGrad = _pw.GeluGrad
@@ -167,9 +158,7 @@ def gelu_grad(dy, x):
 
     Declared at cpp/ops/nn_ops.cc:238 (op GeluGrad).
     """
-    if not _hooks:
-        return _GeluGrad(dy, x)
-    return _dispatch("GeluGrad", _GeluGrad, (dy, x))
+    return _GeluGrad(dy, x)
 
 
 _LayerNorm = _pw.LayerNorm
@@ -203,9 +192,7 @@ def layer_norm(x, weight, bias, epsilon=1e-05):
 
     Declared at cpp/ops/nn_ops.cc:256 (op LayerNorm).
     """
-    if not _hooks:
-        return _LayerNorm(x, weight, bias, epsilon)
-    return _dispatch("LayerNorm", _LayerNorm, (x, weight, bias, epsilon))
+    return _LayerNorm(x, weight, bias, epsilon)
 
 
 _LayerNormGrad = _pw.LayerNormGrad
@@ -236,9 +223,7 @@ def layer_norm_grad(dy, x, weight, epsilon=1e-05):
 
     Declared at cpp/ops/nn_ops.cc:280 (op LayerNormGrad).
     """
-    if not _hooks:
-        return _LayerNormGrad(dy, x, weight, epsilon)
-    return _dispatch("LayerNormGrad", _LayerNormGrad, (dy, x, weight, epsilon))
+    return _LayerNormGrad(dy, x, weight, epsilon)
 
 
 _LogSoftmax = _pw.LogSoftmax
@@ -272,9 +257,7 @@ def log_softmax(logits, axis=-1):
 
     Declared at cpp/ops/nn_ops.cc:59 (op LogSoftmax).
     """
-    if not _hooks:
-        return _LogSoftmax(logits, axis)
-    return _dispatch("LogSoftmax", _LogSoftmax, (logits, axis))
+    return _LogSoftmax(logits, axis)
 
 
 _RmsNorm = _pw.RmsNorm
@@ -307,9 +290,7 @@ def rms_norm(x, weight, epsilon=1e-06):
 
     Declared at cpp/ops/nn_ops.cc:82 (op RmsNorm).
     """
-    if not _hooks:
-        return _RmsNorm(x, weight, epsilon)
-    return _dispatch("RmsNorm", _RmsNorm, (x, weight, epsilon))
+    return _RmsNorm(x, weight, epsilon)
 
 
 _Softmax = _pw.Softmax
@@ -343,9 +324,7 @@ def softmax(logits, axis=-1):
 
     Declared at cpp/ops/nn_ops.cc:35 (op Softmax).
     """
-    if not _hooks:
-        return _Softmax(logits, axis)
-    return _dispatch("Softmax", _Softmax, (logits, axis))
+    return _Softmax(logits, axis)
 
 
 _SparseSoftmaxCrossEntropyWithLogits = _pw.SparseSoftmaxCrossEntropyWithLogits
@@ -380,6 +359,4 @@ def sparse_softmax_cross_entropy_with_logits(features, labels):
 
     Declared at cpp/ops/nn_ops.cc:370 (op SparseSoftmaxCrossEntropyWithLogits).
     """
-    if not _hooks:
-        return _SparseSoftmaxCrossEntropyWithLogits(features, labels)
-    return _dispatch("SparseSoftmaxCrossEntropyWithLogits", _SparseSoftmaxCrossEntropyWithLogits, (features, labels))
+    return _SparseSoftmaxCrossEntropyWithLogits(features, labels)

@@ -2,7 +2,6 @@
 # registry fingerprint: b6690ebb919135f3
 """Wrappers for opforge's optim ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -55,9 +54,7 @@ def apply_adam(var, m, v, grad, lr, step=1, beta1=0.9, beta2=0.999, epsilon=1e-0
 
     Declared at cpp/ops/optim_ops.cc:107 (op ApplyAdam).
     """
-    if not _hooks:
-        return _ApplyAdam(var, m, v, grad, lr, step, beta1, beta2, epsilon, weight_decay)
-    return _dispatch("ApplyAdam", _ApplyAdam, (var, m, v, grad, lr, step, beta1, beta2, epsilon, weight_decay))
+    return _ApplyAdam(var, m, v, grad, lr, step, beta1, beta2, epsilon, weight_decay)
 
 
 _ApplyGradientDescent = _pw.ApplyGradientDescent
@@ -86,9 +83,7 @@ def apply_gradient_descent(var, grad, lr, weight_decay=0.0):
 
     Declared at cpp/ops/optim_ops.cc:59 (op ApplyGradientDescent).
     """
-    if not _hooks:
-        return _ApplyGradientDescent(var, grad, lr, weight_decay)
-    return _dispatch("ApplyGradientDescent", _ApplyGradientDescent, (var, grad, lr, weight_decay))
+    return _ApplyGradientDescent(var, grad, lr, weight_decay)
 
 
 _ApplyMomentum = _pw.ApplyMomentum
@@ -125,6 +120,4 @@ def apply_momentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=Fa
 
     Declared at cpp/ops/optim_ops.cc:78 (op ApplyMomentum).
     """
-    if not _hooks:
-        return _ApplyMomentum(var, accum, grad, lr, momentum, weight_decay, nesterov)
-    return _dispatch("ApplyMomentum", _ApplyMomentum, (var, accum, grad, lr, momentum, weight_decay, nesterov))
+    return _ApplyMomentum(var, accum, grad, lr, momentum, weight_decay, nesterov)

@@ -2,7 +2,6 @@
 # registry fingerprint: e5702372c04e7df3
 """Wrappers for opforge's reduction ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -48,9 +47,7 @@ def arg_max(x, axis=None, keepdims=False):
 
     Declared at cpp/ops/reduction_ops.cc:213 (op ArgMax).
     """
-    if not _hooks:
-        return _ArgMax(x, axis, keepdims)
-    return _dispatch("ArgMax", _ArgMax, (x, axis, keepdims))
+    return _ArgMax(x, axis, keepdims)
 
 
 _ArgMin = _pw.ArgMin
@@ -82,9 +79,7 @@ def arg_min(x, axis=None, keepdims=False):
 
     Declared at cpp/ops/reduction_ops.cc:236 (op ArgMin).
     """
-    if not _hooks:
-        return _ArgMin(x, axis, keepdims)
-    return _dispatch("ArgMin", _ArgMin, (x, axis, keepdims))
+    return _ArgMin(x, axis, keepdims)
 
 
 _Max = _pw.Max
@@ -117,9 +112,7 @@ def max(x, axis=None, keepdims=False):
 
     Declared at cpp/ops/reduction_ops.cc:147 (op Max).
     """
-    if not _hooks:
-        return _Max(x, axis, keepdims)
-    return _dispatch("Max", _Max, (x, axis, keepdims))
+    return _Max(x, axis, keepdims)
 
 
 _Mean = _pw.Mean
@@ -151,9 +144,7 @@ def mean(x, axis=None, keepdims=False):
 
     Declared at cpp/ops/reduction_ops.cc:191 (op Mean).
     """
-    if not _hooks:
-        return _Mean(x, axis, keepdims)
-    return _dispatch("Mean", _Mean, (x, axis, keepdims))
+    return _Mean(x, axis, keepdims)
 
 
 _Min = _pw.Min
@@ -186,9 +177,7 @@ def min(x, axis=None, keepdims=False):
 
     Declared at cpp/ops/reduction_ops.cc:169 (op Min).
     """
-    if not _hooks:
-        return _Min(x, axis, keepdims)
-    return _dispatch("Min", _Min, (x, axis, keepdims))
+    return _Min(x, axis, keepdims)
 
 
 _Prod = _pw.Prod
@@ -220,9 +209,7 @@ def prod(x, axis=None, keepdims=False):
 
     Declared at cpp/ops/reduction_ops.cc:125 (op Prod).
     """
-    if not _hooks:
-        return _Prod(x, axis, keepdims)
-    return _dispatch("Prod", _Prod, (x, axis, keepdims))
+    return _Prod(x, axis, keepdims)
 
 
 _Sum = _pw.Sum
@@ -256,6 +243,4 @@ def sum(x, axis=None, keepdims=False):
 
     Declared at cpp/ops/reduction_ops.cc:101 (op Sum).
     """
-    if not _hooks:
-        return _Sum(x, axis, keepdims)
-    return _dispatch("Sum", _Sum, (x, axis, keepdims))
+    return _Sum(x, axis, keepdims)

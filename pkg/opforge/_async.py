@@ -11,7 +11,7 @@ the failed tensor or of anything computed from it, and by flush() if no
 read saw it, naming the op and the Python file:line that submitted it.
 
 Borrowed numpy inputs: numpy memory passed to an async op (an array, or a
-Tensor that borrows one) is copied at submit (C++, py_engine.cc), so writing
+Tensor that borrows one) is copied at submit (C++, py_async.cc), so writing
 to the array after the call cannot change the result, and pool threads never
 need the GIL to let go of an array. Tensors that opforge computed are not
 copied: don't write through their numpy() view while ops reading them are
@@ -23,42 +23,35 @@ import atexit
 import contextlib
 import threading
 
-from opforge import _bind, _hooks
 from opforge import _pywrap_internal as _pw
 
 _MODES = ("async", "sync")
 _local = threading.local()
 
 
-# The hook is C++ (py_engine.cc): it reads the OpCall, runs it synchronously
-# when the gradient recorder records it or OPFORGE_EXECUTION=sync, else
-# converts the inputs (partner dtypes, copies of numpy memory), checks
-# dtypes, attrs and shapes, and queues it, naming the caller's file:line.
-_hook = _pw.async_hook
-_pw.async_hook_init(_bind._PKG_DIR)
-
-
+# Async mode is an entry of this thread's mode stack in C++ (py_call.cc,
+# py_async.cc): a call is bound there (partner dtypes, copies of numpy
+# memory, dtype, attr and shape errors at the call site) and queued, naming
+# the caller's file:line; one the gradient tape records, or any call under
+# OPFORGE_EXECUTION=sync, runs eagerly. A "sync" block pushes an eager entry.
 def _check(mode):
     if mode not in _MODES:
         raise ValueError(f"execution mode must be 'async' or 'sync', not {mode!r}")
+
+
+def _entry(mode):
+    return "async" if mode == "async" else "eager"
 
 
 @contextlib.contextmanager
 def execution_mode(mode):
     """Runs ops of this thread in `mode` ("async" or "sync") inside the block."""
     _check(mode)
-    if mode == "sync":
-        # A sync block inside an async one: values it reads are waited for as usual.
-        with _hooks.installed(_sync_hook):
-            yield
-        return
-    with _hooks.installed(_hook):
+    _pw.mode_push(_entry(mode), None)
+    try:
         yield
-
-
-def _sync_hook(call):
-    # Eager now, whatever mode is installed below this block.
-    return call.execute() if call.record else call.entry_point(*call.args)
+    finally:
+        _pw.mode_pop(_entry(mode), None)
 
 
 def set_execution_mode(mode):
@@ -69,7 +62,7 @@ def set_execution_mode(mode):
         current.__exit__(None, None, None)
         _local.mode_cm = None
     if mode == "async":
-        cm = _hooks.installed(_hook)
+        cm = execution_mode("async")
         cm.__enter__()
         _local.mode_cm = cm
 

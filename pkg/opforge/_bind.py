@@ -1,7 +1,9 @@
-"""Binding an op call's Python inputs to tensors, shared by graph building
-and async mode: values without a dtype of their own (Python scalars and
-lists) take the dtype of a partner input that shares their type attr, as
-in eager calls."""
+"""What graph building (opforge.graph) still binds in Python until its nodes
+are made from the C++ binder's bound calls (cpp/framework/bind.h, which
+eager, async, hooks, Dask and `_pywrap_internal.bind` use): values without
+a dtype of their own (Python scalars and lists) become constants of their
+partner's dtype. Delete this module once opforge.graph calls
+``_pywrap_internal.bind``."""
 
 import numpy as np
 
@@ -84,13 +86,4 @@ def _pw_tensor_type():
 
 def caller_location():
     """file:line of the innermost frame outside opforge: where the user called."""
-    import sys
-    f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
-        f = f.f_back
-    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "<unknown>"
-
-
-import os as _os  # noqa: E402
-
-_PKG_DIR = _os.path.dirname(_os.path.abspath(__file__)) + _os.sep
+    return _pw.caller_location()

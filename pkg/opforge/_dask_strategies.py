@@ -2,8 +2,8 @@
 ``opforge.dask`` (and of ``m.dask`` for op libraries) call these.
 
 Every strategy takes (op name, eager wrapper, inputs in declaration order,
-attrs by name), checks the call with shape-only inference
-(``_pywrap_internal.infer``, the op's own dtype/shape/attr checks) so that
+attrs by name), checks the call with the binder (``_pywrap_internal.bind``:
+the op's own dtype/shape/attr checks, without running it) so that
 errors raise when the graph is built, naming the op, and then builds the dask
 graph. Each block runs the eager op (GIL released, intra-op threads).
 """
@@ -30,32 +30,21 @@ def _array(v):
     return da.asarray(np.asarray(v))
 
 
-def _pair(name: str, v, partner):
-    if _is_scalar(v):
-        return (partner or np.asarray(v).dtype.name, ())
-    if any(np.isnan(d) for d in v.shape):
+def _shape_known(name: str, v):
+    if not _is_scalar(v) and any(np.isnan(d) for d in v.shape):
         raise errors.UnimplementedError(
             f"{name}: a dask array of unknown shape {v.shape}; call compute_chunk_sizes() first")
-    return (v.dtype.name, tuple(int(d) for d in v.shape))
+    return v
 
 
 def _infer(name: str, inputs, attrs):
     """(output dtypes, output shapes) of the op on these inputs; raises its errors.
-    A scalar takes the dtype of a tensor partner: each input's dtype is tried in
-    turn (Select(cond, x, 1.5) pairs 1.5 with x, not with the bool cond)."""
-    candidates = list(dict.fromkeys(v.dtype.name for v in _flat(inputs) if not _is_scalar(v)))
-    if not any(_is_scalar(v) for v in _flat(inputs)):
-        candidates = candidates[:1]
-    for i, partner in enumerate(candidates or [None]):
-        pairs = tuple([_pair(name, x, partner) for x in v] if isinstance(v, (list, tuple))
-                      else _pair(name, v, partner) for v in inputs)
-        try:
-            dtypes, shapes, _ = _pw.infer(name, pairs, attrs)
-        except errors.InvalidArgumentError:
-            if i + 1 < len(candidates):
-                continue
-            raise
-        return [np.dtype(d.name) for d in dtypes], [tuple(s) for s in shapes]
+    The binder (``_pywrap_internal.bind``, as every op call) takes a dask
+    array by its dtype and shape, and a scalar at its partner's dtype."""
+    args = tuple([_shape_known(name, x) for x in v] if isinstance(v, (list, tuple)) else _shape_known(name, v)
+                 for v in inputs)
+    _, dtypes, shapes, _ = _pw.bind(name, args, attrs)
+    return [np.dtype(d.name) for d in dtypes], [tuple(s) for s in shapes]
 
 
 def _flat(inputs):

@@ -1,66 +1,47 @@
-"""The one hook point of every generated wrapper.
+"""Tracing hooks: user functions that see every op call of a thread.
 
-A wrapper runs ``if not hooks: return <entry point>(...)``: while ``hooks`` is
-empty, eager execution costs one branch. Otherwise it calls ``dispatch``,
-which hands a structured ``OpCall`` to this thread's stack of hooks
-(``installed(hook)``): graph building, async execution, tracing. The
-innermost installed hook sees the call first.
+Every generated wrapper makes one call into C++, which binds the call and
+hands it to this thread's mode stack (cpp/framework/mode_stack.h): eager,
+async, or a hook installed here. ``installed(hook)`` pushes a hook entry on
+the calling thread's stack; the innermost entry sees a call first. A hook
+is ``hook(call) -> result``: it may build the result itself or delegate with
+``call.run()``, which passes the call to the entry below it (another hook,
+async mode, and at the bottom eager execution).
 
-Gradient recording needs no hook: the op call itself checks its inputs'
-autograd state in C (swig/py_autograd.cc). While this thread has hooks
-installed, the gradient recorder (``opforge.autodiff``) joins the front of
-the chain, to mark calls that must be recorded (``record``), so a hook that
-would defer them (async) runs them eagerly instead.
-
-A hook is ``hook(call) -> result``. It may build the result itself (a graph
-node) or delegate with ``call.run()``, which passes the call to the next hook
-down the chain and finally executes it eagerly.
+A hook is a Python function the user wrote, so it is the one mode that
+crosses back into Python; the built-in modes never do. Gradient recording is
+no hook either: a call whose input requires a gradient is recorded by the
+eager execution in C++ (swig/py_autograd.cc), and ``call.record`` is already
+true when a hook sees such a call (async mode then runs it eagerly).
 """
 
 import contextlib
+import os
 import threading
 
 from opforge import _pywrap_internal as _pw
 
-# One entry per active hook in any thread: the wrappers' fast-path test.
-# Mutated in place under _lock.
+# Every hook installed in any thread (informational: the wrappers do not
+# read it; each thread's own stack is in C++). Mutated in place under _lock.
 hooks = []
 _lock = threading.Lock()
-_local = threading.local()
-_recorder = None  # set by opforge.autodiff once imported
-
-
-def _thread_stack():
-    try:
-        return _local.stack
-    except AttributeError:
-        _local.stack = stack = []
-        return stack
-
-
-def _remove(items, item):
-    for i in range(len(items) - 1, -1, -1):
-        if items[i] is item:
-            del items[i]
-            return
-    raise ValueError("hook is not installed")
 
 
 def push(hook):
-    """Installs ``hook`` on this thread's stack (see ``installed``)."""
-    _thread_stack().append(hook)
+    """Installs ``hook`` on this thread's mode stack (see ``installed``)."""
+    _pw.mode_push("hook", hook)
     with _lock:
         hooks.append(hook)
 
 
 def pop(hook):
-    """Removes ``hook``, which must be this thread's innermost hook."""
-    stack = _thread_stack()
-    if not stack or stack[-1] is not hook:
-        raise ValueError("hooks must be removed innermost first, on the thread that installed them")
-    stack.pop()
+    """Removes ``hook``, which must be this thread's innermost mode."""
+    _pw.mode_pop("hook", hook)  # ValueError unless innermost, on this thread
     with _lock:
-        _remove(hooks, hook)
+        for i in range(len(hooks) - 1, -1, -1):
+            if hooks[i] is hook:
+                del hooks[i]
+                break
 
 
 @contextlib.contextmanager
@@ -71,12 +52,6 @@ def installed(hook):
         yield hook
     finally:
         pop(hook)
-
-
-def set_recorder(recorder):
-    """Sets the recorder that leads every hook chain (None: none)."""
-    global _recorder
-    _recorder = recorder
 
 
 _signatures = {}
@@ -102,27 +77,25 @@ def signature(op_type):
 
 
 class OpCall:
-    """One op call as the hooks see it.
+    """One op call as a hook sees it (built by the C++ call path).
 
     ``inputs`` and ``attrs`` are dicts by argument name, values as the caller
-    passed them (a list argument as a list). After ``run()`` executed the op
-    with ``record`` set, ``flat_inputs`` (the converted input Tensors, list
-    arguments flattened; ``input_tensors`` has them by name),
-    ``completed_attrs`` (inferred type and length attrs and defaults
-    included) and ``outputs`` (a tuple of Tensors) are set too; a hook that
-    executes a call itself (async mode) sets them likewise.
+    passed them (a list argument as a list). ``record`` is true when the
+    gradient tape records the call; a hook may set it to ask for the call's
+    facts: after ``run()`` executed the op with ``record`` set,
+    ``flat_inputs`` (the converted input Tensors, list arguments flattened;
+    ``input_tensors`` has them by name), ``completed_attrs`` (inferred type
+    and length attrs and defaults included) and ``outputs`` (a tuple of
+    Tensors) are set too.
     """
 
-    __slots__ = ("op_type", "entry_point", "args", "record", "_chain", "_next",
-                 "flat_inputs", "completed_attrs", "outputs")
+    __slots__ = ("op_type", "args", "record", "_level", "flat_inputs", "completed_attrs", "outputs")
 
-    def __init__(self, op_type, entry_point, args, chain):
+    def __init__(self, op_type, args, level, record):
         self.op_type = op_type
-        self.entry_point = entry_point
         self.args = args  # positional, in parameter order
-        self._chain = chain
-        self._next = 0
-        self.record = False  # a hook wants input_tensors etc. after run()
+        self._level = level  # the mode entries below the hook that has the call
+        self.record = record
         self.flat_inputs = self.completed_attrs = self.outputs = None
 
     @property
@@ -136,25 +109,13 @@ class OpCall:
         return {n: self.args[p] for n, p in zip(sig.attrs, sig.attr_pos)}
 
     def run(self):
-        """Passes the call down the chain; the last link executes it eagerly
-        (through ``execute()`` when a hook set ``record``)."""
-        i = self._next
-        if i < len(self._chain):
-            self._next = i + 1
-            try:
-                return self._chain[i](self)
-            finally:
-                self._next = i
-        return self.execute() if self.record else self.entry_point(*self.args)
+        """Passes the call to the mode entry below the hook; eager execution at the bottom."""
+        return _pw.op_call_run(self, False)
 
     def execute(self):
-        """Executes the op now, recording its converted inputs, attrs and outputs."""
-        sig = signature(self.op_type)
-        args = self.args
-        result, self.flat_inputs, self.completed_attrs = _pw.execute_record(
-            self.op_type, tuple([args[p] for p in sig.input_pos]), tuple([args[p] for p in sig.attr_pos]))
-        self.outputs = result if type(result) is tuple else (result,)
-        return result
+        """Executes the op eagerly now, whatever modes are below, recording its facts."""
+        self.record = True
+        return _pw.op_call_run(self, True)
 
     @property
     def input_tensors(self):
@@ -171,13 +132,12 @@ class OpCall:
         return f"OpCall({self.op_type}, inputs={self.inputs!r}, attrs={self.attrs!r})"
 
 
-def dispatch(op_type, entry_point, args):
-    # This thread's hooks, innermost first, after the recorder; with none
-    # (another thread's hooks made the wrappers call here), the call runs
-    # as on the fast path.
-    stack = getattr(_local, "stack", None)
-    if not stack:
-        return entry_point(*args)
-    recorder = _recorder
-    chain = ((recorder,) if recorder is not None else ()) + tuple(reversed(stack))
-    return OpCall(op_type, entry_point, args, chain).run()
+# The package's directories: frames there are not "the caller" of an op
+# (errors and async submits name the user's file:line). The extension and
+# the generated wrappers may live apart from the sources (an editable build).
+def _package_dirs():
+    dirs = {os.path.dirname(os.path.abspath(p)) for p in (__file__, _pw.__file__)}
+    return tuple(sorted(d + os.sep for d in dirs))
+
+
+_pw.hooks_init(OpCall, _package_dirs())

@@ -16,7 +16,6 @@ import numpy as np
 
 from opforge import _pywrap_internal as _pw
 from opforge import errors as _errors
-from opforge import _hooks
 from opforge.autodiff import registry, state
 from opforge.autodiff.state import Meta
 
@@ -43,36 +42,6 @@ class _DifferentiableView:
                 out._ag = Meta(node, i)
             outputs.append(out)
         self.outputs = tuple(outputs)
-
-
-def _requires(value):
-    ag = getattr(value, "_ag", None)
-    return ag is not None and ag.requires_grad
-
-
-def record(call):
-    """The recorder's link in a hook chain, there only while this thread has
-    hooks installed (graph, async, tracing): it marks a call that must be
-    recorded, so the hook that runs it executes it eagerly (``execute()``).
-    The Node itself is built in C, by the op call (swig/py_autograd.cc)."""
-    if not _pw.grad_enabled():
-        return call.run()
-    sig = _hooks.signature(call.op_type)
-    args = call.args
-    for listed, pos in zip(sig.is_list, sig.input_pos):
-        value = args[pos]
-        if listed and not isinstance(value, (list, tuple)):
-            return call.run()  # not a list: the op raises its usual error
-        if any(_requires(v) for v in value) if listed else _requires(value):
-            break
-    else:
-        return call.run()
-    if not registry.has_no_gradient(call.op_type):
-        call.record = True
-    return call.run()
-
-
-_hooks.set_recorder(record)
 
 
 def make_leaf(t):

@@ -1,0 +1,79 @@
+// The one call path from Python: every generated entry point (and the
+// generic one of load_op_library ops) converts its arguments, binds them
+// (cpp/framework/bind.h) and hands the bound call to this thread's mode
+// stack (cpp/framework/mode_stack.h): eager (with the tape), async, or a
+// hook the user wrote in Python (tracing; graph building until the graph
+// entry builds its nodes in C++), which is the only crossing back.
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "opforge/op.h"
+
+namespace opforge {
+namespace py {
+
+class OpBinding {
+ public:
+  // Resolved once per entry point; an unregistered op fails at call time.
+  explicit OpBinding(const char* op_name);
+  explicit OpBinding(const OpDef* op);
+
+  // args: the op's parameters in OpDef::params order (inputs, and user
+  // attrs with None for "not given"), as the generated wrappers pass them.
+  // Returns a new Tensor (a tuple for several outputs), or whatever the
+  // innermost mode returns, or nullptr with an opforge.errors exception.
+  PyObject* Call(PyObject* const* args) const;
+
+  const OpDef* op() const { return op_; }
+  const std::string& name() const { return name_; }
+  const std::vector<int>& input_pos() const { return input_pos_; }
+  const std::vector<std::pair<int, int>>& attr_pos() const { return attr_pos_; }
+  bool plain() const { return plain_; }  // no list args
+
+ private:
+  void Layout();
+  std::string name_;
+  const OpDef* op_;
+  std::vector<int> input_pos_;                 // per op input: its position in params
+  std::vector<std::pair<int, int>> attr_pos_;  // (index in op.attrs, position in params)
+  bool plain_ = false;
+};
+
+// The binding of a registered op by name (cached; nullptr with NotFoundError set).
+const OpBinding* FindBinding(const char* op_name);
+
+// file:line of the innermost Python frame outside the opforge package.
+std::string CallerLocation();
+
+// py_bind_api.cc: infer(op_type, (dtype, shape) pairs, attrs) -> (dtypes, shapes, attrs).
+PyObject* Infer(const char* op_type, PyObject* inputs, PyObject* attrs);
+
+// Module functions (pywrap_internal.i).
+// execute(op_name, args): the generic entry point (args in params order).
+PyObject* ExecuteOp(const char* op_name, PyObject* args);
+// Modes of this thread: "async", "eager" (a sync block inside async), "hook" (target: the function).
+PyObject* ModePush(const char* mode, PyObject* target);
+PyObject* ModePop(const char* mode, PyObject* target);
+// op_call_type: opforge._hooks.OpCall; package_dirs: where CallerLocation skips frames.
+PyObject* HooksInit(PyObject* op_call_type, PyObject* package_dirs);
+// OpCall.run(): passes the call to the mode below its hook (eager=True: straight to eager).
+PyObject* OpCallRun(PyObject* call, PyObject* eager);
+// (input names, is-list flags, user attr names, params) of an op.
+PyObject* OpSignature(const char* op_name);
+PyObject* PyCallerLocation();
+// bind(op_type, inputs, attrs) -> (inputs, output dtypes, output shapes, completed attrs):
+// the binder without running anything. inputs: one per input arg (a list
+// for list args) of values, or of objects with `dtype` and `shape` and no
+// value (graph tensors, dask arrays: None or nan for unknown dims).
+// Returned inputs: values converted to their bound dtype (Tensors), the
+// shape-only ones as given; unknown output dims are None.
+PyObject* BindCall(const char* op_type, PyObject* inputs, PyObject* attrs);
+
+}  // namespace py
+}  // namespace opforge
