@@ -2,7 +2,6 @@
 # registry fingerprint: 9ff53b04370530e0
 """Wrappers for opforge's special ops, generated from their C++ declarations."""
 from opforge import _pywrap_internal as _pw
-from opforge._hooks import hooks as _hooks, dispatch as _dispatch
 
 # Raises ImportError naming `python -m codegen` if the extension was built
 # from different op declarations than these wrappers.
@@ -42,9 +41,7 @@ def ceil(x):
 
     Declared at cpp/ops/special_ops.cc:42 (op Ceil).
     """
-    if not _hooks:
-        return _Ceil(x)
-    return _dispatch("Ceil", _Ceil, (x,))
+    return _Ceil(x)
 
 
 _Erf = _pw.Erf
@@ -69,9 +66,7 @@ def erf(x):
 
     Declared at cpp/ops/special_ops.cc:9 (op Erf).
     """
-    if not _hooks:
-        return _Erf(x)
-    return _dispatch("Erf", _Erf, (x,))
+    return _Erf(x)
 
 
 _Floor = _pw.Floor
@@ -96,9 +91,7 @@ def floor(x):
 
     Declared at cpp/ops/special_ops.cc:25 (op Floor).
     """
-    if not _hooks:
-        return _Floor(x)
-    return _dispatch("Floor", _Floor, (x,))
+    return _Floor(x)
 
 
 _IsInf = _pw.IsInf
@@ -122,9 +115,7 @@ def is_inf(x):
 
     Declared at cpp/ops/special_ops.cc:109 (op IsInf).
     """
-    if not _hooks:
-        return _IsInf(x)
-    return _dispatch("IsInf", _IsInf, (x,))
+    return _IsInf(x)
 
 
 _IsNan = _pw.IsNan
@@ -148,9 +139,7 @@ def is_nan(x):
 
     Declared at cpp/ops/special_ops.cc:93 (op IsNan).
     """
-    if not _hooks:
-        return _IsNan(x)
-    return _dispatch("IsNan", _IsNan, (x,))
+    return _IsNan(x)
 
 
 _Round = _pw.Round
@@ -176,9 +165,7 @@ def round(x):
 
     Declared at cpp/ops/special_ops.cc:59 (op Round).
     """
-    if not _hooks:
-        return _Round(x)
-    return _dispatch("Round", _Round, (x,))
+    return _Round(x)
 
 
 _Sign = _pw.Sign
@@ -203,6 +190,4 @@ def sign(x):
 
     Declared at cpp/ops/special_ops.cc:76 (op Sign).
     """
-    if not _hooks:
-        return _Sign(x)
-    return _dispatch("Sign", _Sign, (x,))
+    return _Sign(x)
