@@ -11,6 +11,8 @@ Cases (medians of interleaved repeats; ratios are baseline time / new time):
   engine.async_submit      10,000 tiny adds: per-op cost, sync vs async submit    (reported)
   engine.async_overlap     steps of ~1 ms of kernels + ~1 ms of Python: sync vs
                            async                                                 (target >= 1.6x)
+  engine.graph_build       building a 10,001-node graph vs running its ops eagerly
+                           (bench/graph_build.py; nodes_per_s is the figure)     (reported)
   engine.control_threads   the in-process control: the chains' 16 matmuls as
                            eager calls (GIL released) on 1 vs 2 plain Python
                            threads, no engine. It is the parallelism this machine
@@ -155,6 +157,8 @@ def run(quick=False):
     tsync, tasync = _median_pair(loop, async_overlap, repeats)
     out["engine.async_overlap"] = {"title": f"{steps} steps of a {k}x{k} matmul ({per * 1e3:.2f} ms) + 1 ms Python",
                                    "baseline_s": tsync, "new_s": tasync, "ratio": tsync / tasync}
+    from bench import graph_build
+    out.update(graph_build.run(quick))
     for key, case in out.items():
         if key in TARGETS:
             case["target"] = TARGETS[key]

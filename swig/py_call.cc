@@ -1,4 +1,5 @@
 #include "py_call.h"
+#include "py_graph.h"
 
 #include <strings.h>
 
@@ -232,6 +233,15 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
     target = e.target;
   }
   if (mode == Mode::kHook) return CallHook(b, args, level - 1, static_cast<PyObject*>(target), call);
+  if (mode == Mode::kGraph) {  // a node of the graph (py_graph.cc): no kernel runs
+    InlinedVector<PyObject*, 4> graph_inputs(op.inputs.size());
+    for (size_t a = 0; a < op.inputs.size(); ++a) graph_inputs[a] = args[b.input_pos()[a]];
+    InlinedVector<AttrValue, 4> graph_attrs(op.attrs.size());
+    for (const auto& [i, pos] : b.attr_pos()) {
+      if (!ConvertAnyAttr(args[pos], op.name.c_str(), op.attrs[i], &graph_attrs[i])) return nullptr;
+    }
+    return GraphEntry(static_cast<PyObject*>(target), op, graph_inputs.data(), graph_attrs.data());
+  }
   const char* name = op.name.c_str();
   InlinedVector<PyObject*, 4> py_inputs(op.inputs.size());
   for (size_t a = 0; a < op.inputs.size(); ++a) py_inputs[a] = args[b.input_pos()[a]];
@@ -362,23 +372,29 @@ PyObject* ModePush(const char* mode, PyObject* target) {
   if (std::strcmp(mode, "async") == 0) m = Mode::kAsync;
   else if (std::strcmp(mode, "eager") == 0) m = Mode::kEager;
   else if (std::strcmp(mode, "hook") == 0 && PyCallable_Check(target)) m = Mode::kHook;
+  else if (std::strcmp(mode, "graph") == 0 && target != Py_None) m = Mode::kGraph;
   else return SetError(errors::InvalidArgument("mode_push: unknown mode '", mode, "' (or a hook that is not callable)"));
-  void* t = m == Mode::kHook ? target : nullptr;
+  const bool holds = m == Mode::kHook || m == Mode::kGraph;
+  void* t = holds ? target : nullptr;
   Status s = ModeStack::ThisThread().Push(m, t);
   if (!s.ok()) return SetError(s);
-  if (m == Mode::kHook) Py_INCREF(target);  // the entry holds the function
+  if (holds) Py_INCREF(target);  // the entry holds the function (the graph)
   Py_RETURN_NONE;
 }
 
 PyObject* ModePop(const char* mode, PyObject* target) {
-  Mode m = std::strcmp(mode, "async") == 0 ? Mode::kAsync : std::strcmp(mode, "eager") == 0 ? Mode::kEager : Mode::kHook;
-  void* t = m == Mode::kHook ? target : nullptr;
+  Mode m = std::strcmp(mode, "async") == 0   ? Mode::kAsync
+           : std::strcmp(mode, "eager") == 0 ? Mode::kEager
+           : std::strcmp(mode, "graph") == 0 ? Mode::kGraph
+                                             : Mode::kHook;
+  const bool holds = m == Mode::kHook || m == Mode::kGraph;
+  void* t = holds ? target : nullptr;
   Status s = ModeStack::ThisThread().Pop(m, t);
   if (!s.ok()) {
     PyErr_SetString(PyExc_ValueError, s.message().c_str());
     return nullptr;
   }
-  if (m == Mode::kHook) Py_DECREF(target);
+  if (holds) Py_DECREF(target);
   Py_RETURN_NONE;
 }
 

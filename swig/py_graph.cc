@@ -1,92 +1,198 @@
 #include "py_graph.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "../cpp/framework/graph.h"
+#include "py_call.h"
+#include "py_graph_views.h"
 #include "py_op_args.h"
 
 namespace opforge {
 namespace py {
 namespace {
 
-constexpr const char* kCapsule = "opforge.Graph";
+constexpr const char* kCapsule = "opforge.Graph";  // py_graph_views.cc reads it too
 
-Graph* GraphOf(PyObject* capsule) {
-  void* p = PyCapsule_GetPointer(capsule, kCapsule);
-  if (!p) {
-    PyErr_Clear();
-    SetError(errors::InvalidArgument("expected a graph handle from graph_new()"));
+PyObject* symbolic_type = nullptr;  // opforge.graph.SymbolicTensor (GraphInit)
+
+// One input as the binder takes it: a SymbolicTensor of `graph_obj` is its
+// node's output (dtype and shape from the C++ graph); anything else is what
+// an eager call takes (Tensors, arrays, scalars, lists), made a constant
+// node after binding.
+bool ToGraphInput(Graph* g, PyObject* graph_obj, PyObject* obj, const OpDef& op, const std::string& label,
+                  BindInput* out) {
+  static PyObject *s_graph = PyUnicode_InternFromString("graph"), *s_node = PyUnicode_InternFromString("_node"),
+                  *s_index = PyUnicode_InternFromString("value_index");
+  if (symbolic_type == nullptr || !PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(symbolic_type))) {
+    return ToBindInput(obj, op.name.c_str(), label, false, out);
   }
-  return static_cast<Graph*>(p);
+  PyObject* owner = PyObject_GetAttr(obj, s_graph);
+  if (!owner) return false;
+  Py_DECREF(owner);  // only compared
+  if (owner != graph_obj) {
+    SetInvalidArgument(op.name.c_str(), "argument '" + label + "' is a tensor of another graph");
+    return false;
+  }
+  PyObject* node_obj = PyObject_GetAttr(obj, s_node);
+  PyObject* index_obj = node_obj ? PyObject_GetAttr(obj, s_index) : nullptr;
+  const long node = node_obj ? PyLong_AsLong(node_obj) : -1;
+  const long index = index_obj ? PyLong_AsLong(index_obj) : -1;
+  Py_XDECREF(node_obj);
+  Py_XDECREF(index_obj);
+  if (PyErr_Occurred()) return false;
+  if (node < 0 || node >= g->num_nodes() || index < 0 ||
+      index >= static_cast<long>(g->node(static_cast<int>(node)).dtypes.size())) {
+    SetInvalidArgument(op.name.c_str(), "argument '" + label + "' refers to a tensor that is not in this graph");
+    return false;
+  }
+  const opforge::GraphNode& src = g->node(static_cast<int>(node));
+  *out = BindInput::Symbolic(static_cast<int>(node), static_cast<int>(index), src.dtypes[index],
+                             PartialShape(src.shapes[index]));
+  return true;
 }
 
-
-PyObject* ShapeTuple(const TensorShape& s) {
-  PyObject* t = PyTuple_New(s.rank());
-  for (int i = 0; t && i < s.rank(); ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(s.dim(i)));
-  return t;
-}
-
-PyObject* IntList(const std::vector<int64_t>& v) {
-  PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.size()));
-  for (size_t i = 0; l && i < v.size(); ++i) PyList_SET_ITEM(l, i, PyLong_FromLongLong(v[i]));
-  return l;
-}
-
-PyObject* AttrToPy(const AttrDef& def, const AttrValue& v) {
-  if (!v.is_set() || v.is_none()) Py_RETURN_NONE;
-  switch (def.type) {
-    case AttrType::kInt: return PyLong_FromLongLong(v.i);
-    case AttrType::kFloat: return PyFloat_FromDouble(v.f);
-    case AttrType::kBool: return PyBool_FromLong(v.b);
-    case AttrType::kString: return PyUnicode_FromStringAndSize(v.s.data(), static_cast<Py_ssize_t>(v.s.size()));
-    case AttrType::kType: {
-      PyObject* d = DTypeObject(v.type);
-      Py_INCREF(d);
-      return d;
-    }
-    case AttrType::kShape:
-    case AttrType::kListInt: return IntList(v.list_i);
-    case AttrType::kListFloat: {
-      PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.list_f.size()));
-      for (size_t i = 0; l && i < v.list_f.size(); ++i) PyList_SET_ITEM(l, i, PyFloat_FromDouble(v.list_f[i]));
-      return l;
-    }
-    case AttrType::kListType: {
-      PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.list_type.size()));
-      for (size_t i = 0; l && i < v.list_type.size(); ++i) {
-        PyObject* d = DTypeObject(v.list_type[i]);
-        Py_INCREF(d);
-        PyList_SET_ITEM(l, i, d);
-      }
-      return l;
-    }
+// A value made a constant node: copied when it borrows numpy memory, so
+// later writes to the array do not change the graph.
+Status ConstantOf(Graph* g, Tensor value, const std::string& where, int* id) {
+  if (IsBorrowedFromNumpy(value.buffer())) {
+    Tensor copy;
+    OF_RETURN_IF_ERROR(Tensor::Allocate(value.dtype(), value.shape(), &copy));
+    if (value.TotalBytes()) std::memcpy(copy.raw_data(), value.raw_data(), value.TotalBytes());
+    value = std::move(copy);
   }
-  Py_RETURN_NONE;
-}
-
-PyObject* OutputsInfo(const OpDef& op, const std::vector<DType>& dtypes, const std::vector<TensorShape>& shapes,
-                      const std::vector<AttrValue>& attrs, int node) {
-  PyObject* dt = PyTuple_New(static_cast<Py_ssize_t>(dtypes.size()));
-  PyObject* sh = PyTuple_New(static_cast<Py_ssize_t>(shapes.size()));
-  PyObject* at = PyDict_New();
-  for (size_t i = 0; i < dtypes.size(); ++i) {
-    PyObject* d = DTypeObject(dtypes[i]);
-    Py_INCREF(d);
-    PyTuple_SET_ITEM(dt, i, d);
-    PyTuple_SET_ITEM(sh, i, ShapeTuple(shapes[i]));
-  }
-  for (size_t i = 0; i < op.attrs.size(); ++i) {
-    PyObject* v = AttrToPy(op.attrs[i], attrs[i]);
-    PyDict_SetItemString(at, op.attrs[i].name.c_str(), v);
-    Py_XDECREF(v);
-  }
-  return Py_BuildValue("(iNNN)", node, dt, sh, at);
+  *id = g->AddConstant("Const", std::move(value), where);
+  return Status::OK();
 }
 
 }  // namespace
+
+PyObject* GraphInit(PyObject* symbolic_tensor_type) {
+  if (!PyType_Check(symbolic_tensor_type)) return SetInvalidArgument("graph_init", "expected the SymbolicTensor type");
+  Py_INCREF(symbolic_tensor_type);
+  Py_XSETREF(symbolic_type, symbolic_tensor_type);
+  Py_RETURN_NONE;
+}
+
+namespace {
+
+// The node's output views, cached on the Python Graph (`_out_views`), so an
+// output always has one SymbolicTensor.
+PyObject* OutputViews(PyObject* graph_obj, int node, Py_ssize_t n) {
+  static PyObject* s_views = PyUnicode_InternFromString("_out_views");
+  PyObject* cache = PyObject_GetAttr(graph_obj, s_views);
+  if (!cache) return nullptr;
+  PyObject* key = PyLong_FromLong(node);
+  PyObject* outs = key ? PyDict_GetItemWithError(cache, key) : nullptr;  // borrowed
+  if (outs) {
+    Py_INCREF(outs);
+  } else if (key && !PyErr_Occurred()) {
+    outs = PyTuple_New(n);
+    for (Py_ssize_t i = 0; outs && i < n; ++i) {
+      PyObject* t = PyObject_CallFunction(symbolic_type, "Oin", graph_obj, node, i);
+      if (!t) Py_CLEAR(outs);
+      else PyTuple_SET_ITEM(outs, i, t);
+    }
+    if (outs && PyDict_SetItem(cache, key, outs) != 0) Py_CLEAR(outs);
+  }
+  Py_XDECREF(key);
+  Py_DECREF(cache);
+  if (!outs || n != 1) return outs;
+  PyObject* only = PyTuple_GET_ITEM(outs, 0);
+  Py_INCREF(only);
+  Py_DECREF(outs);
+  return only;
+}
+
+// Binds a call (`inputs`: one object per op input, a list for list args;
+// `attrs`: one per op attr, unset where not given), adds constants for its
+// values and the node; *id is the node's.
+bool AddCall(PyObject* graph_obj, Graph* g, const OpDef& op, PyObject* const* inputs, AttrValue* attrs,
+             const std::string& base, const std::string& where, int* id) {
+  InlinedVector<BindInput, 4> bind_inputs(op.inputs.size());
+  for (size_t a = 0; a < op.inputs.size(); ++a) {
+    const ArgDef& arg = op.inputs[a];
+    PyObject* obj = inputs[a];
+    if (!arg.is_list()) {
+      if (!ToGraphInput(g, graph_obj, obj, op, arg.name, &bind_inputs[a])) return false;
+      continue;
+    }
+    if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
+      SetInvalidArgument(op.name.c_str(), "argument '" + arg.name + "' must be a list or tuple of tensors, not " +
+                                              Py_TYPE(obj)->tp_name);
+      return false;
+    }
+    BindInput& list = bind_inputs[a];
+    list.kind = BindInput::kList;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    list.items.resize(static_cast<size_t>(n));
+    for (Py_ssize_t k = 0; k < n; ++k) {
+      if (!ToGraphInput(g, graph_obj, PySequence_Fast_GET_ITEM(obj, k), op, InputLabel(arg, k, true),
+                        &list.items[static_cast<size_t>(k)])) {
+        return false;
+      }
+    }
+  }
+  // The name is taken even when the call fails, so errors name the node.
+  std::string name = g->UniqueName(base);
+  BoundCall bc;
+  Status s = Bind(op, bind_inputs.data(), attrs, &bc);
+  if (!s.ok()) {
+    opforge::GraphNode label;
+    label.name = name;
+    label.op = &op;
+    label.where = where;
+    SetError(s.WithPrefix(label.Label() + ": "));
+    return false;
+  }
+  std::vector<NodeOutput> refs(bc.slots.size());
+  for (size_t i = 0; i < bc.slots.size(); ++i) {
+    if (bc.slots[i].kind == BindInput::kSymbolic) {
+      refs[i] = NodeOutput{bc.slots[i].node, bc.slots[i].output};
+      continue;
+    }
+    s = ConstantOf(g, bc.values[i], where, &refs[i].node);
+    if (!s.ok()) {
+      SetError(s.WithPrefix(op.name + ": "));
+      return false;
+    }
+  }
+  *id = g->AddBound(std::move(name), bc, std::move(refs), where);
+  return true;
+}
+
+}  // namespace
+
+PyObject* GraphEntry(PyObject* graph_obj, const OpDef& op, PyObject* const* inputs, AttrValue* attrs) {
+  static PyObject* s_handle = PyUnicode_InternFromString("_handle");
+  PyObject* handle = PyObject_GetAttr(graph_obj, s_handle);
+  if (!handle) return nullptr;
+  Graph* g = GraphOf(handle);
+  Py_DECREF(handle);  // the Python Graph holds it
+  int id = -1;
+  if (!g || !AddCall(graph_obj, g, op, inputs, attrs, op.name, CallerLocation(), &id)) return nullptr;
+  return OutputViews(graph_obj, id, static_cast<Py_ssize_t>(op.outputs.size()));
+}
+
+PyObject* GraphAddCall(PyObject* graph_obj, PyObject* graph, const char* op_type, const char* base, PyObject* where_obj,
+                       PyObject* inputs, PyObject* attrs_dict) {
+  Graph* g = GraphOf(graph);
+  const OpDef* op = g ? FindOp(op_type) : nullptr;
+  if (!op) return nullptr;
+  const std::string where = where_obj == Py_None ? CallerLocation()
+                            : PyUnicode_Check(where_obj) ? PyUnicode_AsUTF8(where_obj) : "<unknown>";
+  if (!PyTuple_Check(inputs) || static_cast<size_t>(PyTuple_GET_SIZE(inputs)) != op->inputs.size()) {
+    return SetInvalidArgument(op->name.c_str(), "expected a tuple of " + std::to_string(op->inputs.size()) + " inputs");
+  }
+  std::vector<AttrValue> attrs;
+  if (!ConvertAttrs(*op, attrs_dict, &attrs)) return nullptr;
+  int id = -1;
+  if (!AddCall(graph_obj, g, *op, &PyTuple_GET_ITEM(inputs, 0), attrs.data(), base, where, &id)) return nullptr;
+  return OutputViews(graph_obj, id, static_cast<Py_ssize_t>(op->outputs.size()));
+}
 
 PyObject* GraphNew() {
   return PyCapsule_New(new Graph(), kCapsule, [](PyObject* c) {
@@ -106,7 +212,12 @@ PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, P
   if (!seq) return nullptr;
   std::vector<int64_t> dims;
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-    const long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+    PyObject* item = PySequence_Fast_GET_ITEM(seq, i);
+    if (item == Py_None) {  // unknown until the graph runs
+      dims.push_back(kUnknownDim);
+      continue;
+    }
+    const long long v = PyLong_AsLongLong(item);
     if (v == -1 && PyErr_Occurred()) {
       Py_DECREF(seq);
       PyErr_Clear();
@@ -115,9 +226,13 @@ PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, P
     dims.push_back(v);
   }
   Py_DECREF(seq);
-  TensorShape s;
-  Status st = TensorShape::Make(dims.data(), static_cast<int>(dims.size()), &s);
-  if (!st.ok()) return SetError(st.WithPrefix(std::string("placeholder '") + name + "': argument 'shape': "));
+  const TensorShape s(dims.data(), static_cast<int>(std::min<size_t>(dims.size(), kMaxRank)));
+  if (dims.size() > static_cast<size_t>(kMaxRank) || !IsPartialShapeValid(s)) {
+    TensorShape checked;
+    Status st = TensorShape::Make(dims.data(), static_cast<int>(dims.size()), &checked);
+    if (st.ok()) st = errors::InvalidArgument("dims must be >= 0 or None (unknown)");
+    return SetError(st.WithPrefix(std::string("placeholder '") + name + "': argument 'shape': "));
+  }
   return PyLong_FromLong(g->AddPlaceholder(name, d, s, where));
 }
 
@@ -125,32 +240,6 @@ PyObject* GraphConstant(PyObject* graph, const char* name, PyObject* value, cons
   Graph* g = GraphOf(graph);
   if (!g || !TensorArg(value, "constant", "value") || !ResolvePending(value)) return nullptr;
   return PyLong_FromLong(g->AddConstant(name, TensorOf(value), where));
-}
-
-PyObject* GraphAddOp(PyObject* graph, const char* op_type, const char* name, const char* where, PyObject* inputs,
-                     PyObject* attrs_dict) {
-  Graph* g = GraphOf(graph);
-  const OpDef* op = g ? FindOp(op_type) : nullptr;
-  if (!op) return nullptr;
-  std::vector<AttrValue> attrs;
-  if (!ConvertAttrs(*op, attrs_dict, &attrs)) return nullptr;
-  std::vector<NodeOutput> refs;
-  bool ok = ForEachInput(*op, inputs, &attrs, [&](PyObject* item, const std::string& label, const ArgDef&) {
-    NodeOutput r;
-    if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "ii", &r.node, &r.index)) {
-      PyErr_Clear();
-      SetInvalidArgument(op->name.c_str(), "argument '" + label + "' must be a (node, output) pair");
-      return false;
-    }
-    refs.push_back(r);
-    return true;
-  });
-  if (!ok) return nullptr;
-  int id = -1;
-  Status s = g->AddOp(name, op, std::move(refs), std::move(attrs), where, &id);
-  if (!s.ok()) return SetError(s);
-  const GraphNode& node = g->node(id);
-  return OutputsInfo(*op, node.dtypes, node.shapes, node.attrs, id);
 }
 
 PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads) {

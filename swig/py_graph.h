@@ -5,6 +5,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "opforge/attr.h"
+#include "opforge/op.h"
+
 namespace opforge {
 namespace py {
 
@@ -12,10 +15,22 @@ namespace py {
 PyObject* GraphNew();
 PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, PyObject* shape, const char* where);
 PyObject* GraphConstant(PyObject* graph, const char* name, PyObject* value, const char* where);
-// inputs: one item per input arg, a (node, output) pair or a list of pairs.
-// Returns (node, dtypes, shapes, completed attrs dict).
-PyObject* GraphAddOp(PyObject* graph, const char* op_type, const char* name, const char* where, PyObject* inputs,
-                     PyObject* attrs);
+// Adds a node for a call of `op_type` (graph building's one entry): `inputs`
+// one item per input arg as the caller passed them (SymbolicTensors of
+// `graph_obj`, whose handle `graph` is, or anything an eager call takes:
+// those become constant nodes), bound by the binder (bind.h), whose output
+// dtypes and shapes the node keeps. `where` None: the caller's file:line.
+// Returns the output view (a tuple of them for several outputs), cached on
+// `graph_obj`. Errors name the node and `where`.
+PyObject* GraphAddCall(PyObject* graph_obj, PyObject* graph, const char* op_type, const char* base, PyObject* where,
+                       PyObject* inputs, PyObject* attrs);
+// The graph entry of the mode stack (mode_stack.h, kGraph; py_call.cc):
+// the call of `op` (inputs per op input; attrs per op attr, unset where not
+// given) as a node of `graph_obj` (an opforge.Graph), named after the op,
+// built at the caller's file:line. Returns its output view(s).
+PyObject* GraphEntry(PyObject* graph_obj, const OpDef& op, PyObject* const* inputs, AttrValue* attrs);
+// Registers opforge.graph.SymbolicTensor, the view GraphAddCall recognizes.
+PyObject* GraphInit(PyObject* symbolic_tensor_type);
 // feeds: list of (node, Tensor); fetches: list of (node, output).
 // Returns (tuple of Tensors, stats dict). Runs without the GIL.
 PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads);

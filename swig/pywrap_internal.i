@@ -7,6 +7,7 @@
 #include "py_binding.h"
 #include "py_async.h"
 #include "py_graph.h"
+#include "py_graph_views.h"
 #include "py_call.h"
 #include "py_module.h"
 #include "py_op_library.h"
@@ -87,7 +88,6 @@ PyObject* DTypeTable();
 %rename(graph_new) opforge::py::GraphNew;
 %rename(graph_placeholder) opforge::py::GraphPlaceholder;
 %rename(graph_constant) opforge::py::GraphConstant;
-%rename(graph_add_op) opforge::py::GraphAddOp;
 %rename(graph_run) opforge::py::GraphRun;
 %rename(async_flush) opforge::py::AsyncFlush;
 %rename(async_drain) opforge::py::AsyncDrain;
@@ -99,8 +99,6 @@ namespace opforge { namespace py {
 PyObject* GraphNew();
 PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, PyObject* shape, const char* where);
 PyObject* GraphConstant(PyObject* graph, const char* name, PyObject* value, const char* where);
-PyObject* GraphAddOp(PyObject* graph, const char* op_type, const char* name, const char* where, PyObject* inputs,
-                     PyObject* attrs);
 PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads);
 PyObject* AsyncFlush();
 PyObject* AsyncDrain();
@@ -108,6 +106,29 @@ PyObject* AsyncQueueSize();
 PyObject* AsyncPending();
 PyObject* IsPending(PyObject* tensor);
 PyObject* InterOpThreads();
+}}
+
+// The views' reads of the C++ graph (py_graph_views.h).
+%rename(graph_add_call) opforge::py::GraphAddCall;
+%rename(graph_init) opforge::py::GraphInit;
+%rename(graph_num_nodes) opforge::py::GraphNumNodes;
+%rename(graph_node) opforge::py::GraphNode;
+%rename(graph_node_inputs) opforge::py::GraphNodeInputs;
+%rename(graph_node_attrs) opforge::py::GraphNodeAttrs;
+%rename(graph_output) opforge::py::GraphOutput;
+%rename(graph_unique_name) opforge::py::GraphUniqueName;
+%rename(graph_consumers) opforge::py::GraphConsumers;
+namespace opforge { namespace py {
+PyObject* GraphAddCall(PyObject* graph_obj, PyObject* graph, const char* op_type, const char* base, PyObject* where,
+                       PyObject* inputs, PyObject* attrs);
+PyObject* GraphInit(PyObject* symbolic_tensor_type);
+PyObject* GraphNumNodes(PyObject* graph);
+PyObject* GraphNode(PyObject* graph, int node);
+PyObject* GraphNodeInputs(PyObject* graph, int node);
+PyObject* GraphNodeAttrs(PyObject* graph, int node);
+PyObject* GraphOutput(PyObject* graph, int node, int index);
+PyObject* GraphUniqueName(PyObject* graph, const char* base);
+PyObject* GraphConsumers(PyObject* graph);
 }}
 
 %include "gen_ops.i"

@@ -78,7 +78,8 @@ def test_quick_mode_json_has_every_figure(quick_run):
     assert statuses["Dask pipeline, 4 GB float32, threaded: >= 1.5x numpy's ops"] == "SKIP"
     # Graph and async mode against eager opforge (bench/engine.py, a subprocess).
     assert sorted(data["engine"]) == ["engine.async_overlap", "engine.async_submit", "engine.control_threads",
-                                      "engine.graph_1000_tiny", "engine.interop_chains"]
+                                      "engine.graph_1000_tiny", "engine.graph_build", "engine.interop_chains"]
+    assert data["engine"]["engine.graph_build"]["nodes_per_s"] > 0
     for case in data["engine"].values():
         assert case["baseline_s"] > 0 and case["new_s"] > 0 and case["ratio"] > 0
 

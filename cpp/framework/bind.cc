@@ -43,11 +43,6 @@ DType SlotDType(const BoundCall& call, size_t i) {
   return call.slots[i].kind == BindInput::kSymbolic ? call.slots[i].dtype : call.values[i].dtype();
 }
 
-// Two stand-in sizes for unknown dims while shape fns take known dims only:
-// odd primes (never 1, so nothing broadcasts against them), small enough
-// that rank 8 of them cannot overflow. Output dims that differ between the
-// two runs are unknown.
-constexpr int64_t kProbes[2] = {101, 103};
 
 }  // namespace
 
@@ -112,7 +107,8 @@ Status ResolveWeak(BindInput* in, DType target, const std::string& label, const 
 namespace {
 
 // The checks every bound call gets, on (dtype, shape) pairs: type attrs
-// from the inputs, attrs completed, the shape fn (unknown dims: see kProbes).
+// from the inputs, attrs completed, the shape fn (which takes unknown dims
+// as unknown: shape_inference.h).
 // `arg_of`: the op input of each slot (for messages), or null when there
 // are no list args (slot i is input i).
 Status InferBound(const OpDef& op, const int* arg_of, BoundCall* out) {
@@ -124,57 +120,20 @@ Status InferBound(const OpDef& op, const int* arg_of, BoundCall* out) {
   out->output_shapes.resize(op.outputs.size());
   InlinedVector<InputSpec, 4> specs(num_slots);
   InlinedVector<TensorShape, 2> shapes(op.outputs.size());
-  bool unknown = false;
   for (size_t i = 0; i < num_slots; ++i) {
     if (has_slots && out->slots[i].kind == BindInput::kSymbolic) {
       const BindInput& s = out->slots[i];
       if (!s.shape.known_rank) {
         return errors::InvalidArgument("argument '", op.inputs[arg_of ? arg_of[i] : i].name, "' has a shape of unknown rank");
       }
-      unknown |= !s.shape.fully_defined();
       specs[i] = InputSpec{s.dtype, &s.shape.dims};
     } else {
       specs[i] = InputSpec{out->values[i].dtype(), &out->values[i].shape()};
     }
   }
-  if (!unknown) {
-    OF_RETURN_IF_ERROR(InferOutputs(op, specs.data(), static_cast<int>(num_slots), attrs, shapes.data(),
-                                    out->output_dtypes.data()));
-    for (size_t o = 0; o < op.outputs.size(); ++o) out->output_shapes[o] = PartialShape(shapes[o]);
-    return Status::OK();
-  }
-  // Unknown dims: infer at each stand-in size; dims that differ are unknown.
-  InlinedVector<TensorShape, 4> probed(num_slots);
-  InlinedVector<TensorShape, 2> first(op.outputs.size());
-  for (int p = 0; p < 2; ++p) {
-    for (size_t i = 0; i < num_slots; ++i) {
-      if (!has_slots || out->slots[i].kind != BindInput::kSymbolic) continue;
-      probed[i] = out->slots[i].shape.dims;
-      for (int d = 0; d < probed[i].rank(); ++d) {
-        if (probed[i].dim(d) < 0) probed[i].set_dim(d, kProbes[p]);
-      }
-      specs[i].shape = &probed[i];
-    }
-    // Each run completes attrs from scratch (the second sees the first's T).
-    InlinedVector<AttrValue, 4> run_attrs(op.attrs.size());
-    for (size_t i = 0; i < op.attrs.size(); ++i) run_attrs[i] = attrs[i];
-    OF_RETURN_IF_ERROR(InferOutputs(op, specs.data(), static_cast<int>(num_slots), run_attrs.data(),
-                                    p == 0 ? first.data() : shapes.data(), out->output_dtypes.data()));
-    if (p == 1) {
-      for (size_t i = 0; i < op.attrs.size(); ++i) attrs[i] = std::move(run_attrs[i]);
-    }
-  }
-  for (size_t o = 0; o < op.outputs.size(); ++o) {
-    PartialShape& ps = out->output_shapes[o];
-    if (first[o].rank() != shapes[o].rank()) {
-      ps = PartialShape::UnknownRank();
-      continue;
-    }
-    ps.dims = shapes[o];
-    for (int d = 0; d < shapes[o].rank(); ++d) {
-      if (first[o].dim(d) != shapes[o].dim(d)) ps.dims.set_dim(d, PartialShape::kUnknownDim);
-    }
-  }
+  OF_RETURN_IF_ERROR(InferOutputs(op, specs.data(), static_cast<int>(num_slots), attrs, shapes.data(),
+                                  out->output_dtypes.data()));
+  for (size_t o = 0; o < op.outputs.size(); ++o) out->output_shapes[o] = PartialShape(shapes[o]);
   return Status::OK();
 }
 

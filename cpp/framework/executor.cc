@@ -137,7 +137,7 @@ OPFORGE_HOT_INLINE Status RunShapeFn(const OpDef& op, const InputSpec* inputs, i
   OF_RETURN_IF_ERROR(op.shape_fn(&ictx));
   if (!ictx.lookup_error().ok()) return ictx.lookup_error();
   for (size_t i = 0; i < op.outputs.size(); ++i) {
-    if (!shapes[i].IsValid()) {
+    if (!shapes[i].IsValid() && !(HasUnknownDims(inputs, num_inputs) && IsPartialShapeValid(shapes[i]))) {
       TensorShape checked;
       Status s = TensorShape::Make(shapes[i].dims(), shapes[i].rank(), &checked);
       return errors::InvalidArgument("output '", op.outputs[i].name, "': ", s.message());

@@ -32,62 +32,100 @@ std::string GraphNode::Label() const {
   return label + ")";
 }
 
-int Graph::AddPlaceholder(std::string name, DType dtype, const TensorShape& shape, std::string where) {
+std::string Graph::UniqueNameLocked(const std::string& base) {
+  int& n = name_uses_[base];
+  std::string name = n == 0 ? base : base + "_" + std::to_string(n);
+  ++n;
+  return name;
+}
+
+std::string Graph::UniqueName(const std::string& base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return UniqueNameLocked(base);
+}
+
+int Graph::AddPlaceholder(const std::string& base, DType dtype, const TensorShape& shape, std::string where) {
   GraphNode n;
   n.kind = GraphNode::kPlaceholder;
-  n.name = std::move(name);
   n.where = std::move(where);
   n.dtypes = {dtype};
   n.shapes = {shape};
   std::lock_guard<std::mutex> lock(mu_);
+  n.name = UniqueNameLocked(base);
   nodes_.push_back(std::move(n));
   return static_cast<int>(nodes_.size()) - 1;
 }
 
-int Graph::AddConstant(std::string name, Tensor value, std::string where) {
+int Graph::AddConstant(const std::string& base, Tensor value, std::string where) {
   GraphNode n;
   n.kind = GraphNode::kConstant;
-  n.name = std::move(name);
   n.where = std::move(where);
   n.dtypes = {value.dtype()};
   n.shapes = {value.shape()};
   n.value = std::move(value);
   std::lock_guard<std::mutex> lock(mu_);
+  n.name = UniqueNameLocked(base);
   nodes_.push_back(std::move(n));
   return static_cast<int>(nodes_.size()) - 1;
 }
 
-Status Graph::AddOp(std::string name, const OpDef* op, std::vector<NodeOutput> inputs, std::vector<AttrValue> attrs,
-                    std::string where, int* id) {
+Status Graph::AddOp(const std::string& base, const OpDef* op, std::vector<NodeOutput> inputs,
+                    std::vector<AttrValue> attrs, std::string where, int* id) {
+  GraphNode n;
+  n.kind = GraphNode::kOp;
+  n.where = std::move(where);
+  n.op = op;
+  InlinedVector<InputSpec, 4> specs;  // dtype and shape: shape functions read no data
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const NodeOutput& in : inputs) {
+    if (in.node < 0 || in.node >= static_cast<int>(nodes_.size()) ||
+        in.index >= static_cast<int>(nodes_[in.node].dtypes.size()) || in.index < 0) {
+      n.name = base;
+      return errors::InvalidArgument(n.Label(), ": input refers to a tensor that is not in this graph");
+    }
+    // Nodes never change once added and the deque keeps them in place, so
+    // the specs stay valid while the lock is dropped for inference.
+    const GraphNode& src = nodes_[in.node];
+    specs.push_back(InputSpec{src.dtypes[in.index], &src.shapes[in.index]});
+  }
+  n.name = UniqueNameLocked(base);
+  lock.unlock();
+  attrs.resize(op->attrs.size());
+  n.dtypes.resize(op->outputs.size());
+  n.shapes.resize(op->outputs.size());
+  Status s = InferOutputs(*op, specs.data(), static_cast<int>(specs.size()), attrs.data(), n.shapes.data(),
+                          n.dtypes.data());
+  if (!s.ok()) return s.WithPrefix(n.Label() + ": ");
+  n.attrs = std::move(attrs);
+  n.inputs = std::move(inputs);
+  lock.lock();
+  nodes_.push_back(std::move(n));
+  *id = static_cast<int>(nodes_.size()) - 1;
+  return Status::OK();
+}
+
+int Graph::AddBound(std::string name, const BoundCall& call, std::vector<NodeOutput> inputs, std::string where) {
   GraphNode n;
   n.kind = GraphNode::kOp;
   n.name = std::move(name);
   n.where = std::move(where);
-  n.op = op;
-  std::vector<Tensor> shells;  // dtype and shape, no storage: shape functions read no data
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const NodeOutput& in : inputs) {
-      if (in.node < 0 || in.node >= static_cast<int>(nodes_.size()) ||
-          in.index >= static_cast<int>(nodes_[in.node].dtypes.size()) || in.index < 0) {
-        return errors::InvalidArgument(n.Label(), ": input refers to a tensor that is not in this graph");
-      }
-      const GraphNode& src = nodes_[in.node];
-      shells.emplace_back(src.dtypes[in.index], src.shapes[in.index], nullptr);
-    }
-  }
-  attrs.resize(op->attrs.size());
-  n.dtypes.resize(op->outputs.size());
-  n.shapes.resize(op->outputs.size());
-  Status s = InferFromTensors(*op, shells.data(), static_cast<int>(shells.size()), attrs.data(), n.dtypes.data(),
-                          n.shapes.data());
-  if (!s.ok()) return s.WithPrefix(n.Label() + ": ");
-  n.attrs = std::move(attrs);
+  n.op = call.op;
+  n.attrs.assign(call.attrs.data(), call.attrs.data() + call.attrs.size());
   n.inputs = std::move(inputs);
+  n.dtypes.assign(call.output_dtypes.data(), call.output_dtypes.data() + call.output_dtypes.size());
+  for (size_t o = 0; o < call.output_shapes.size(); ++o) n.shapes.push_back(call.output_shapes[o].dims);
   std::lock_guard<std::mutex> lock(mu_);
   nodes_.push_back(std::move(n));
-  *id = static_cast<int>(nodes_.size()) - 1;
-  return Status::OK();
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
+std::vector<std::vector<int>> Graph::Consumers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::vector<int>> out(nodes_.size());
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    for (const NodeOutput& in : nodes_[id].inputs) out[in.node].push_back(static_cast<int>(id));
+  }
+  return out;
 }
 
 const GraphNode& Graph::node(int id) const {

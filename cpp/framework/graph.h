@@ -1,6 +1,11 @@
 // A dataflow graph of registered ops with static dtypes and shapes, and its
 // execution on the engine (Session.run): prune to the fetches, run the
 // nodes in dependency order, free each intermediate after its last reader.
+//
+// It is the only graph store: Python's Graph, Operation and SymbolicTensor
+// are views (a handle, a node id, an output index) that read every fact
+// here. Shapes may hold unknown dims (kUnknownDim, -1), from placeholders
+// like [None, 784]; shape functions take them as unknown.
 #pragma once
 
 #include <deque>
@@ -8,8 +13,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "bind.h"
 #include "engine.h"
 
 namespace opforge {
@@ -28,23 +35,34 @@ struct GraphNode {
   std::vector<AttrValue> attrs;      // complete (inferred and defaults filled)
   std::vector<NodeOutput> inputs;    // flattened, as Execute takes them
   std::vector<DType> dtypes;         // per output
-  std::vector<TensorShape> shapes;   // per output, static
+  std::vector<TensorShape> shapes;   // per output, static; -1 where a dim is unknown
   Tensor value;                      // kConstant only
   std::string Label() const;         // "node 'name' (Op, built at file:line)"
 };
 
 class Graph {
  public:
-  int AddPlaceholder(std::string name, DType dtype, const TensorShape& shape, std::string where);
-  int AddConstant(std::string name, Tensor value, std::string where);
+  // Each Add* names the node `base`, or `base_N` when that is taken (the
+  // first free N), as TensorFlow does. Placeholder dims may be -1 (unknown).
+  int AddPlaceholder(const std::string& base, DType dtype, const TensorShape& shape, std::string where);
+  int AddConstant(const std::string& base, Tensor value, std::string where);
   // Infers output dtypes and shapes (the op's usual errors, prefixed with the
   // node's label); on success appends the node and sets *id.
-  Status AddOp(std::string name, const OpDef* op, std::vector<NodeOutput> inputs, std::vector<AttrValue> attrs,
-               std::string where, int* id);
+  Status AddOp(const std::string& base, const OpDef* op, std::vector<NodeOutput> inputs,
+               std::vector<AttrValue> attrs, std::string where, int* id);
+  // Adds a node of a call the binder bound (bind.h): its completed attrs,
+  // output dtypes and shapes are the node's. `inputs` are the flattened
+  // slots' nodes (symbolic slots' own, constants added for values);
+  // `name` comes from UniqueName.
+  int AddBound(std::string name, const BoundCall& call, std::vector<NodeOutput> inputs, std::string where);
+  // A name no node has yet, reserved: `base`, else `base_1`, `base_2`...
+  std::string UniqueName(const std::string& base);
 
-  // Copies of one node's public facts (nodes never change once added).
+  // One node's facts (nodes never change once added; the reference stays valid).
   const GraphNode& node(int id) const;
   int num_nodes() const;
+  // Per node, the nodes reading its outputs (once per input edge).
+  std::vector<std::vector<int>> Consumers() const;
 
   // Runs the nodes `fetches` need, given `feeds` (placeholder or any other
   // node id -> value). Feeds of a new shape re-infer shapes first, so bad
@@ -59,8 +77,11 @@ class Graph {
   Status GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const std::vector<NodeOutput>& fetches,
                  std::shared_ptr<const Plan>* plan);
 
+  std::string UniqueNameLocked(const std::string& base);
+
   mutable std::mutex mu_;
   std::deque<GraphNode> nodes_;  // deque: references stay valid as it grows
+  std::unordered_map<std::string, int> name_uses_;  // base -> how many names were made from it
   std::map<std::string, std::shared_ptr<const Plan>> plans_;
 };
 

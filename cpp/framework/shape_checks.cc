@@ -25,6 +25,15 @@ Status SliceResultShape(const TensorShape& x, const std::vector<int64_t>& begin,
   TensorShape sliced;
   for (int i = 0; i < rank; ++i) {
     const int64_t dim = x.dim(i);
+    if (IsUnknownDim(dim)) {
+      // Bounds are checked when the graph runs (shapes re-inferred from the feeds).
+      if (begin[i] < 0 || size[i] < -1) {
+        return errors::InvalidArgument("attr 'begin' ", ListString(begin), " and 'size' ", ListString(size),
+                                       " entry ", i, " must be >= 0 (size: or -1)");
+      }
+      sliced.AddDim(size[i] == -1 ? kUnknownDim : size[i]);
+      continue;
+    }
     if (begin[i] < 0 || begin[i] > dim) {
       return errors::InvalidArgument("attr 'begin' ", ListString(begin), " entry ", i, " is ", begin[i],
                                      " but must be in [0, ", dim, "] for argument 'x' of shape ",

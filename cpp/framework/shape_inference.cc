@@ -46,6 +46,11 @@ Status BroadcastShapes(const TensorShape& a, const char* a_name, const TensorSha
     const int ib = i - (rank - b.rank());
     const int64_t da = ia >= 0 ? a.dim(ia) : 1;
     const int64_t db = ib >= 0 ? b.dim(ib) : 1;
+    if (da != db && (IsUnknownDim(da) || IsUnknownDim(db)) && da != 1 && db != 1) {
+      return errors::InvalidArgument("argument '", a_name, "' with shape ", a.DebugString(), " and argument '",
+                                     b_name, "' with shape ", b.DebugString(),
+                                     " cannot be broadcast together at every size of an unknown dimension (None)");
+    }
     if (da != db && da != 1 && db != 1) {
       return errors::InvalidArgument("argument '", a_name, "' with shape ", a.DebugString(), " and argument '",
                                      b_name, "' with shape ", b.DebugString(), " cannot be broadcast together");
@@ -54,6 +59,28 @@ Status BroadcastShapes(const TensorShape& a, const char* a_name, const TensorSha
   }
   *out = result;
   return Status::OK();
+}
+
+bool IsPartialShapeValid(const TensorShape& s) {
+  int64_t known[kMaxRank];
+  int rank = 0;
+  for (int i = 0; i < s.rank(); ++i) {
+    if (s.dim(i) < kUnknownDim) return false;
+    if (!IsUnknownDim(s.dim(i))) known[rank++] = s.dim(i);
+  }
+  TensorShape checked;
+  return TensorShape::Make(known, rank, &checked).ok();
+}
+
+Status MakeShape(const int64_t* dims, int rank, TensorShape* out) {
+  if (rank >= 0 && rank <= kMaxRank) {
+    TensorShape s(dims, rank);
+    if (!IsFullyDefined(s) && IsPartialShapeValid(s)) {
+      *out = s;
+      return Status::OK();
+    }
+  }
+  return TensorShape::Make(dims, rank, out);
 }
 
 Status NormalizeAxis(int64_t axis, int rank, const char* what, int* out) {

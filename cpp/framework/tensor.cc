@@ -65,7 +65,11 @@ bool TensorShape::operator==(const TensorShape& o) const {
 std::string TensorShape::DebugString() const {
   std::ostringstream os;
   os << '[';
-  for (int i = 0; i < rank_; ++i) os << (i ? ", " : "") << dims_[i];
+  for (int i = 0; i < rank_; ++i) {
+    os << (i ? ", " : "");
+    if (dims_[i] == -1) os << "None";  // an unknown dim of a graph shape
+    else os << dims_[i];
+  }
   os << ']';
   return os.str();
 }

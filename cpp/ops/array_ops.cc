@@ -34,8 +34,30 @@ Status ReshapeShape(InferenceContext* ctx) {
       known = (d != 0 && known > INT64_MAX / d) ? INT64_MAX : known * d;
     }
   }
-  const int64_t n = in.num_elements();
   std::vector<int64_t> dims(spec);
+  if (!IsFullyDefined(in)) {
+    // n = (unknown) * the known dims' product: only a -1 can take the
+    // unknown factor, and the known dims must divide at every size.
+    int64_t known_in = 1;
+    for (int i = 0; i < in.rank(); ++i) {
+      if (!IsUnknownDim(in.dim(i))) known_in *= in.dim(i);
+    }
+    if (infer < 0) {
+      return errors::InvalidArgument("attr 'shape' ", ListString(spec), " has a fixed element count but argument "
+                                     "'x' of shape ", in.DebugString(), " has an unknown dimension (None); "
+                                     "use -1 for the dim that takes it");
+    }
+    if (known == 0 || (known_in != 0 && known_in % known != 0)) {
+      return errors::InvalidArgument("attr 'shape' ", ListString(spec), " cannot hold the elements of argument "
+                                     "'x' of shape ", in.DebugString(), " at every size of its unknown dimension "
+                                     "(None)");
+    }
+    dims[infer] = known_in == 0 ? 0 : kUnknownDim;
+    TensorShape out(dims.data(), static_cast<int>(dims.size()));
+    ctx->set_output_shape(0, out);
+    return Status::OK();
+  }
+  const int64_t n = in.num_elements();
   if (infer >= 0) {
     if (known == 0) {
       return errors::InvalidArgument("attr 'shape' ", ListString(spec),
@@ -144,6 +166,10 @@ Status ConcatShape(InferenceContext* ctx) {
                                        " but 'values'[0] has shape ", first.DebugString(),
                                        "; they must match except on axis ", axis);
       }
+    }
+    if (IsUnknownDim(s.dim(axis)) || IsUnknownDim(total)) {
+      total = kUnknownDim;  // a sum with an unknown dim is unknown
+      continue;
     }
     // Empty pieces can have dims near INT64_MAX; their sum must not overflow.
     if (s.dim(axis) > INT64_MAX - total) {

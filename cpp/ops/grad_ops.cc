@@ -73,7 +73,7 @@ Status MatMulProductShape(const TensorShape& a, const TensorShape& b, bool trans
   }
   if (a.rank() >= 2) out.AddDim(a.dim(a.rank() - (ta ? 1 : 2)));
   if (b.rank() >= 2) out.AddDim(b.dim(b.rank() - (tb ? 2 : 1)));
-  return TensorShape::Make(out.dims(), out.rank(), product);
+  return MakeShape(out.dims(), out.rank(), product);
 }
 
 Status MatMulGradShape(InferenceContext* ctx) {
@@ -194,6 +194,10 @@ Status ConcatGradShape(InferenceContext* ctx) {
       return errors::InvalidArgument("argument 'values'[", idx, "] has shape ", s.DebugString(),
                                      " but 'values'[0] has shape ", first.DebugString(),
                                      "; they must match except on axis ", axis);
+    }
+    if (IsUnknownDim(s.dim(axis)) || IsUnknownDim(total)) {
+      total = kUnknownDim;  // a sum with an unknown dim is unknown
+      continue;
     }
     if (s.dim(axis) > INT64_MAX - total) {
       return errors::InvalidArgument("argument 'values': the dims on axis ", axis,

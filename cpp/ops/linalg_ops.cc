@@ -61,7 +61,7 @@ Status MatMulShape(InferenceContext* ctx) {
   if (a.rank() >= 2) out.AddDim(m);
   if (b.rank() >= 2) out.AddDim(n);
   TensorShape checked;
-  OF_RETURN_IF_ERROR(TensorShape::Make(out.dims(), out.rank(), &checked));
+  OF_RETURN_IF_ERROR(MakeShape(out.dims(), out.rank(), &checked));
   ctx->set_output_shape(0, checked);
   return Status::OK();
 }

@@ -32,7 +32,35 @@ class InferenceContext : public OpContext {
   TensorShape* output_shapes_;  // one per op.outputs
 };
 
+// Unknown dims (TensorFlow's InferenceContext::UnknownDim): graph shapes
+// may hold kUnknownDim (-1) where a dim is known only when the graph runs
+// ([None, 784] placeholders). A shape function passes such dims through,
+// and an output dim computed from one is unknown too; checks that need the
+// size run again at Session.run, when shapes are re-inferred from the feeds.
+// Concrete tensors (eager calls, kernels) never hold one.
+constexpr int64_t kUnknownDim = -1;
+inline bool IsUnknownDim(int64_t d) { return d == kUnknownDim; }
+inline bool IsFullyDefined(const TensorShape& s) {
+  for (int i = 0; i < s.rank(); ++i) {
+    if (IsUnknownDim(s.dim(i))) return false;
+  }
+  return true;
+}
+// Some input slot has an unknown dim (then outputs may have them too).
+inline bool HasUnknownDims(const InputSpec* inputs, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (inputs[i].shape && !IsFullyDefined(*inputs[i].shape)) return true;
+  }
+  return false;
+}
+// Every dim is >= 0 or unknown, and the known ones' product fits int64.
+bool IsPartialShapeValid(const TensorShape& s);
+// TensorShape::Make for a shape function's result: unknown dims are kept.
+Status MakeShape(const int64_t* dims, int rank, TensorShape* out);
+
 // numpy broadcasting of two shapes. On failure the message names both args.
+// An unknown dim broadcasts with 1 or another unknown dim (unknown result);
+// against a known dim > 1 it fails: it would fit only at one size.
 Status BroadcastShapes(const TensorShape& a, const char* a_name, const TensorShape& b,
                        const char* b_name, TensorShape* out);
 

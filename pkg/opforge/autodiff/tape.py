@@ -8,8 +8,8 @@ copies of borrowed writable numpy memory), ``outputs`` (aliases without
 autograd state, so a result, its Node and the Node's outputs form no
 reference cycle), ``get_attr(name)`` (the completed attrs), ``edges``
 (per input, its Meta or None) and ``needs_input_grad`` (per input, whether
-its edge requires a gradient: PyTorch's name). ``backward`` walks the Nodes from the roots in
-dependency order and calls each op's gradient function (registry.py).
+its edge requires a gradient: PyTorch's name). ``backward`` runs the one
+backward sweep (sweep.py, shared with ``opforge.gradients``) over the Nodes.
 """
 
 import numpy as np
@@ -17,6 +17,7 @@ import numpy as np
 from opforge import _pywrap_internal as _pw
 from opforge import errors as _errors
 from opforge.autodiff import registry, state
+from opforge.autodiff import sweep as sweep_mod
 from opforge.autodiff.state import Meta
 
 def _is_float(dtype):
@@ -30,11 +31,11 @@ class _DifferentiableView:
 
     __slots__ = ("type", "inputs", "outputs", "get_attr", "name", "needs_input_grad")
 
-    def __init__(self, node):
+    def __init__(self, node, needs_input_grad):
         self.type = self.name = node.type
         self.inputs = node.inputs
         self.get_attr = node.get_attr
-        self.needs_input_grad = node.needs_input_grad
+        self.needs_input_grad = needs_input_grad
         outputs = []
         for i, out in enumerate(node.outputs):
             if _is_float(out.dtype):
@@ -97,21 +98,34 @@ def _ones_like(t):
     return ops.ones_like(t)
 
 
-def _sum_to_shape(grad, shape, op_type, index):
-    """Sums a broadcast gradient back to an input's shape."""
-    from opforge import ops
-    gshape = tuple(grad.shape)
-    shape = tuple(shape)
-    if gshape == shape:
-        return grad
-    lead = len(gshape) - len(shape)
-    if lead < 0:
-        raise _errors.InternalError(f"{op_type}: gradient of input {index} has shape {gshape}, "
-                                    f"smaller than the input's {shape}")
-    axes = list(range(lead)) + [lead + i for i, d in enumerate(shape) if d == 1 and gshape[lead + i] != 1]
-    if axes:
-        grad = ops.sum(grad, axes, True)
-    return ops.reshape(grad, list(shape))
+class _TapeAdapter(sweep_mod.Adapter):
+    """The tape as the sweep reads it: values are Metas, nodes the C Nodes
+    (their ``edges`` are the inputs' Metas, None where no gradient flows)."""
+
+    strict = True
+
+    def __init__(self, create_graph):
+        self.create_graph = create_graph
+
+    def producer(self, meta):
+        return meta.grad_fn, meta.index
+
+    def edges(self, node):
+        return [(e, e is not None and e.requires_grad, x) for e, x in zip(node.edges, node.inputs)]
+
+    def num_outputs(self, node):
+        return len(node.outputs)
+
+    def zeros(self, node, index):
+        return _zeros(node.outputs[index])
+
+    def view(self, node, needs_input_grad):
+        if self.create_graph:
+            return _DifferentiableView(node, needs_input_grad)
+        return sweep_mod.with_needs(node, needs_input_grad)
+
+    def prepare(self, grad, x):
+        return grad if type(grad) is type(x) else _pw.to_tensor(grad, None)
 
 
 def backward(roots, grads, create_graph=False, capture=None):
@@ -129,86 +143,13 @@ def backward(roots, grads, create_graph=False, capture=None):
                 "backward: the tensor does not require gradients (no input of the ops that computed it "
                 "requires them): create leaves with of.tensor(..., requires_grad=True)")
         metas.append(ag)
-
-    # Nodes reachable from the roots, and how many edges lead into each.
-    deps = {}
-    order = []
-    stack = [m.grad_fn for m in metas if m.grad_fn is not None]
-    for n in stack:
-        deps.setdefault(n, 0)
-    seen = set(stack)
-    while stack:
-        node = stack.pop()
-        order.append(node)
-        for edge in node.edges:
-            fn = edge.grad_fn if edge is not None else None
-            if fn is None:
-                continue
-            deps[fn] = deps.get(fn, 0) + 1
-            if fn not in seen:
-                seen.add(fn)
-                stack.append(fn)
-
-    buffers = {}     # node -> [grad per output]
-    leaf_grads = {}  # id(meta) -> (meta, grad)
-    captured = {id(m): None for m in capture} if capture is not None else None
-
-    def add(meta, grad):
-        fn = meta.grad_fn
-        if captured is not None and id(meta) in captured:
-            prev = captured[id(meta)]
-            captured[id(meta)] = grad if prev is None else prev + grad
-        if fn is None:
-            if captured is None:
-                prev = leaf_grads.get(id(meta))
-                leaf_grads[id(meta)] = (meta, grad if prev is None else prev[1] + grad)
-            return
-        slots = buffers.get(fn)
-        if slots is None:
-            slots = buffers[fn] = [None] * len(fn.outputs)
-        prev = slots[meta.index]
-        slots[meta.index] = grad if prev is None else prev + grad
-
     previous_mode = state.set_grad_enabled(create_graph)
     try:
-        for meta, g in zip(metas, grads):
-            add(meta, g)
-        ready = [n for n in deps if deps[n] == 0]
-        while ready:
-            node = ready.pop()
-            out_grads = buffers.pop(node, None) or [None] * len(node.outputs)
-            out_grads = [g if g is not None else _zeros(o) for g, o in zip(out_grads, node.outputs)]
-            fn = registry.lookup(node.type)
-            in_grads = fn(_DifferentiableView(node) if create_graph else node, *out_grads)
-            if not isinstance(in_grads, (list, tuple)):
-                in_grads = (in_grads,)
-            if len(in_grads) != len(node.inputs):
-                raise _errors.InternalError(
-                    f"{node.type}: its gradient function returned {len(in_grads)} gradients for "
-                    f"{len(node.inputs)} inputs")
-            for i, (edge, g, x) in enumerate(zip(node.edges, in_grads, node.inputs)):
-                if edge is None or not edge.requires_grad:
-                    continue
-                if g is None:
-                    raise _errors.InternalError(
-                        f"{node.type}: its gradient function returned None for input {i}, which requires "
-                        "a gradient")
-                if type(g) is not type(x):
-                    g = _pw.to_tensor(g, None)
-                g = _sum_to_shape(g, x.shape, node.type, i)
-                if g.dtype != x.dtype:
-                    raise _errors.InternalError(
-                        f"{node.type}: gradient of input {i} has dtype {g.dtype.name}, expected {x.dtype.name}")
-                add(edge, g)
-                fn_next = edge.grad_fn
-                if fn_next is not None:
-                    deps[fn_next] -= 1
-                    if deps[fn_next] == 0:
-                        ready.append(fn_next)
+        leaf_grads, captured = sweep_mod.sweep(_TapeAdapter(create_graph), list(zip(metas, grads)),
+                                               capture if capture is not None else ())
     finally:
         state.set_grad_enabled(previous_mode)
-
-    if captured is not None:
+    if capture is not None:
         return [captured[id(m)] for m in capture]
     for meta, g in leaf_grads.values():
         if not create_graph:

@@ -5,12 +5,15 @@ load_op_library, or a Tensor operator) adds a node instead of running; its
 dtypes and shapes come from the op's C++ shape function, so a bad call
 raises its usual error at once, naming the node and the line that built it.
 
-Unknown dimensions (``placeholder(dtype, [None, 784])``): the C++ graph
-holds them as a stand-in size (_PROBES[0]) and shape functions run on that;
-a node reading one is inferred once more with every unknown dim at a second
-size (_PROBES[1]), and output dims that differ between the two are unknown
-(None) too. Session.run checks a feed against the known dims, then
-re-infers every shape from the fed ones before any kernel runs.
+Unknown dimensions (``placeholder(dtype, [None, 784])``) are unknown (-1)
+in the C++ graph, and the shape functions take them as unknown
+(TensorFlow's InferenceContext::UnknownDim): an output dim that depends on
+one is unknown (None) too. Session.run checks a feed against the known
+dims, then re-infers every shape from the fed ones before any kernel runs.
+
+Graph, Operation and SymbolicTensor are views: a graph handle, a node id, an
+output index. Every fact is read from the C++ graph (cpp/framework/graph.h),
+the only store.
 """
 
 import contextlib
@@ -18,42 +21,49 @@ import threading
 
 import numpy as np
 
-from opforge import _bind, _hooks
+from opforge import _hooks
 from opforge import _pywrap_internal as _pw
 from opforge import dtypes as _dtypes
 from opforge import errors as _errors
 from opforge.tensor import Tensor as _EagerTensor, _TensorMethods
 
 
-# Two stand-in sizes for unknown dims: odd primes (never 1, so nothing
-# broadcasts against them), small enough that rank 8 of them cannot
-# overflow an element count. An op must accept both, so a dim that happens
-# to equal one of them cannot make a build succeed by accident.
-_PROBES = (101, 103)
-
-
-def _has_unknown(shape):
-    return any(d is None for d in shape)
-
-
-def _probe(shape, size):
-    return [size if d is None else d for d in shape]
-
-
 class Operation:
-    """A node: ``type``, ``name``, ``inputs``, ``outputs``, ``get_attr``."""
+    """A node: ``type``, ``name``, ``inputs``, ``outputs``, ``get_attr``,
+    ``location``: a view of the C++ node (graph handle + node id)."""
 
-    __slots__ = ("graph", "type", "name", "inputs", "outputs", "_attrs", "_id", "location")
+    __slots__ = ("graph", "_id", "__weakref__")
 
-    def __init__(self, graph, type_, name, node_id, inputs, attrs, location):
-        self.graph, self.type, self.name, self._id = graph, type_, name, node_id
-        self.inputs, self._attrs, self.location = inputs, attrs, location
-        self.outputs = ()
+    def __init__(self, graph, node_id):
+        self.graph, self._id = graph, node_id
+
+    @property
+    def type(self):
+        return _pw.graph_node(self.graph._handle, self._id)[0]
+
+    @property
+    def name(self):
+        return _pw.graph_node(self.graph._handle, self._id)[1]
+
+    @property
+    def location(self):
+        """file:line of the call that built the node."""
+        return _pw.graph_node(self.graph._handle, self._id)[2]
+
+    @property
+    def inputs(self):
+        g = self.graph
+        return tuple(g._tensor(n, i) for n, i in _pw.graph_node_inputs(g._handle, self._id))
+
+    @property
+    def outputs(self):
+        g = self.graph
+        return g._outputs(self._id, _pw.graph_node(g._handle, self._id)[3])
 
     def get_attr(self, name):
         """The attr's value, inferred ones (T, N) and defaults included."""
         try:
-            return self._attrs[name]
+            return _pw.graph_node_attrs(self.graph._handle, self._id)[name]
         except KeyError:
             raise _errors.NotFoundError(f"node '{self.name}' ({self.type}) has no attr '{name}'") from None
 
@@ -62,25 +72,34 @@ class Operation:
 
 
 class SymbolicTensor(_TensorMethods):
-    """An output of a graph node: static ``shape`` and ``dtype``, no value.
+    """An output of a graph node: static ``shape`` (None for an unknown
+    dim) and ``dtype``, no value; a view of (graph, node, output index).
 
     Values come from ``opforge.Session(graph).run(tensor, feed_dict)``.
     """
 
-    __slots__ = ("op", "value_index", "shape", "dtype")
+    __slots__ = ("graph", "_node", "value_index")
     __hash__ = object.__hash__  # usable as a feed_dict key; == stays element-wise
     _ag = None  # no eager autograd state (gradients in graphs add nodes instead)
 
-    def __init__(self, op, index, dtype, shape):
-        self.op, self.value_index, self.dtype, self.shape = op, index, dtype, tuple(shape)
+    def __init__(self, graph, node, index):
+        self.graph, self._node, self.value_index = graph, node, index
+
+    @property
+    def op(self):
+        return self.graph._op(self._node)
+
+    @property
+    def dtype(self):
+        return _pw.graph_output(self.graph._handle, self._node, self.value_index)[0]
+
+    @property
+    def shape(self):
+        return _pw.graph_output(self.graph._handle, self._node, self.value_index)[1]
 
     @property
     def name(self):
-        return f"{self.op.name}:{self.value_index}"
-
-    @property
-    def graph(self):
-        return self.op.graph
+        return f"{_pw.graph_node(self.graph._handle, self._node)[1]}:{self.value_index}"
 
     @property
     def ndim(self):
@@ -88,10 +107,11 @@ class SymbolicTensor(_TensorMethods):
 
     @property
     def size(self):
-        return None if _has_unknown(self.shape) else int(np.prod(self.shape, dtype=np.int64))
+        shape = self.shape
+        return None if any(d is None for d in shape) else int(np.prod(shape, dtype=np.int64))
 
     def _ref(self):
-        return (self.op._id, self.value_index)
+        return (self._node, self.value_index)
 
     def numpy(self):
         raise _errors.InvalidArgumentError(
@@ -105,56 +125,72 @@ class SymbolicTensor(_TensorMethods):
 
 
 class Graph:
-    """A dataflow graph of opforge ops (see ``as_default`` and ``Session``)."""
+    """A dataflow graph of opforge ops (see ``as_default`` and ``Session``).
+
+    The C++ graph holds every fact (nodes, names, inputs, attrs, dtypes,
+    shapes, locations); this object holds its handle, and the view objects
+    handed out so far, so one node always has one Operation and one output
+    one SymbolicTensor (``t.op.inputs[0] is x``).
+    """
 
     def __init__(self):
         self._handle = _pw.graph_new()
-        self._names = {}
-        self._ops = []
-        self._lock = threading.Lock()
+        self._op_views = {}   # node id -> Operation (views only)
+        self._out_views = {}  # node id -> tuple of SymbolicTensor (views only)
 
     def unique_name(self, base):
-        with self._lock:
-            n = self._names.get(base, 0)
-            self._names[base] = n + 1
-        return base if n == 0 else f"{base}_{n}"
+        return _pw.graph_unique_name(self._handle, base)
 
     def get_operations(self):
-        return list(self._ops)
+        return [self._op(i) for i in range(_pw.graph_num_nodes(self._handle))]
 
     @contextlib.contextmanager
     def as_default(self):
         """Makes this the default graph of this thread: ops add nodes to it."""
         stack = _default_stack()
         stack.append(self)
+        _pw.mode_push("graph", self)  # the C++ mode stack's graph entry (py_graph.cc)
         try:
-            with _hooks.installed(self._hook):
-                yield self
+            yield self
         finally:
+            _pw.mode_pop("graph", self)
             stack.pop()
+
+    # -- views --------------------------------------------------------------
+
+    def _op(self, node):
+        op = self._op_views.get(node)
+        if op is None:
+            op = self._op_views.setdefault(node, Operation(self, node))
+        return op
+
+    def _outputs(self, node, n):
+        outs = self._out_views.get(node)
+        if outs is None:
+            outs = self._out_views.setdefault(node, tuple(SymbolicTensor(self, node, i) for i in range(n)))
+        return outs
+
+    def _tensor(self, node, index):
+        outs = self._out_views.get(node)
+        if outs is None:
+            outs = self._outputs(node, _pw.graph_node(self._handle, node)[3])
+        return outs[index]
+
+    def _consumers(self):
+        """Operation -> the Operations reading its outputs (once per edge)."""
+        return {self._op(n): [self._op(c) for c in cs]
+                for n, cs in enumerate(_pw.graph_consumers(self._handle)) if cs}
 
     # -- building -----------------------------------------------------------
 
-    def _new_op(self, type_, name, node_id, inputs, dtypes, shapes, attrs, location):
-        op = Operation(self, type_, name, node_id, inputs, attrs, location)
-        op.outputs = tuple(SymbolicTensor(op, i, d, s) for i, (d, s) in enumerate(zip(dtypes, shapes)))
-        self._ops.append(op)
-        return op
-
     def _constant(self, value, name=None, location=None):
-        location = location or _bind.caller_location()
+        location = location or _pw.caller_location()
         if isinstance(value, np.ndarray) and value.flags.writeable:
             value = np.array(value, copy=True)  # later writes must not change the graph
         if not isinstance(value, _EagerTensor):
             value = _pw.to_tensor(value, None)
-        name = self.unique_name(name or "Const")
-        node = _pw.graph_constant(self._handle, name, value, location)
-        return self._new_op("Const", name, node, [], [value.dtype], [value.shape], {"dtype": value.dtype,
-                                                                                   "value": value},
-                            location).outputs[0]
-
-    def _hook(self, call):
-        return self.create_op(call.op_type, call.inputs, call.attrs, location=_bind.caller_location())
+        node = _pw.graph_constant(self._handle, name or "Const", value, location)
+        return self._outputs(node, 1)[0]
 
     def create_op(self, op_type, inputs, attrs=None, name=None, location=None):
         """Adds a node of a registered op; what the wrappers do in ``as_default``.
@@ -165,50 +201,17 @@ class Graph:
         several outputs). Errors name the node and `location` (default: the
         caller's file:line).
         """
-        location = location or _bind.caller_location()
-        attrs = dict(attrs or {})
-
-        def typed(v):
-            return v.dtype if isinstance(v, SymbolicTensor) else _bind.dtype_of(v)
-
-        def convert(v, label):
-            if isinstance(v, SymbolicTensor):
-                if v.graph is not self:
-                    raise _errors.InvalidArgumentError(
-                        f"{op_type}: argument '{label}' is tensor '{v.name}' of another graph")
-                return v
-            return self._constant(v, location=location)
-
-        bound = _bind.bind(op_type, inputs, attrs, typed, convert)
-        refs = tuple([t._ref() for t in b] if isinstance(b, list) else b._ref() for b in bound)
-        name = self.unique_name(name or op_type)
-        flat = [t for b in bound for t in (b if isinstance(b, list) else [b])]
-        unknown = any(_has_unknown(t.shape) for t in flat)
-        try:
-            node, dtypes, shapes, completed = _pw.graph_add_op(self._handle, op_type, name, location, refs, attrs)
-            if unknown:
-                shapes = _unknown_dims(op_type, bound, attrs, shapes)
-        except _errors.OpError as e:
-            if not unknown:
-                raise
-            raise type(e)(f"{e} (an unknown dimension (None) must work at any size: shapes are inferred with "
-                          f"{_PROBES[0]} and {_PROBES[1]} standing in for it)") from None
-        op = self._new_op(op_type, name, node, flat, dtypes, shapes, completed, location)
-        return op.outputs[0] if len(op.outputs) == 1 else op.outputs
+        sig = _hooks.signature(op_type)
+        missing = [n for n in sig.inputs if n not in inputs]
+        if missing:
+            raise _errors.InvalidArgumentError(f"{op_type}: missing input '{missing[0]}'")
+        return _pw.graph_add_call(self, self._handle, op_type, name or op_type, location,
+                                  tuple([inputs[n] for n in sig.inputs]), dict(attrs or {}))
 
 
+_pw.graph_init(SymbolicTensor)  # the view the C++ graph entry recognizes
 _local = threading.local()
 _global_default = None
-
-
-def _unknown_dims(op_type, bound, attrs, shapes):
-    # The node inferred again with the unknown dims at the second probe:
-    # output dims that moved depend on them.
-    specs = tuple([(t.dtype, _probe(t.shape, _PROBES[1])) for t in b] if isinstance(b, list)
-                  else (b.dtype, _probe(b.shape, _PROBES[1])) for b in bound)
-    _, other, _ = _pw.infer(op_type, specs, attrs)
-    return [tuple(None if a != b else a for a, b in zip(s1, s2)) if len(s1) == len(s2) else s1
-            for s1, s2 in zip(shapes, other)]
 
 
 def _default_stack():
@@ -234,7 +237,7 @@ def placeholder(dtype, shape, name=None):
     """A graph input of `dtype` and `shape`, fed at Session.run: a list of ints,
     None for a dimension known only when fed (``[None, 784]``)."""
     g = get_default_graph()
-    location = _bind.caller_location()
+    location = _pw.caller_location()
     dtype = _dtypes.as_dtype(dtype)
     if shape is None or isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
         raise _errors.InvalidArgumentError(
@@ -245,16 +248,14 @@ def placeholder(dtype, shape, name=None):
             raise _errors.InvalidArgumentError(
                 f"placeholder: argument 'shape' must be a list of ints and None (unknown dims), got {shape}")
     shape = [None if d is None else int(d) for d in shape]
-    name = g.unique_name(name or "Placeholder")
-    node = _pw.graph_placeholder(g._handle, name, dtype, _probe(shape, _PROBES[0]), location)
-    return g._new_op("Placeholder", name, node, [], [dtype], [tuple(shape)], {"dtype": dtype, "shape": list(shape)},
-                     location).outputs[0]
+    node = _pw.graph_placeholder(g._handle, name or "Placeholder", dtype, shape, location)
+    return g._outputs(node, 1)[0]
 
 
 def constant(value, dtype=None, name=None):
     """A constant node holding `value` (copied if it is a writable array)."""
     g = get_default_graph()
-    location = _bind.caller_location()
+    location = _pw.caller_location()
     if dtype is not None and not isinstance(value, _EagerTensor):
         value = _pw.to_tensor(np.asarray(value, dtype=_dtypes.as_dtype(dtype).as_numpy_dtype), None)
     return g._constant(value, name, location)

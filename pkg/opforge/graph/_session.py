@@ -52,7 +52,7 @@ class Session:
                 raise type(e)(f"Session.run: the value fed to '{key.name}': {e}") from None
             if key.op.type == "Placeholder" and any(d is None for d in key.shape):
                 _check_feed(key, tensor.shape)
-            feeds.append((key.op._id, tensor))
+            feeds.append((key._node, tensor))
         results, self.last_run_stats = _pw.graph_run(self.graph._handle, feeds, [t._ref() for t in flat],
                                                      self.inter_op_threads)
         values = iter([r.numpy() for r in results])

@@ -2,31 +2,68 @@
 
 The same gradient functions as the eager tape (generated from the C++
 declarations, or registered in Python) are called on the graph's
-Operations; they call the op wrappers, which add nodes inside
-``graph.as_default()``.
+Operations by the same backward sweep (autodiff/sweep.py); they call the op
+wrappers, which add nodes inside ``graph.as_default()``.
 """
 
 from opforge import errors as _errors
-from opforge.autodiff import registry, tape
-
-
-class _GradOp:
-    """The Operation as a gradient function sees it: the same attributes,
-    plus ``needs_input_grad`` (per input, whether it lies on a path from
-    xs), so work for the other inputs is skipped as on the eager tape."""
-
-    __slots__ = ("_op", "needs_input_grad")
-
-    def __init__(self, op, needs_input_grad):
-        self._op = op
-        self.needs_input_grad = needs_input_grad
-
-    def __getattr__(self, name):
-        return getattr(self._op, name)
+from opforge.autodiff import sweep as _sweep
 
 
 def _as_list(v):
     return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _is_float(t):
+    return t.dtype.as_numpy_dtype.kind == "f"
+
+
+class _GraphAdapter(_sweep.Adapter):
+    """A graph as the sweep reads it: values are SymbolicTensors, nodes the
+    Operations between xs and ys; an input needs a gradient when its
+    producer lies on a path from xs and it is floating-point."""
+
+    strict = False  # a graph gradient function may return None: no gradient
+
+    def __init__(self, between):
+        self.between = between
+
+    def producer(self, t):
+        return t.op, t.value_index
+
+    def edges(self, op):
+        return [(x, x.op in self.between and _is_float(x), x) for x in op.inputs]
+
+    def num_outputs(self, op):
+        return len(op.outputs)
+
+    def zeros(self, op, index):
+        from opforge import ops
+        return ops.zeros_like(op.outputs[index])
+
+    def view(self, op, needs_input_grad):
+        return _sweep.with_needs(op, needs_input_grad)
+
+
+def _between(graph, ys, xs):
+    """Operations on a path from xs to ys: reachable backward from ys and
+    forward from xs (read from the C++ graph's edges)."""
+    reach, stack = set(), [y.op for y in ys]
+    while stack:
+        op = stack.pop()
+        if op in reach:
+            continue
+        reach.add(op)
+        stack.extend(t.op for t in op.inputs)
+    consumers = graph._consumers()
+    between, stack = set(), [x.op for x in xs]
+    while stack:
+        op = stack.pop()
+        if op in between or op not in reach:
+            continue
+        between.add(op)
+        stack.extend(consumers.get(op, ()))
+    return between
 
 
 def gradients(ys, xs, grad_ys=None):
@@ -47,68 +84,7 @@ def gradients(ys, xs, grad_ys=None):
                 "gradients: ys and xs must be graph tensors (use Tensor.backward or of.grad in eager mode)")
     graph = ys[0].graph
     with graph.as_default():
-        # Operations between xs and ys: reachable backward from ys...
-        reach, stack = set(), [y.op for y in ys]
-        while stack:
-            op = stack.pop()
-            if id(op) in reach:
-                continue
-            reach.add(id(op))
-            stack.extend(t.op for t in op.inputs)
-        # ...and forward from xs, so no gradient is built for unrelated branches.
-        consumers = {}
-        for op in graph.get_operations():
-            for t in op.inputs:
-                consumers.setdefault(id(t.op), []).append(op)
-        between, stack = set(), [x.op for x in xs]
-        while stack:
-            op = stack.pop()
-            if id(op) in between or id(op) not in reach:
-                continue
-            between.add(id(op))
-            stack.extend(consumers.get(id(op), []))
-
-        pending = {}  # (id(op), index) -> list of gradient contributions
-        for y, g in zip(ys, grads_in):
-            pending.setdefault((id(y.op), y.value_index), []).append(g if g is not None else ops.ones_like(y))
-        # Reverse topological order: graph.get_operations() is in creation order.
-        order = [op for op in graph.get_operations() if id(op) in between]
-        x_keys = {(id(x.op), x.value_index) for x in xs}
-        results = {}
-        for op in reversed(order):
-            out_grads = []
-            any_grad = False
-            for i, out in enumerate(op.outputs):
-                parts = pending.pop((id(op), i), None)
-                key = (id(op), i)
-                if parts:
-                    total = parts[0]
-                    for p in parts[1:]:
-                        total = total + p
-                    any_grad = True
-                else:
-                    total = None
-                if key in x_keys:
-                    results[key] = total
-                out_grads.append(total if total is not None else ops.zeros_like(out))
-            if not any_grad or not op.inputs:
-                continue
-            if registry.has_no_gradient(op.type):
-                continue
-            needs = tuple(id(x.op) in between and x.dtype.as_numpy_dtype.kind == "f" for x in op.inputs)
-            in_grads = registry.lookup(op.type)(_GradOp(op, needs), *out_grads)
-            if not isinstance(in_grads, (list, tuple)):
-                in_grads = (in_grads,)
-            for i, (x, g) in enumerate(zip(op.inputs, in_grads)):
-                if g is None or id(x.op) not in between or x.dtype.as_numpy_dtype.kind != "f":
-                    continue
-                g = tape._sum_to_shape(g, x.shape, op.type, i)
-                pending.setdefault((id(x.op), x.value_index), []).append(g)
-        # xs that are themselves ys' producers without passing through an op above.
-        for key, parts in pending.items():
-            if key in x_keys and key not in results:
-                total = parts[0]
-                for p in parts[1:]:
-                    total = total + p
-                results[key] = total
-        return [results.get((id(x.op), x.value_index)) for x in xs]
+        between = _between(graph, ys, xs)
+        seeds = [(y, g if g is not None else ops.ones_like(y)) for y, g in zip(ys, grads_in)]
+        _, captured = _sweep.sweep(_GraphAdapter(between), seeds, xs)
+        return [captured[id(x)] for x in xs]
