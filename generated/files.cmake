@@ -39,6 +39,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_reduction_grads.py
   python/gen_reduction_ops.py
   python/gen_reduction_ops.pyi
+  python/gen_special_grads.py
+  python/gen_special_ops.py
+  python/gen_special_ops.pyi
   python/numpy_map.py
   python/raw_ops.py
   registry.json
@@ -54,4 +57,5 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_pool_ops.i
   swig/gen_random_ops.i
   swig/gen_reduction_ops.i
+  swig/gen_special_ops.i
 )

@@ -9,6 +9,7 @@ single value, Slice's bounds), the oracle raises ValueError to say so.
 """
 
 import itertools
+import math
 
 import numpy as np
 from hypothesis import strategies as st
@@ -489,6 +490,9 @@ ORACLES = {
     "Sigmoid": unary(sigmoid), "Sin": unary(np.sin), "Sqrt": unary(np.sqrt), "Square": unary(np.square),
     "Tanh": unary(np.tanh), "LogicalNot": unary(np.logical_not), "Identity": unary(np.array),
     "OnesLike": unary(np.ones_like), "ZerosLike": unary(np.zeros_like),
+    "Erf": unary(lambda x: np.vectorize(math.erf, otypes=[x.dtype])(x).astype(x.dtype)),
+    "Floor": unary(np.floor), "Ceil": unary(np.ceil), "Round": unary(np.round), "Sign": unary(np.sign),
+    "IsNan": unary(np.isnan), "IsInf": unary(np.isinf),
     "Add": binary(np.add), "Sub": binary(np.subtract), "Mul": binary(np.multiply),
     "Div": binary(np.true_divide), "Pow": binary(np.power), "Maximum": binary(np.maximum),
     "Minimum": binary(np.minimum), "Equal": binary(np.equal), "NotEqual": binary(np.not_equal),

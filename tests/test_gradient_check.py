@@ -73,6 +73,10 @@ CASES = {
     "Gather": [((r(5, 3), np.array([4, 0, 4, 2])), {}), ((r(4), np.array([[1, 3], [3, 0]])), {})],
     # Both outputs: the loss, and the backprop (second derivatives of the loss).
     "SparseSoftmaxCrossEntropyWithLogits": [((r(3, 4), np.array([0, 3, 1])), {})],
+    # special_ops: Erf is smooth; the rounding ops are flat (zero gradient) away from their jumps.
+    "Erf": UNARY,
+    "Floor": [((np.floor(r(2, 3)) + 0.4,), {})], "Ceil": [((np.floor(r(2, 3)) + 0.6,), {})],
+    "Round": [((np.floor(r(2, 3)) + 0.3,), {})], "Sign": [((away_from_zero(2, 3),), {})],
 }
 
 

@@ -34,6 +34,8 @@ def arr(shape, dtype=np.float32):
 F, D, I, L = np.float32, np.float64, np.int32, np.int64
 UNARY_FLOAT = ["Exp", "Log", "Sqrt", "Sin", "Cos", "Tanh", "Sigmoid"]
 UNARY_NUMBER = ["Neg", "Abs", "Square", "Relu", "Identity", "ZerosLike", "OnesLike"]
+UNARY_FLOAT += ["Erf", "Floor", "Ceil", "Round", "IsNan", "IsInf"]  # special_ops
+UNARY_NUMBER += ["Sign"]  # special_ops
 BINARY = ["Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow", "Equal", "NotEqual", "Less",
           "LessEqual", "Greater", "GreaterEqual"]
 REDUCE = ["Sum", "Mean", "Max", "Min", "Prod"]

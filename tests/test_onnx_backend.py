@@ -52,7 +52,7 @@ SKIPS = _read_skips()
 
 def _module_names(op_type):
     snake = re.sub(r"(?<!^)(?=[A-Z])", "_", op_type).lower()
-    return [op_type.lower(), op_type.lower() + "_", snake]
+    return [op_type.lower(), op_type.lower() + "_", snake, op_type.lower() + "op"]  # "rangeop"
 
 
 def _node_cases():

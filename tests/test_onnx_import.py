@@ -344,3 +344,25 @@ def test_mutated_models_raise_opforge_errors_only():
             pass
 
     check()
+
+
+def test_every_unsupported_operator_in_one_error():
+    # Operators no helper maps: the error lists each once, with its count and a node.
+    nodes = [helper.make_node("NoSuchOpA", ["x"], ["a"], name="a1"),
+             helper.make_node("Relu", ["a"], ["r"], name="ok"),
+             helper.make_node("NoSuchOpA", ["r"], ["b"], name="a2"),
+             helper.make_node("NoSuchOpB", ["b"], ["c"], name="b1"),
+             helper.make_node("Relu", ["c"], ["y"], name="odd", domain="com.example")]
+    model = _model(nodes, [_vi("x", [2])], [_vi("y", [2])])
+    model.ir_version = 8  # the onnx checker would refuse the unknown ops before opforge sees them
+    with pytest.raises(errors.UnimplementedError) as info:
+        opforge.onnx.load(model)
+    msg = str(info.value)
+    assert "3 operators used by 4 nodes" in msg, msg
+    assert "NoSuchOpA x2 (e.g. node 'a1' (NoSuchOpA))" in msg, msg
+    assert "NoSuchOpB x1 (e.g. node 'b1' (NoSuchOpB))" in msg, msg
+    assert "Relu (domain 'com.example') x1 (e.g. node 'odd' (Relu))" in msg, msg
+    assert "'ok'" not in msg
+    assert info.value.unsupported_operators == {
+        "NoSuchOpA": (2, "'a1' (NoSuchOpA)"), "NoSuchOpB": (1, "'b1' (NoSuchOpB)"),
+        "Relu (domain 'com.example')": (1, "'odd' (Relu)")}

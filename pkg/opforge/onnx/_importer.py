@@ -12,11 +12,40 @@ from opforge import errors
 from opforge.onnx import _node, _validate
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
 from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
+from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
 
 
 def _has_unknown_dims(v):
     shape = getattr(v, "shape", None)
     return shape is not None and any(d is None for d in shape)
+
+
+def _check_all_mapped(nodes):
+    """Raises one UnimplementedError naming every operator the map lacks, not just the first.
+
+    Each operator comes with its node count and the first node using it, so
+    a user sees the whole gap of a model in one import.
+    """
+    missing = {}  # op_type (with its domain if not ONNX's) -> [count, first node's description]
+    for i, node in enumerate(nodes):
+        default = node.domain in ("", "ai.onnx")
+        if default and node.op_type in _node.CONVERTERS:
+            continue
+        key = node.op_type if default else f"{node.op_type} (domain {node.domain!r})"
+        entry = missing.setdefault(key, [0, _validate.describe(node, i)])
+        entry[0] += 1
+    if not missing:
+        return
+    if len(missing) == 1 and next(iter(missing.values()))[0] == 1:
+        (key, (_, where)), = missing.items()
+        err = errors.UnimplementedError(f"onnx: node {where}: operator {key} is not supported by opforge")
+    else:
+        listed = "; ".join(f"{key} x{count} (e.g. node {where})" for key, (count, where) in missing.items())
+        err = errors.UnimplementedError(
+            f"onnx: {len(missing)} operators used by {sum(c for c, _ in missing.values())} nodes are not "
+            f"supported by opforge: {listed}")
+    err.unsupported_operators = {key: (count, where) for key, (count, where) in missing.items()}
+    raise err
 
 
 class Program:
@@ -43,6 +72,7 @@ class Program:
         self.outputs = {}
         for vi in graph.output:
             self.outputs[vi.name] = _validate.value_info_type(vi, "graph output", allow_untyped=True)
+        _check_all_mapped(graph.node)
         order = _validate.check_graph(graph, list(self.inputs) + list(self.initializers))
         index = {id(node): i for i, node in enumerate(graph.node)}
         self.steps = []
