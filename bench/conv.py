@@ -39,9 +39,9 @@ def main(argv=None):
         ns = dict(of=of, x=x, w=w, dy=dy, tx=tx, tw=tw, tdy=tdy, torch=torch, tg=tg, attrs=attrs)
         cases = {
             "forward": ("of.conv2d(x, w, **attrs)", "torch.nn.functional.conv2d(tx, tw, padding=1)"),
-            "backward input": ("of.conv2d_backprop_input(x, w, dy, **attrs)",
+            "backward input": ("of.raw_ops.conv2d_backprop_input(x, w, dy, **attrs)",
                                "tg.conv2d_input(tx.shape, tw, tdy, padding=1)"),
-            "backward filter": ("of.conv2d_backprop_filter(x, w, dy, **attrs)",
+            "backward filter": ("of.raw_ops.conv2d_backprop_filter(x, w, dy, **attrs)",
                                 "tg.conv2d_weight(tx, tw.shape, tdy, padding=1)"),
         }
         for name, (ofs, ts) in cases.items():

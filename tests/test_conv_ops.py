@@ -38,9 +38,9 @@ def test_conv2d_and_backprops_match_numpy(case):
     y = of.conv2d(x, f, **attrs).numpy()
     np.testing.assert_allclose(y, ref.conv2d(x, f, **attrs), **tol)
     dy = rng.standard_normal(y.shape).astype(x.dtype)
-    np.testing.assert_allclose(of.conv2d_backprop_input(x, f, dy, **attrs).numpy(),
+    np.testing.assert_allclose(of.raw_ops.conv2d_backprop_input(x, f, dy, **attrs).numpy(),
                                ref.conv2d_backprop_input(x, f, dy, **attrs), **tol)
-    np.testing.assert_allclose(of.conv2d_backprop_filter(x, f, dy, **attrs).numpy(),
+    np.testing.assert_allclose(of.raw_ops.conv2d_backprop_filter(x, f, dy, **attrs).numpy(),
                                ref.conv2d_backprop_filter(x, f, dy, **attrs), **tol)
 
 
@@ -56,9 +56,9 @@ def test_depthwise_pointwise_and_threaded_paths():
         y = of.conv2d(x, f, **attrs).numpy()
         np.testing.assert_allclose(y, ref.conv2d(x, f, **attrs), rtol=1e-4, atol=1e-3)
         dy = rng.standard_normal(y.shape).astype(np.float32)
-        np.testing.assert_allclose(of.conv2d_backprop_input(x, f, dy, **attrs).numpy(),
+        np.testing.assert_allclose(of.raw_ops.conv2d_backprop_input(x, f, dy, **attrs).numpy(),
                                    ref.conv2d_backprop_input(x, f, dy, **attrs), rtol=1e-4, atol=1e-3)
-        np.testing.assert_allclose(of.conv2d_backprop_filter(x, f, dy, **attrs).numpy(),
+        np.testing.assert_allclose(of.raw_ops.conv2d_backprop_filter(x, f, dy, **attrs).numpy(),
                                    ref.conv2d_backprop_filter(x, f, dy, **attrs), rtol=1e-4, atol=2e-3)
 
 
@@ -87,7 +87,7 @@ def test_max_pool_matches_numpy(case):
     np.testing.assert_array_equal(y, ref.max_pool2d(x, **attrs))
     # Each window's gradient goes to one input pixel (a dilated window may hold only padding: -inf, none).
     dy = np.ones_like(y)
-    dx = of.max_pool2d_grad(x, dy, **attrs).numpy()
+    dx = of.raw_ops.max_pool2d_grad(x, dy, **attrs).numpy()
     assert dx.shape == x.shape and np.isclose(dx.sum(), np.isfinite(y).sum())
 
 
@@ -101,7 +101,7 @@ def test_avg_pool_matches_numpy(case, include_pad):
     np.testing.assert_allclose(y, ref.avg_pool2d(x, **attrs), **tol)
     # AvgPool2DGrad is AvgPool2D's adjoint: <AvgPool(x), dy> = <x, AvgPoolGrad(dy)>.
     dy = np.random.default_rng(0).standard_normal(y.shape).astype(x.dtype)
-    dx = of.avg_pool2d_grad(x, dy, **attrs).numpy()
+    dx = of.raw_ops.avg_pool2d_grad(x, dy, **attrs).numpy()
     np.testing.assert_allclose(np.vdot(y.astype(np.float64), dy), np.vdot(x.astype(np.float64), dx), rtol=1e-4)
 
 
@@ -112,13 +112,13 @@ def test_adaptive_avg_pool_matches_numpy(h, w, oh, ow):
     y = of.adaptive_avg_pool2d(x, output_size=[oh, ow]).numpy()
     np.testing.assert_allclose(y, ref.adaptive_avg_pool2d(x, [oh, ow]), rtol=1e-12)
     dy = np.random.default_rng(1).standard_normal(y.shape)
-    dx = of.adaptive_avg_pool2d_grad(x, dy, output_size=[oh, ow]).numpy()
+    dx = of.raw_ops.adaptive_avg_pool2d_grad(x, dy, output_size=[oh, ow]).numpy()
     np.testing.assert_allclose(np.vdot(y, dy), np.vdot(x, dx), rtol=1e-10)
 
 
 def test_max_pool_gradient_goes_to_the_window_maximum():
     x = np.array([[[[1., 5., 2.], [3., 4., 9.], [0., 7., 8.]]]])
-    dx = of.max_pool2d_grad(x, np.array([[[[10., 20.], [30., 40.]]]]), ksize=[2, 2]).numpy()
+    dx = of.raw_ops.max_pool2d_grad(x, np.array([[[[10., 20.], [30., 40.]]]]), ksize=[2, 2]).numpy()
     np.testing.assert_array_equal(dx[0, 0], [[0, 10, 0], [0, 0, 60], [0, 30, 0]])
 
 

@@ -87,7 +87,7 @@ def test_matmul_folded_batch_and_gradient():
     b = rng.standard_normal((90, 50), dtype=np.float32)
     g = rng.standard_normal((3, 70, 50), dtype=np.float32)
     close(of.matmul(a, b).numpy(), oracle(a, b, False, False), 90, np.float32)
-    ga, gb = of.mat_mul_grad(a, b, g)
+    ga, gb = of.raw_ops.mat_mul_grad(a, b, g)
     close(ga.numpy(), np.matmul(g.astype(np.float64), b.T.astype(np.float64)), 50, np.float32)
     close(gb.numpy(), np.einsum("bmk,bmn->kn", a.astype(np.float64), g.astype(np.float64)), 210, np.float32)
 

@@ -46,7 +46,7 @@ def test_public_names_and_docstrings_come_from_the_declarations():
     for op in registry()["ops"]:
         fn = getattr(of.ops, _snake(op["name"]))
         assert getattr(of.ops, f"gen_{op['group']}_ops").__dict__[fn.__name__] is fn
-        raw = op["group"] in ("grad", "optim") or op["name"].endswith("Grad")
+        raw = op["group"] in ("grad", "optim") or op["name"].endswith("Grad") or "Backprop" in op["name"]
         # User ops in of.*; backward ops and optimizer kernels in of.raw_ops only.
         assert getattr(of if not raw else of.raw_ops, fn.__name__) is fn, op["name"]
         assert hasattr(of, fn.__name__) is not raw and (fn.__name__ in of.raw_ops.__all__) is raw, op["name"]
