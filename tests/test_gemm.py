@@ -123,13 +123,18 @@ def test_pow_constant_exponents(dtype, c):
     np.testing.assert_array_equal(np.signbit(of.pow(x, dtype(c)).numpy()[zero]), np.signbit(want[zero]))
 
 
-@pytest.mark.skipif(os.environ.get("OPFORGE_SIMD") is not None, reason="already capped")
-@pytest.mark.parametrize("isa", ["baseline", "avx2"])
+@pytest.mark.skipif(os.environ.get("OPFORGE_SGEMM") == "own" or os.environ.get("OPFORGE_SIMD") is not None,
+                    reason="already a rerun, or the dispatch is capped")
+@pytest.mark.parametrize("isa", ["native", "baseline", "avx2"])
 def test_every_microkernel(isa):
-    # Reruns this module with the dispatch capped (generic and AVX2
+    # Reruns this module with MatMul on our GEMM at every size (by default
+    # only M <= 64 takes it) and the dispatch capped (generic and AVX2
     # microkernels); on a CPU without the set it falls back to a narrower one.
+    env = dict(os.environ, OPFORGE_SGEMM="own")
+    if isa != "native":
+        env["OPFORGE_SIMD"] = isa
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", __file__],
-                          env=dict(os.environ, OPFORGE_SIMD=isa), capture_output=True, text=True, timeout=900)
+                          env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 

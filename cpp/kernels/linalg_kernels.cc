@@ -1,5 +1,5 @@
-// MatMul kernels: float32 products run on opforge's own GEMM
-// (cpp/kernels/gemm/, OPFORGE_SGEMM=openblas for the old route), float64 on
+// MatMul kernels: small-M float32 products run on opforge's own GEMM
+// (cpp/kernels/gemm/; Route() below says which), larger ones and float64 on
 // OpenBLAS (blas_loader.h); for integer types (or without OpenBLAS) a
 // cache-blocked, packed GEMM
 // (BLIS-style loop nest) with a SIMD register-tile microkernel chosen at run
@@ -351,19 +351,34 @@ bool GemmBlas(const GemmArgs<T>& g, bool parallel) {
 // Smaller products take the direct loops (less call overhead than BLAS).
 constexpr int64_t kBlasMinFlops = 8 * 8 * 8;
 
-// OPFORGE_SGEMM=openblas sends float32 back to OpenBLAS (for comparisons).
-bool OwnSgemm() {
-  static const bool own = [] {
+// Which float32 products take our GEMM (cpp/kernels/gemm/). By default the
+// small-M ones (M <= 64: decode steps, batch-1 inference), where it beats
+// OpenBLAS; larger ones stay on the BLAS numpy shares, which is level with ours
+// on one thread and twice as fast when a program alternates numpy and opforge
+// products (its threads and our pool would otherwise fight for the cores:
+// bench/interleave.py). OPFORGE_SGEMM=own takes ours at every size (the tests
+// do), =openblas never.
+enum class SgemmRoute { kSmallM, kOwn, kOpenBlas };
+SgemmRoute Route() {
+  static const SgemmRoute route = [] {
     const char* e = std::getenv("OPFORGE_SGEMM");
-    return e == nullptr || std::strcmp(e, "openblas") != 0;
+    if (e != nullptr && std::strcmp(e, "own") == 0) return SgemmRoute::kOwn;
+    if (e != nullptr && std::strcmp(e, "openblas") == 0) return SgemmRoute::kOpenBlas;
+    return SgemmRoute::kSmallM;
   }();
-  return own;
+  return route;
+}
+constexpr int64_t kOwnSgemmMaxM = 64;
+
+bool OwnSgemm(int64_t m) {
+  const SgemmRoute r = Route();
+  return r == SgemmRoute::kOwn || (r == SgemmRoute::kSmallM && m <= kOwnSgemmMaxM);
 }
 
 template <typename T>
 void Gemm(const GemmArgs<T>& g, bool parallel) {
   if constexpr (std::is_same_v<T, float>) {
-    if (OwnSgemm()) {
+    if (OwnSgemm(g.m)) {
       gemm::StridedArgs s{g.m, g.n, g.k, 1.0f, g.a, g.rs_a, g.cs_a, g.b, g.rs_b, g.cs_b, 0.0f, g.c, g.n};
       gemm::SgemmStrided(s, gemm::Epilogue(), parallel);
       return;
