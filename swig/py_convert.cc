@@ -6,6 +6,7 @@
 #include "numpy_api.h"
 #include "numpy_buffer.h"
 #include "py_errors.h"
+#include "py_graph.h"
 #include "py_tensor.h"
 
 namespace opforge {
@@ -86,6 +87,7 @@ bool ProtocolFailed(PyObject* obj, const char* op, const std::string& arg, const
 // legacy capsules), PyArray_FromAny for the rest; both share memory when
 // they can, and TensorFromArray borrows the array they return.
 bool TensorFromProtocol(PyObject* obj, const char* op, const std::string& arg, Tensor* out) {
+  if (RejectSymbolic(obj, op, arg)) return false;  // a graph's tensor in an eager call
   PyObject* arr = nullptr;
   const char* how = "__dlpack__";
   if (PyObject_HasAttrString(obj, "__dlpack__")) {

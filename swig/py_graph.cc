@@ -51,7 +51,8 @@ bool ToGraphInput(Graph* g, PyObject* graph_obj, PyObject* obj, const OpDef& op,
   }
   const opforge::GraphNode& src = g->node(static_cast<int>(node));
   *out = BindInput::Symbolic(static_cast<int>(node), static_cast<int>(index), src.dtypes[index],
-                             PartialShape(src.shapes[index]));
+                             src.RankUnknown(static_cast<int>(index)) ? PartialShape::UnknownRank()
+                                                                      : PartialShape(src.shapes[index]));
   return true;
 }
 
@@ -200,6 +201,26 @@ PyObject* GraphNew() {
   });
 }
 
+bool RejectSymbolic(PyObject* obj, const char* op, const std::string& arg) {
+  if (symbolic_type == nullptr || !PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(symbolic_type))) {
+    return false;
+  }
+  PyObject* name = PyObject_GetAttrString(obj, "name");
+  PyObject* graph = name ? PyObject_GetAttrString(obj, "graph") : nullptr;
+  PyObject* graph_repr = graph ? PyObject_Repr(graph) : nullptr;
+  const char* n = name ? PyUnicode_AsUTF8(name) : nullptr;
+  const char* gr = graph_repr ? PyUnicode_AsUTF8(graph_repr) : nullptr;
+  const std::string tensor = n ? n : "?", where = gr ? gr : "a graph";
+  Py_XDECREF(name);
+  Py_XDECREF(graph);
+  Py_XDECREF(graph_repr);
+  PyErr_Clear();
+  SetInvalidArgument(op, "argument '" + arg + "' is '" + tensor + "', a symbolic tensor of graph " + where +
+                             ": it has no value outside a Session. Build this op inside `with graph.as_default():` "
+                             "and compute it with opforge.Session(graph).run(...)");
+  return true;
+}
+
 PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, PyObject* shape, const char* where) {
   Graph* g = GraphOf(graph);
   if (!g) return nullptr;
@@ -207,6 +228,10 @@ PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, P
   if (!ToDType(dtype, &d)) {
     return SetInvalidArgument("placeholder", std::string("argument 'dtype' is not an opforge dtype: ") +
                                                  Py_TYPE(dtype)->tp_name);
+  }
+  if (shape == Py_None) {  // unknown rank: any shape is fed
+    const int id = g->AddPlaceholder(name, d, TensorShape(), where, /*unknown_rank=*/true);
+    return PyLong_FromLong(id);
   }
   PyObject* seq = PySequence_Fast(shape, "placeholder: argument 'shape' must be a sequence of ints");
   if (!seq) return nullptr;

@@ -5,6 +5,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <string>
+
 #include "opforge/attr.h"
 #include "opforge/op.h"
 
@@ -29,6 +31,9 @@ PyObject* GraphAddCall(PyObject* graph_obj, PyObject* graph, const char* op_type
 // given) as a node of `graph_obj` (an opforge.Graph), named after the op,
 // built at the caller's file:line. Returns its output view(s).
 PyObject* GraphEntry(PyObject* graph_obj, const OpDef& op, PyObject* const* inputs, AttrValue* attrs);
+// True, with an error set naming the tensor, its graph and Session.run, when
+// `obj` is a SymbolicTensor given to an eager call (it has no value).
+bool RejectSymbolic(PyObject* obj, const char* op, const std::string& arg);
 // Registers opforge.graph.SymbolicTensor, the view GraphAddCall recognizes.
 PyObject* GraphInit(PyObject* symbolic_tensor_type);
 // feeds: list of (node, Tensor); fetches: list of (node, output).

@@ -156,6 +156,7 @@ PyObject* GraphOutput(PyObject* graph, int id, int index) {
   if (index < 0 || index >= static_cast<int>(n->dtypes.size())) {
     return SetError(errors::InvalidArgument(n->Label(), " has no output ", index));
   }
+  if (n->RankUnknown(index)) return Py_BuildValue("(NO)", DTypePy(n->dtypes[index]), Py_None);
   PyObject* shape = ShapeTuple(n->shapes[index]);
   if (!shape) return nullptr;
   return Py_BuildValue("(NN)", DTypePy(n->dtypes[index]), shape);

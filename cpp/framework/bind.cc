@@ -120,9 +120,7 @@ namespace {
 // The checks every bound call gets, on (dtype, shape) pairs: type attrs
 // from the inputs, attrs completed, the shape fn (which takes unknown dims
 // as unknown: shape_inference.h).
-// `arg_of`: the op input of each slot (for messages), or null when there
-// are no list args (slot i is input i).
-Status InferBound(const OpDef& op, const int* arg_of, BoundCall* out) {
+Status InferBound(const OpDef& op, BoundCall* out) {
   const size_t num_slots = out->values.size();
   AttrValue* attrs = out->attrs.data();
   const bool has_slots = !out->slots.empty();
@@ -132,16 +130,23 @@ Status InferBound(const OpDef& op, const int* arg_of, BoundCall* out) {
   InlinedVector<InputSpec, 4> specs(num_slots);
   InlinedVector<TensorShape, 2> shapes;
   GrowTo(&shapes, op.outputs.size());
+  bool unknown_rank = false;
   for (size_t i = 0; i < num_slots; ++i) {
     if (has_slots && out->slots[i].kind == BindInput::kSymbolic) {
       const BindInput& s = out->slots[i];
-      if (!s.shape.known_rank) {
-        return errors::InvalidArgument("argument '", op.inputs[arg_of ? arg_of[i] : i].name, "' has a shape of unknown rank");
-      }
+      unknown_rank = unknown_rank || !s.shape.known_rank;
       specs[i] = InputSpec{s.dtype, &s.shape.dims};
     } else {
       specs[i] = InputSpec{out->values[i].dtype(), &out->values[i].shape()};
     }
+  }
+  if (unknown_rank) {
+    // An input of unknown rank (a placeholder declared without a shape):
+    // dtypes and attrs are checked now, shapes once the graph runs.
+    OF_RETURN_IF_ERROR(InferOutputDTypes(op, specs.data(), static_cast<int>(num_slots), attrs,
+                                         out->output_dtypes.data()));
+    for (size_t o = 0; o < op.outputs.size(); ++o) out->output_shapes[o] = PartialShape::UnknownRank();
+    return Status::OK();
   }
   OF_RETURN_IF_ERROR(InferOutputs(op, specs.data(), static_cast<int>(num_slots), attrs, shapes.data(),
                                   out->output_dtypes.data()));
@@ -243,7 +248,7 @@ Status BindImpl(const OpDef& op, BindInput* inputs, AttrValue* given, BoundCall*
     out->values[i] = std::move(s.tensor);
   }
 
-  return InferBound(op, arg_of.data(), out);
+  return InferBound(op, out);
 }
 
 Status WithOpName(const OpDef& op, Status s) {
@@ -263,7 +268,7 @@ Status BindValues(const OpDef& op, AttrValue* attrs, BoundCall* out) {
   out->op = &op;
   out->attrs.clear();
   for (size_t i = 0; i < op.attrs.size(); ++i) out->attrs.emplace_back(std::move(attrs[i]));
-  return WithOpName(op, InferBound(op, nullptr, out));
+  return WithOpName(op, InferBound(op, out));
 }
 
 }  // namespace opforge

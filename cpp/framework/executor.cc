@@ -227,6 +227,15 @@ Status RunKernel(const OpDef& op, const Tensor* inputs, int num_inputs, const At
   return s.ok() ? s : s.WithPrefix(op.name + ": ");
 }
 
+Status InferOutputDTypes(const OpDef& op, const InputSpec* inputs, int num_inputs, AttrValue* attrs,
+                         DType* output_dtypes) {
+  Status s = InferTypeAttrs(op, inputs, num_inputs, attrs);
+  if (s.ok()) s = CompleteAttrs(op, attrs);
+  if (!s.ok()) return s.WithPrefix(op.name + ": ");
+  for (size_t i = 0; i < op.outputs.size(); ++i) output_dtypes[i] = OutputDType(op, static_cast<int>(i), attrs);
+  return Status::OK();
+}
+
 Status InferOutputs(const OpDef& op, const InputSpec* inputs, int num_inputs, AttrValue* attrs,
                     TensorShape* output_shapes, DType* output_dtypes) {
   Status s = InferImpl(op, inputs, num_inputs, attrs, output_shapes, output_dtypes);

@@ -23,6 +23,12 @@ Status Execute(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue*
 Status InferOutputs(const OpDef& op, const InputSpec* inputs, int num_inputs, AttrValue* attrs,
                     TensorShape* output_shapes, DType* output_dtypes);
 
+// InferOutputs without the shape function: for inputs of unknown rank
+// (graph placeholders declared without a shape), whose output shapes stay
+// unknown until the graph runs. The same dtype and attr errors.
+Status InferOutputDTypes(const OpDef& op, const InputSpec* inputs, int num_inputs, AttrValue* attrs,
+                         DType* output_dtypes);
+
 // Runs only the kernel of an op whose attrs are complete and whose output
 // shapes are known (a planned graph node). Errors start with the op's name.
 Status RunKernel(const OpDef& op, const Tensor* inputs, int num_inputs, const AttrValue* attrs,

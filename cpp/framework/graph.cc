@@ -44,12 +44,18 @@ std::string Graph::UniqueName(const std::string& base) {
   return UniqueNameLocked(base);
 }
 
-int Graph::AddPlaceholder(const std::string& base, DType dtype, const TensorShape& shape, std::string where) {
+namespace {
+const int64_t kUnknownRankDims[1] = {kUnknownDim};
+}  // namespace
+
+int Graph::AddPlaceholder(const std::string& base, DType dtype, const TensorShape& shape, std::string where,
+                          bool unknown_rank) {
   GraphNode n;
   n.kind = GraphNode::kPlaceholder;
   n.where = std::move(where);
   n.dtypes = {dtype};
-  n.shapes = {shape};
+  n.shapes = {unknown_rank ? TensorShape(kUnknownRankDims, 1) : shape};
+  if (unknown_rank) n.unknown_rank = {true};
   std::lock_guard<std::mutex> lock(mu_);
   n.name = UniqueNameLocked(base);
   nodes_.push_back(std::move(n));
@@ -86,6 +92,10 @@ Status Graph::AddOp(const std::string& base, const OpDef* op, std::vector<NodeOu
     // Nodes never change once added and the deque keeps them in place, so
     // the specs stay valid while the lock is dropped for inference.
     const GraphNode& src = nodes_[in.node];
+    if (src.RankUnknown(in.index)) {
+      n.name = base;
+      return errors::InvalidArgument(n.Label(), ": input ", src.name, ":", in.index, " has a shape of unknown rank");
+    }
     specs.push_back(InputSpec{src.dtypes[in.index], &src.shapes[in.index]});
   }
   n.name = UniqueNameLocked(base);
@@ -113,7 +123,14 @@ int Graph::AddBound(std::string name, const BoundCall& call, std::vector<NodeOut
   n.attrs.assign(call.attrs.data(), call.attrs.data() + call.attrs.size());
   n.inputs = std::move(inputs);
   n.dtypes.assign(call.output_dtypes.data(), call.output_dtypes.data() + call.output_dtypes.size());
-  for (size_t o = 0; o < call.output_shapes.size(); ++o) n.shapes.push_back(call.output_shapes[o].dims);
+  for (size_t o = 0; o < call.output_shapes.size(); ++o) {
+    const PartialShape& ps = call.output_shapes[o];
+    n.shapes.push_back(ps.known_rank ? ps.dims : TensorShape(kUnknownRankDims, 1));
+    if (!ps.known_rank) {
+      n.unknown_rank.resize(call.output_shapes.size(), false);
+      n.unknown_rank[o] = true;
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   nodes_.push_back(std::move(n));
   return static_cast<int>(nodes_.size()) - 1;

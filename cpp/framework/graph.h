@@ -36,6 +36,11 @@ struct GraphNode {
   std::vector<NodeOutput> inputs;    // flattened, as Execute takes them
   std::vector<DType> dtypes;         // per output
   std::vector<TensorShape> shapes;   // per output, static; -1 where a dim is unknown
+  // Per output whose rank is unknown (a placeholder without a shape, and
+  // what reads it); empty when every rank is known. Its `shapes` entry is
+  // [-1], which no concrete shape equals, so every run re-infers shapes.
+  std::vector<bool> unknown_rank;
+  bool RankUnknown(int o) const { return o < static_cast<int>(unknown_rank.size()) && unknown_rank[o]; }
   Tensor value;                      // kConstant only
   std::string Label() const;         // "node 'name' (Op, built at file:line)"
 };
@@ -44,7 +49,9 @@ class Graph {
  public:
   // Each Add* names the node `base`, or `base_N` when that is taken (the
   // first free N), as TensorFlow does. Placeholder dims may be -1 (unknown).
-  int AddPlaceholder(const std::string& base, DType dtype, const TensorShape& shape, std::string where);
+  // `unknown_rank`: `shape` is ignored, any rank may be fed.
+  int AddPlaceholder(const std::string& base, DType dtype, const TensorShape& shape, std::string where,
+                     bool unknown_rank = false);
   int AddConstant(const std::string& base, Tensor value, std::string where);
   // Infers output dtypes and shapes (the op's usual errors, prefixed with the
   // node's label); on success appends the node and sets *id.

@@ -103,12 +103,14 @@ class SymbolicTensor(_TensorMethods):
 
     @property
     def ndim(self):
-        return len(self.shape)
+        """The rank, None when unknown (a placeholder declared without a shape)."""
+        shape = self.shape
+        return None if shape is None else len(shape)
 
     @property
     def size(self):
         shape = self.shape
-        return None if any(d is None for d in shape) else int(np.prod(shape, dtype=np.int64))
+        return None if shape is None or any(d is None for d in shape) else int(np.prod(shape, dtype=np.int64))
 
     def _ref(self):
         return (self._node, self.value_index)
@@ -137,6 +139,9 @@ class Graph:
         self._handle = _pw.graph_new()
         self._op_views = {}   # node id -> Operation (views only)
         self._out_views = {}  # node id -> tuple of SymbolicTensor (views only)
+
+    def __repr__(self):
+        return f"<opforge.Graph at {id(self):#x}, {_pw.graph_num_nodes(self._handle)} nodes>"
 
     def unique_name(self, base):
         return _pw.graph_unique_name(self._handle, base)
@@ -233,15 +238,20 @@ def get_default_graph():
     return _global_default
 
 
-def placeholder(dtype, shape, name=None):
+def placeholder(dtype, shape=None, name=None):
     """A graph input of `dtype` and `shape`, fed at Session.run: a list of ints,
-    None for a dimension known only when fed (``[None, 784]``)."""
+    None for a dimension known only when fed (``[None, 784]``); no shape
+    (None) means unknown rank, as in TensorFlow 1: any shape may be fed, and
+    the shapes of what reads it are known only when the graph runs."""
     g = get_default_graph()
     location = _pw.caller_location()
     dtype = _dtypes.as_dtype(dtype)
-    if shape is None or isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+    if shape is None:
+        node = _pw.graph_placeholder(g._handle, name or "Placeholder", dtype, None, location)
+        return g._outputs(node, 1)[0]
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
         raise _errors.InvalidArgumentError(
-            "placeholder: argument 'shape' must be a list of ints and None (unknown dims); the rank must be known")
+            "placeholder: argument 'shape' must be a list of ints and None (unknown dims), or None (unknown rank)")
     shape = list(shape)
     for d in shape:
         if d is not None and (isinstance(d, bool) or not isinstance(d, (int, np.integer))):

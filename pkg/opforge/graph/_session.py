@@ -46,11 +46,10 @@ class Session:
             if key.value_index != 0:
                 raise _errors.InvalidArgumentError(f"Session.run: cannot feed '{key.name}', an output other than 0")
             try:
-                tensor = value if isinstance(value, _pw_tensor()) else _pw.to_tensor(
-                    value, None if isinstance(value, (np.ndarray, np.generic)) else key.dtype)
+                tensor = _feed_tensor(key, value)
             except _errors.OpError as e:
                 raise type(e)(f"Session.run: the value fed to '{key.name}': {e}") from None
-            if key.op.type == "Placeholder" and any(d is None for d in key.shape):
+            if key.op.type == "Placeholder" and key.shape is not None and any(d is None for d in key.shape):
                 _check_feed(key, tensor.shape)
             feeds.append((key._node, tensor))
         results, self.last_run_stats = _pw.graph_run(self.graph._handle, feeds, [t._ref() for t in flat],
@@ -77,6 +76,51 @@ class Session:
         if isinstance(structure, dict):
             return {k: self._rebuild(v, values) for k, v in structure.items()}
         return type(structure)(self._rebuild(v, values) for v in structure)
+
+
+def _feed_tensor(key, value):
+    """`value` as a Tensor of the fed tensor's dtype: converted when no value
+    changes in the conversion (float64 data into float32, as TensorFlow 1
+    does; narrower ints whose values fit; ints or bools into floats), else
+    refused naming the tensor."""
+    want = key.dtype
+    if isinstance(value, _pw_tensor()):
+        if value.dtype == want:
+            return value
+        value = value.numpy()
+    if not isinstance(value, (np.ndarray, np.generic)):
+        return _pw.to_tensor(value, want)  # Python values: the usual conversion, checked in C++
+    have, target = value.dtype, np.dtype(want.as_numpy_dtype)
+    if have == target:
+        return _pw.to_tensor(value, None)
+    why = _unsafe_cast(value, target)
+    if why:
+        raise _errors.InvalidArgumentError(
+            f"{have} data cannot become {want.name}, the dtype of {key.op.type.lower()} '{key.op.name}': {why}; "
+            f"convert it yourself (value.astype(...)) if that is what you mean")
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _pw.to_tensor(np.asarray(value).astype(target), None)
+
+
+def _unsafe_cast(value, target):
+    """Why casting `value` to `target` would change it, or None when it is safe."""
+    have = value.dtype
+    if have.kind not in "biuf":
+        return f"{have} is not a numeric dtype"
+    if target.kind == "b":
+        return "only bool data feeds a bool tensor"
+    if have.kind == "f" and target.kind in "iu":
+        return "float data would be truncated"
+    if have.kind in "iu" and target.kind in "iu" and not np.can_cast(have, target):
+        info = np.iinfo(target)
+        if value.size and (value.min() < info.min or value.max() > info.max):
+            return f"values outside the range of {target}"
+    if have.kind == "f" and target.kind == "f" and have.itemsize > target.itemsize and value.size:
+        flat = np.asarray(value).ravel()
+        finite = np.abs(flat[np.isfinite(flat)])
+        if finite.size and finite.max() > np.finfo(target).max:
+            return f"values beyond the range of {target} would become inf"
+    return None
 
 
 def _check_feed(placeholder, shape):
