@@ -134,7 +134,10 @@ PyObject* GraphNodeAttrs(PyObject* graph, int id) {
     }
   } else {
     ok = SetItem(d, "dtype", DTypePy(n->dtypes[0]));
-    if (ok && n->kind == opforge::GraphNode::kPlaceholder) {
+    if (ok && n->kind == opforge::GraphNode::kPlaceholder && n->RankUnknown(0)) {
+      Py_INCREF(Py_None);
+      ok = SetItem(d, "shape", Py_None);  // unknown rank
+    } else if (ok && n->kind == opforge::GraphNode::kPlaceholder) {
       PyObject* shape = ShapeTuple(n->shapes[0]);
       PyObject* list = shape ? PySequence_List(shape) : nullptr;
       Py_XDECREF(shape);

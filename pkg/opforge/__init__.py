@@ -70,6 +70,7 @@ def _lazy_submodule(name):
 testing, onnx, nn, optim = (_lazy_submodule(n) for n in ("testing", "onnx", "nn", "optim"))
 utils, initializers = (_lazy_submodule(n) for n in ("utils", "initializers"))
 distributed = _lazy_submodule("distributed")  # of.distributed.init(): MPI only then
+saved_graph, graph_util = (_lazy_submodule(n) for n in ("saved_graph", "graph_util"))  # onnx only when used
 del _lazy_submodule
 
 

@@ -1,5 +1,5 @@
-"""`python -m opforge demo | ops | describe OP | check LIB`: a tour, the op list, one op in full,
-the CI check of a custom op library."""
+"""`python -m opforge demo | ops | describe OP | check LIB | graph show PATH`: a tour, the op list,
+one op in full, the CI check of a custom op library, a saved graph's nodes."""
 
 import argparse
 import sys
@@ -141,6 +141,11 @@ def cmd_check(args):
     return main(args)
 
 
+def cmd_graph_show(args):
+    from opforge.saved_graph._show import cmd_show
+    return cmd_show(args)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m opforge", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -163,6 +168,13 @@ def main(argv=None):
     check.add_argument("--timeout", type=float, default=60.0, metavar="S",
                        help="a case that runs longer is a hang: killed and reported (default 60)")
     check.set_defaults(fn=cmd_check)
+    graph = sub.add_parser("graph", help="look at a saved graph (opforge.saved_graph, an ONNX file)")
+    graph_sub = graph.add_subparsers(dest="graph_command", required=True)
+    show = graph_sub.add_parser("show", help="print the nodes of a saved graph")
+    show.add_argument("path", help="the saved graph (.onnx)")
+    show.add_argument("--dot", metavar="OUT.dot",
+                      help="write Graphviz DOT instead (and OUT.svg when Graphviz's `dot` is installed)")
+    show.set_defaults(fn=cmd_graph_show)
     for p in (ops, describe):
         p.add_argument("--load", action="append", metavar="LIB",
                        help="load this custom op library first (opforge.load_op_library); repeatable")

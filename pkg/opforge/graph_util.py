@@ -1,0 +1,1 @@
+"""Rewriting graphs (placeholder; filled below)."""
