@@ -115,6 +115,15 @@ class SavedGraph:
                 raise _errors.InvalidArgumentError(f"SavedGraph.run: no output named {n!r}; outputs: {list(self.outputs)}")
         return self.session().run({n: self.outputs[n] for n in names}, feed_dict)
 
+    def replace(self, match, replacement, inputs=None, attrs=None):
+        """A new SavedGraph with `match` replaced by op `replacement` (opforge.graph_util.replace)."""
+        from opforge import graph_util
+        return graph_util.replace(self, match, replacement, inputs, attrs)
+
+    def save(self, path):
+        """Writes this graph (its variables' values in its session) to `path`; returns the ModelProto."""
+        return save(path, self._session if self._session is not None else self.graph, self.inputs, self.outputs)
+
     def __repr__(self):
         return f"<opforge.SavedGraph inputs={list(self.inputs)} outputs={list(self.outputs)}>"
 
