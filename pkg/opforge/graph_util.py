@@ -113,8 +113,11 @@ def _match(pattern, t, binds, used):
         return have is t
     if isinstance(pattern, (int, float)) and not isinstance(pattern, bool):
         v = _const_value(t)
-        return v is not None and v.size > 0 and v.dtype.kind in "fi" and bool(
+        ok = v is not None and v.size > 0 and v.dtype.kind in "fi" and bool(
             np.all(np.abs(v.astype(np.float64) - pattern) <= 1e-6 * max(1.0, abs(pattern))))
+        if ok:
+            used.add(t.op._id)  # the constant goes with the match when nothing else reads it
+        return ok
     if isinstance(pattern, _Either):
         for p in pattern.options:
             b, u = dict(binds), set(used)
