@@ -184,6 +184,10 @@ class Rewrite:
     def __init__(self, graph, mapping, count):
         self.graph, self._map, self.count = graph, mapping, count
 
+    def op(self, old):
+        """The Operation of the new graph standing for Operation `old`."""
+        return self.tensor(old.outputs[0]).op
+
     def tensor(self, old):
         try:
             return self._map[old._ref()]
@@ -218,7 +222,8 @@ def replace(graph, match, replacement, inputs=None, attrs=None):
     if saved is None:
         return rewrite
     return type(saved)(rewrite.graph, {k: rewrite.tensor(v) for k, v in saved.inputs.items()},
-                       {k: rewrite.tensor(v) for k, v in saved.outputs.items()}, {}, None)
+                       {k: rewrite.tensor(v) for k, v in saved.outputs.items()}, {}, None,
+                       init_ops=[rewrite.op(o) for o in saved._init_ops])
 
 
 def _dead_nodes(graph, found):

@@ -41,13 +41,18 @@ def _graph_of(sess_or_graph):
 
 
 def _variables(graph, sess):
-    """{node id: (name, value, trainable)} of the graph's variables, read in `sess`."""
-    try:
-        from opforge import variables as _vars
-    except ImportError:
-        return {}
-    found = getattr(_vars, "graph_variables", None)
-    return found(graph, sess) if found is not None else {}
+    """A function node id -> (name, value, trainable) for the graph's variable
+    reads (ReadVariable nodes): their values in `sess`."""
+    def read(node_id):
+        op = graph._op(node_id)
+        name = op.get_attr("var")
+        if sess is None:
+            raise _errors.InvalidArgumentError(
+                f"saved_graph.save: the graph reads variable '{name}': pass the Session holding its value")
+        state = graph.__dict__.get("_state") or {}
+        trainable = next((bool(v.trainable) for v in state.get("variables", ()) if v.name == name), True)
+        return name, sess.run(op.outputs[0]), trainable
+    return read
 
 
 def to_onnx(sess_or_graph, inputs, outputs):
@@ -82,9 +87,11 @@ class SavedGraph:
     tensor}), ``variables`` ({name: Variable}); ``run(feeds)`` computes the
     outputs (all, or those named in `fetch`) in a Session of its own."""
 
-    def __init__(self, graph, inputs, outputs, variables, model):
+    def __init__(self, graph, inputs, outputs, variables, model, init_ops=None):
         self.graph, self.inputs, self.outputs, self.variables = graph, inputs, outputs, variables
         self.model = model
+        # What a new session runs first: the variables' initializers.
+        self._init_ops = list(init_ops) if init_ops is not None else [v.initializer for v in variables.values()]
         self._session = None
 
     def session(self):
@@ -92,11 +99,8 @@ class SavedGraph:
         if self._session is None:
             from opforge.graph import Session
             self._session = Session(self.graph)
-            init = getattr(__import__("opforge"), "global_variables_initializer", None)
-            if self.variables and init is not None:
-                with self.graph.as_default():
-                    op = init()
-                self._session.run(op)
+            if self._init_ops:
+                self._session.run(list(self._init_ops))
         return self._session
 
     def run(self, feeds=None, fetch=None):

@@ -99,12 +99,11 @@ def _signature(what, given, kind):
 def to_model(graph, inputs, outputs, variables=None, producer_note=""):
     """The ModelProto of `graph` pruned to what `outputs` need from `inputs`.
 
-    variables: {node id: (name, value ndarray, trainable)} for variable nodes
-    (their current values), written as initializers."""
+    variables: a function node id -> (name, value ndarray, trainable) for
+    the variable reads (ReadVariable nodes), written as initializers."""
     import onnx
     import onnx.helper
     import onnx.numpy_helper
-    variables = variables or {}
     inputs = _signature(graph, inputs, "inputs")
     outputs = _signature(graph, outputs, "outputs")
     for name, t in inputs.items():
@@ -130,8 +129,7 @@ def to_model(graph, inputs, outputs, variables=None, producer_note=""):
         if n in needed:
             continue
         needed.add(n)
-        if n not in variables:
-            stack.extend(src for src, _ in _pw.graph_node_inputs(h, n))
+        stack.extend(src for src, _ in _pw.graph_node_inputs(h, n))
     libs = library_ops()
     value_name, nodes, initializers, graph_inputs, domains = {}, [], [], [], {}
     for name, t in inputs.items():
@@ -140,17 +138,19 @@ def to_model(graph, inputs, outputs, variables=None, producer_note=""):
     # Outputs name their producer's value directly when they can (one name per value).
     renamed = {}
     for name, t in outputs.items():
-        if t._ref() not in renamed and t.op._id not in input_of and t.op.type not in ("Const",) \
-                and t.op._id not in variables:
+        if t._ref() not in renamed and t.op._id not in input_of and t.op.type not in ("Const", "ReadVariable"):
             renamed[t._ref()] = name
     var_meta = {}
     for n in sorted(needed):
         op_type, node_name, where, n_out = _pw.graph_node(h, n)
-        if n in variables:
-            vname, value, trainable = variables[n]
+        if op_type == "ReadVariable":  # a variable: its value now, as an initializer named after it
+            if variables is None:
+                raise errors.InvalidArgumentError(f"saved_graph.save: node '{node_name}' reads a variable")
+            vname, value, trainable = variables(n)
             value_name[(n, 0)] = vname
-            initializers.append(onnx.numpy_helper.from_array(np.ascontiguousarray(value), vname))
-            var_meta[vname] = {"trainable": bool(trainable)}
+            if vname not in var_meta:
+                initializers.append(onnx.numpy_helper.from_array(np.ascontiguousarray(value), vname))
+                var_meta[vname] = {"trainable": bool(trainable)}
             continue
         if op_type == "Placeholder":
             if n not in input_of:

@@ -205,6 +205,8 @@ def _make_variable(graph, name, value, meta, variables):
     if not hasattr(of, "Variable"):
         raise errors.UnimplementedError(
             f"saved_graph.load: the graph has variable {name!r}, and this opforge has no opforge.Variable")
+    if not isinstance(meta, dict):
+        raise _fail(f"the metadata of variable {name!r} is corrupt")
     v = of.Variable(np.array(value), name=name, trainable=bool(meta.get("trainable", True)))
     variables[name] = v
     return v
