@@ -214,3 +214,21 @@ def test_import_opforge_does_not_import_onnx():
     out = _run_fresh("import sys, opforge as of; of.saved_graph.SavedGraph; of.graph_util; "
                      "print('onnx' in sys.modules)")
     assert out.strip() == "False"
+
+
+def test_corrupted_files_raise_opforge_errors_or_load(tmp_path):
+    """Bytes flipped anywhere: an opforge error or a graph that loads, never another exception."""
+    _, path = _saved(tmp_path)
+    data = bytearray(path.read_bytes())
+    rng = np.random.default_rng(0)
+    outcomes = set()
+    for _ in range(150):
+        bad = bytearray(data)
+        for i in rng.integers(0, len(bad), rng.integers(1, 4)):
+            bad[i] = rng.integers(0, 256)
+        try:
+            of.saved_graph.load(bytes(bad)).run({"x": XV})
+            outcomes.add("loaded")
+        except errors.OpError as e:
+            outcomes.add(type(e).__name__)
+    assert "InvalidArgumentError" in outcomes

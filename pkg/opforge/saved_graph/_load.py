@@ -24,6 +24,23 @@ def _fail(what, node=None):
     return errors.InvalidArgumentError(f"saved_graph.load:{where}: {what}" if where else f"saved_graph.load: {what}")
 
 
+def _check_text(model):
+    """Every name is text: protobuf hands undecodable strings back as bytes."""
+    g = model.graph
+    names = [(vi.name, "a graph input or output name") for vi in list(g.input) + list(g.output)]
+    names += [(t.name, "an initializer name") for t in g.initializer]
+    names += [(p.key, "a metadata key") for p in model.metadata_props]
+    names += [(p.value, "a metadata value") for p in model.metadata_props]
+    names += [(o.domain, "an opset domain") for o in model.opset_import]
+    for n in g.node:
+        names += [(x, "a node's name, type, domain, input or output")
+                  for x in [n.name, n.op_type, n.domain, *n.input, *n.output]]
+        names += [(a.name, "an attribute name") for a in n.attribute]
+    for text, what in names:
+        if not isinstance(text, str):
+            raise _fail(f"{what} is not valid UTF-8: {bytes(text)[:40]!r}")
+
+
 def read_model(path):
     """The checked ModelProto at `path` (or bytes, or a ModelProto)."""
     import onnx
@@ -39,6 +56,7 @@ def read_model(path):
         what = os.fspath(path) if isinstance(path, (str, os.PathLike)) else "the model"
         raise _fail(f"{what} is not a valid ONNX model: "
                     f"{str(e).strip().splitlines()[0]}") from None
+    _check_text(model)
     return model
 
 
