@@ -23,7 +23,9 @@ def save_file(tensors, path, metadata=None):
     """Writes {name: ndarray} (C-contiguous copies) with str->str metadata."""
     header, blobs, offset = {}, [], 0
     for name in sorted(tensors):
-        arr = np.ascontiguousarray(tensors[name])
+        arr = np.asarray(tensors[name])
+        if not arr.flags.c_contiguous:  # (ascontiguousarray would make a scalar 1-d)
+            arr = arr.copy(order="C")
         code = _CODES.get(arr.dtype.name)
         if code is None:
             raise _errors.InvalidArgumentError(f"save: '{name}' has dtype {arr.dtype}, which checkpoints do not store")
