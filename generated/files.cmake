@@ -42,6 +42,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_special_grads.py
   python/gen_special_ops.py
   python/gen_special_ops.pyi
+  python/gen_state_grads.py
+  python/gen_state_ops.py
+  python/gen_state_ops.pyi
   python/numpy_map.py
   python/raw_ops.py
   registry.json
@@ -58,4 +61,5 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_random_ops.i
   swig/gen_reduction_ops.i
   swig/gen_special_ops.i
+  swig/gen_state_ops.i
 )

@@ -22,6 +22,7 @@
 #include "py_errors.h"
 #include "numpy_api.h"
 #include "py_tensor.h"
+#include "py_state.h"
 
 namespace opforge {
 namespace py {
@@ -256,7 +257,7 @@ PyObject* CallHook(const OpBinding& b, PyObject* const* args, size_t level, PyOb
       PyTuple_SET_ITEM(tuple, i, args[i]);
     }
     InlinedVector<PyObject*, 4> py_inputs(op.inputs.size());
-    for (size_t a = 0; a < op.inputs.size(); ++a) py_inputs[a] = args[b.input_pos()[a]];
+    for (size_t a = 0; a < op.inputs.size(); ++a) py_inputs[a] = UnwrapVariable(args[b.input_pos()[a]]);
     PyObject* record = WantsRecordingChecked(op, py_inputs.data()) ? Py_True : Py_False;
     PyObject* fresh = PyObject_CallFunction(op_call_type, "sNOO", op.name.c_str(), tuple, level_obj, record);
     if (fresh) {
@@ -298,7 +299,7 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
   }
   const char* name = op.name.c_str();
   InlinedVector<PyObject*, 4> py_inputs(op.inputs.size());
-  for (size_t a = 0; a < op.inputs.size(); ++a) py_inputs[a] = args[b.input_pos()[a]];
+  for (size_t a = 0; a < op.inputs.size(); ++a) py_inputs[a] = UnwrapVariable(args[b.input_pos()[a]]);
   if (mode == Mode::kEager && b.plain()) {
     // Eager, no list args, every input a Tensor with its value or a numpy
     // array: BindValues, the binder less the flattening and weak values.

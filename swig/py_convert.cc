@@ -7,6 +7,7 @@
 #include "numpy_buffer.h"
 #include "py_errors.h"
 #include "py_graph.h"
+#include "py_state.h"
 #include "py_tensor.h"
 
 namespace opforge {
@@ -234,6 +235,7 @@ bool WeakList(PyObject* obj, const char* op, const std::string& label, BindInput
 }  // namespace
 
 bool ToBindInput(PyObject* obj, const char* op, const std::string& label, bool keep_pending, BindInput* out) {
+  obj = UnwrapVariable(obj);  // an eager opforge.Variable is its leaf tensor
   if (IsTensor(obj)) {
     PyTensor* pt = reinterpret_cast<PyTensor*>(obj);
     if (pt->pending) {

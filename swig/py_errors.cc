@@ -3,7 +3,7 @@
 namespace opforge {
 namespace py {
 namespace {
-constexpr int kNumCodes = 7;
+constexpr int kNumCodes = 8;
 PyObject* error_classes[kNumCodes] = {};
 }  // namespace
 

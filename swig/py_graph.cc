@@ -10,6 +10,7 @@
 #include "py_call.h"
 #include "py_graph_views.h"
 #include "py_op_args.h"
+#include "py_state.h"
 
 namespace opforge {
 namespace py {
@@ -267,9 +268,11 @@ PyObject* GraphConstant(PyObject* graph, const char* name, PyObject* value, cons
   return PyLong_FromLong(g->AddConstant(name, TensorOf(value), where));
 }
 
-PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads) {
+PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads, PyObject* resources) {
   Graph* g = GraphOf(graph);
   if (!g) return nullptr;
+  ResourceMgr* rm = nullptr;
+  if (!ResourcesOf(resources, &rm)) return nullptr;
   std::vector<std::pair<int, Tensor>> feed_values;
   std::vector<NodeOutput> fetch_refs;
   PyObject* fseq = PySequence_Fast(feeds, "Session.run: feeds must be a list of (node, Tensor)");
@@ -300,7 +303,7 @@ PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inte
   RunStats stats;
   Status s;
   Py_BEGIN_ALLOW_THREADS
-  s = g->Run(feed_values, fetch_refs, inter_op_threads, &results, &stats);
+  s = g->Run(feed_values, fetch_refs, inter_op_threads, &results, &stats, rm);
   Py_END_ALLOW_THREADS
   if (!s.ok()) return SetError(s);
   PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(results.size()));

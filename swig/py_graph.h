@@ -37,8 +37,9 @@ bool RejectSymbolic(PyObject* obj, const char* op, const std::string& arg);
 // Registers opforge.graph.SymbolicTensor, the view GraphAddCall recognizes.
 PyObject* GraphInit(PyObject* symbolic_tensor_type);
 // feeds: list of (node, Tensor); fetches: list of (node, output).
+// resources: the Session's manager (py_state.h), None for the process's.
 // Returns (tuple of Tensors, stats dict). Runs without the GIL.
-PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads);
+PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads, PyObject* resources);
 
 }  // namespace py
 }  // namespace opforge

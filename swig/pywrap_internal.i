@@ -11,6 +11,7 @@
 #include "py_call.h"
 #include "py_module.h"
 #include "py_op_library.h"
+#include "py_state.h"
 %}
 
 %include "opforge_typemaps.i"
@@ -99,7 +100,7 @@ namespace opforge { namespace py {
 PyObject* GraphNew();
 PyObject* GraphPlaceholder(PyObject* graph, const char* name, PyObject* dtype, PyObject* shape, const char* where);
 PyObject* GraphConstant(PyObject* graph, const char* name, PyObject* value, const char* where);
-PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads);
+PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads, PyObject* resources);
 PyObject* AsyncFlush();
 PyObject* AsyncDrain();
 PyObject* AsyncQueueSize();
@@ -129,6 +130,28 @@ PyObject* GraphNodeAttrs(PyObject* graph, int node);
 PyObject* GraphOutput(PyObject* graph, int node, int index);
 PyObject* GraphUniqueName(PyObject* graph, const char* base);
 PyObject* GraphConsumers(PyObject* graph);
+}}
+
+// State: resource managers and control dependencies (py_state.h).
+%rename(resources_new) opforge::py::ResourcesNew;
+%rename(resources_eager) opforge::py::ResourcesEager;
+%rename(resources_list) opforge::py::ResourcesList;
+%rename(resources_clear) opforge::py::ResourcesClear;
+%rename(resources_delete) opforge::py::ResourcesDelete;
+%rename(variable_init) opforge::py::VariableInit;
+%rename(graph_set_control_deps) opforge::py::GraphSetControlDeps;
+%rename(graph_control_deps) opforge::py::GraphControlDeps;
+%rename(graph_node_control_inputs) opforge::py::GraphNodeControlInputs;
+namespace opforge { namespace py {
+PyObject* ResourcesNew();
+PyObject* ResourcesEager();
+PyObject* ResourcesList(PyObject* resources);
+PyObject* ResourcesClear(PyObject* resources);
+PyObject* ResourcesDelete(PyObject* resources, const char* name);
+PyObject* VariableInit(PyObject* eager_variable_type);
+PyObject* GraphSetControlDeps(PyObject* graph, PyObject* nodes);
+PyObject* GraphControlDeps(PyObject* graph);
+PyObject* GraphNodeControlInputs(PyObject* graph, int node);
 }}
 
 %include "gen_ops.i"

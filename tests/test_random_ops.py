@@ -179,8 +179,11 @@ def test_graph_mode_nodes_draw_their_own_streams():
     with of.Session(g) as sess:
         va, vb = sess.run([a, b])
         va2, _ = sess.run([a, b])
+    with of.Session(g) as sess:
+        va3, _ = sess.run([a, b])
     assert not np.array_equal(va, vb)
-    assert np.array_equal(va, va2)  # fixed per node until stateful ops exist (documented)
+    assert not np.array_equal(va, va2)  # stateful: each run draws anew
+    assert np.array_equal(va, va3)  # a new Session repeats the sequence
 
 
 def test_initializers():

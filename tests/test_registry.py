@@ -46,10 +46,12 @@ def test_public_names_and_docstrings_come_from_the_declarations():
     for op in registry()["ops"]:
         fn = getattr(of.ops, _snake(op["name"]))
         assert getattr(of.ops, f"gen_{op['group']}_ops").__dict__[fn.__name__] is fn
-        raw = op["group"] in ("grad", "optim") or op["name"].endswith("Grad") or "Backprop" in op["name"]
+        raw = op["group"] in ("grad", "optim", "state") or op["name"].endswith("Grad") or "Backprop" in op["name"]
         # User ops in of.*; backward ops and optimizer kernels in of.raw_ops only.
         assert getattr(of if not raw else of.raw_ops, fn.__name__) is fn, op["name"]
-        assert hasattr(of, fn.__name__) is not raw and (fn.__name__ in of.raw_ops.__all__) is raw, op["name"]
+        # (of.group is the Python tf.group, not the raw Group op's wrapper.)
+        assert (getattr(of, fn.__name__, None) is fn) is not raw and (fn.__name__ in of.raw_ops.__all__) is raw, \
+            op["name"]
         assert fn.__doc__.startswith(op["summary"][:40])
         assert f"{op['source']['file']}:{op['source']['line']}" in fn.__doc__
     assert of.matmul is of.mat_mul and of.where is of.select and of.argmax is of.arg_max

@@ -4,8 +4,9 @@ registry entry, never from a list of names.
 
 A raw op is a backward op or an optimizer kernel: an op of the ``grad`` group,
 one named ``<Op>Grad``, ``<Op>GradGrad`` or ``...Backprop...`` beside its
-forward op (GeluGrad in ``nn``), or an op of the ``optim`` group (the in-place
-updates the optimizers call). Every op stays in its gen_<group>_ops module
+forward op (GeluGrad in ``nn``), an op of the ``optim`` group (the in-place
+updates the optimizers call), or of the ``state`` group (variable and update
+ops: users reach them through ``opforge.Variable`` and ``minimize``). Every op stays in its gen_<group>_ops module
 either way; this only decides ``opforge.ops.__all__`` (hence ``opforge.*``)
 and ``opforge.ops.raw_ops``.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from .. import naming
 
-RAW_GROUPS = frozenset({"grad", "optim"})
+RAW_GROUPS = frozenset({"grad", "optim", "state"})
 _RAW_NAME_RE = re.compile(r"(Grad|GradGrad)$|Backprop")
 
 

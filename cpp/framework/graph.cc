@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
 #include "graph_plan.h"
 #include "opforge/inlined_vector.h"
+#include "run_state.h"
 
 namespace opforge {
 
@@ -22,6 +24,39 @@ bool IsSerial(const std::vector<int>& num_deps, const std::vector<std::vector<in
     for (int c : consumers[i]) if (--deps[c] == 0) ready.push_back(c);
   }
   return true;
+}
+
+// Another tensor's storage that kernels may not write (optim's in-place
+// updates check writable()): constants and feeds are only ever read.
+class ReadOnlyBuffer : public TensorBuffer {
+ public:
+  explicit ReadOnlyBuffer(TensorBuffer* inner) : TensorBuffer(inner->data(), inner->size()), inner_(inner) {
+    inner_->Ref();
+  }
+  bool writable() const override { return false; }
+
+ private:
+  ~ReadOnlyBuffer() override { inner_->Unref(); }
+  TensorBuffer* inner_;
+};
+
+Tensor ReadOnly(const Tensor& t) {
+  if (t.buffer() == nullptr || !t.buffer()->writable()) return t;
+  auto* b = new ReadOnlyBuffer(t.buffer());
+  Tensor out(t.dtype(), t.shape(), b);
+  b->Unref();  // the tensor holds the only reference
+  return out;
+}
+
+// A fetched value that shares a constant's or a feed's memory is copied:
+// what the caller gets may be written without changing the graph.
+Status Unshare(Tensor* t) {
+  if (t->buffer() == nullptr || t->buffer()->writable()) return Status::OK();
+  Tensor copy;
+  OF_RETURN_IF_ERROR(Tensor::Allocate(t->dtype(), t->shape(), &copy));
+  if (t->TotalBytes()) std::memcpy(copy.raw_data(), t->raw_data(), t->TotalBytes());
+  *t = std::move(copy);
+  return Status::OK();
 }
 
 }  // namespace
@@ -68,7 +103,7 @@ int Graph::AddConstant(const std::string& base, Tensor value, std::string where)
   n.where = std::move(where);
   n.dtypes = {value.dtype()};
   n.shapes = {value.shape()};
-  n.value = std::move(value);
+  n.value = ReadOnly(value);
   std::lock_guard<std::mutex> lock(mu_);
   n.name = UniqueNameLocked(base);
   nodes_.push_back(std::move(n));
@@ -109,6 +144,7 @@ Status Graph::AddOp(const std::string& base, const OpDef* op, std::vector<NodeOu
   n.attrs = std::move(attrs);
   n.inputs = std::move(inputs);
   lock.lock();
+  n.control_inputs = control_deps_;
   nodes_.push_back(std::move(n));
   *id = static_cast<int>(nodes_.size()) - 1;
   return Status::OK();
@@ -132,8 +168,27 @@ int Graph::AddBound(std::string name, const BoundCall& call, std::vector<NodeOut
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  n.control_inputs = control_deps_;
   nodes_.push_back(std::move(n));
   return static_cast<int>(nodes_.size()) - 1;
+}
+
+Status Graph::SetControlDeps(std::vector<int> deps) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int d : deps) {
+    if (d < 0 || d >= static_cast<int>(nodes_.size())) {
+      return errors::InvalidArgument("control_dependencies: an operation is not in this graph");
+    }
+  }
+  std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  control_deps_ = std::move(deps);
+  return Status::OK();
+}
+
+std::vector<int> Graph::ControlDeps() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return control_deps_;
 }
 
 std::vector<std::vector<int>> Graph::Consumers() const {
@@ -197,6 +252,7 @@ Status Graph::GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const st
                                      " must be fed a value (feed_dict) to compute the fetches");
     }
     for (const NodeOutput& in : node.inputs) needed[in.node] = 1;
+    for (int c : node.control_inputs) needed[c] = 1;
   }
   std::vector<int> plan_index(n, -1), const_slot(n, -1);
   auto source = [&](const NodeOutput& o) {
@@ -212,6 +268,7 @@ Status Graph::GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const st
     }
     return Plan::Source{Plan::Source::kNode, plan_index[o.node], o.index, nullptr};
   };
+  std::unordered_map<std::string, int> last_user;  // resource -> the last planned op naming it
   for (int id = 0; id < n; ++id) {
     const GraphNode& node = nodes_[id];
     if (!needed[id] || feed_of[id] >= 0 || node.kind != GraphNode::kOp) continue;
@@ -233,6 +290,22 @@ Status Graph::GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const st
         plan->consumers[s.index].push_back(k);
         ++plan->uses[s.index];
       }
+    }
+    // Edges that carry no value: control inputs, and the previous planned
+    // stateful op naming each of this op's resources (state is touched in
+    // the order the graph was built).
+    auto order_after = [&](int before) {
+      if (before < 0) return;
+      ++plan->num_deps[k];
+      plan->consumers[before].push_back(k);
+    };
+    for (int c : node.control_inputs) {
+      if (feed_of[c] < 0 && nodes_[c].kind == GraphNode::kOp) order_after(plan_index[c]);
+    }
+    for (int a : node.op->resource_attrs) {
+      int& last = last_user[node.attrs[a].s];
+      if (last >= 0) order_after(last);
+      last = k;
     }
   }
   for (const NodeOutput& f : fetches) {
@@ -285,11 +358,20 @@ Status ReinferShapes(const Graph::Plan& p, const Feeds& feeds, std::vector<Tenso
   return Status::OK();
 }
 
-Status Graph::Run(const std::vector<std::pair<int, Tensor>>& feeds, const std::vector<NodeOutput>& fetches,
-                  int inter_op, std::vector<Tensor>* results, RunStats* stats) {
+Status Graph::Run(const std::vector<std::pair<int, Tensor>>& given, const std::vector<NodeOutput>& fetches,
+                  int inter_op, std::vector<Tensor>* results, RunStats* stats, ResourceMgr* resources) {
   std::shared_ptr<const Plan> plan;
-  OF_RETURN_IF_ERROR(GetPlan(feeds, fetches, &plan));
-  const Plan& p = *plan;
+  OF_RETURN_IF_ERROR(GetPlan(given, fetches, &plan));
+  Feeds feeds(given.size());
+  for (size_t i = 0; i < given.size(); ++i) feeds[i] = {given[i].first, ReadOnly(given[i].second)};
+  ScopedRunState run_state(resources, nullptr);
+  OF_RETURN_IF_ERROR(RunPlan(*plan, feeds, inter_op, results, stats, resources));
+  for (Tensor& t : *results) OF_RETURN_IF_ERROR(Unshare(&t));
+  return Status::OK();
+}
+
+Status Graph::RunPlan(const Plan& p, const Feeds& feeds, int inter_op, std::vector<Tensor>* results,
+                      RunStats* stats, ResourceMgr* resources) {
   // Feeds: the placeholder's dtype; another shape re-infers every planned op.
   bool reshaped = false;
   for (size_t i = 0; i < feeds.size(); ++i) {
@@ -324,6 +406,7 @@ Status Graph::Run(const std::vector<std::pair<int, Tensor>>& feeds, const std::v
     Tensor* out = values.get() + step.offset;
     const Plan::Source* src_begin = p.step_sources.data() + step.src_begin;
     const Plan::Source* src_end = p.step_sources.data() + step.src_end;
+    ScopedRunState run_state(resources, &p.nodes[k]->name);  // on a pool thread maybe
     {
       InlinedVector<Tensor, 4> in;
       for (const Plan::Source* s = src_begin; s != src_end; ++s) in.push_back(input_of(*s));

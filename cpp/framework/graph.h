@@ -41,7 +41,10 @@ struct GraphNode {
   // [-1], which no concrete shape equals, so every run re-infers shapes.
   std::vector<bool> unknown_rank;
   bool RankUnknown(int o) const { return o < static_cast<int>(unknown_rank.size()) && unknown_rank[o]; }
-  Tensor value;                      // kConstant only
+  Tensor value;                      // kConstant only (read-only: kernels cannot write it)
+  // Nodes that must run before this one although it reads none of their
+  // outputs (opforge.control_dependencies); always earlier ids.
+  std::vector<int> control_inputs;
   std::string Label() const;         // "node 'name' (Op, built at file:line)"
 };
 
@@ -62,6 +65,10 @@ class Graph {
   // slots' nodes (symbolic slots' own, constants added for values);
   // `name` comes from UniqueName.
   int AddBound(std::string name, const BoundCall& call, std::vector<NodeOutput> inputs, std::string where);
+  // The control dependencies every node added from now on gets (the
+  // innermost opforge.control_dependencies scope); ids must exist.
+  Status SetControlDeps(std::vector<int> deps);
+  std::vector<int> ControlDeps() const;
   // A name no node has yet, reserved: `base`, else `base_1`, `base_2`...
   std::string UniqueName(const std::string& base);
 
@@ -71,11 +78,15 @@ class Graph {
   // Per node, the nodes reading its outputs (once per input edge).
   std::vector<std::vector<int>> Consumers() const;
 
-  // Runs the nodes `fetches` need, given `feeds` (placeholder or any other
-  // node id -> value). Feeds of a new shape re-infer shapes first, so bad
-  // ones fail before any kernel runs. At most `inter_op` nodes at once.
+  // Runs the nodes `fetches` need (with their control inputs), given `feeds`
+  // (placeholder or any other node id -> value). Feeds of a new shape
+  // re-infer shapes first, so bad ones fail before any kernel runs. At most
+  // `inter_op` nodes at once. Stateful ops keep their state in `resources`
+  // (the Session's); the planned stateful ops naming one resource run in the
+  // order they were added. Feeds and constants are passed to kernels
+  // read-only, and a result that would share their memory is a copy.
   Status Run(const std::vector<std::pair<int, Tensor>>& feeds, const std::vector<NodeOutput>& fetches,
-             int inter_op, std::vector<Tensor>* results, RunStats* stats);
+             int inter_op, std::vector<Tensor>* results, RunStats* stats, ResourceMgr* resources = nullptr);
 
  // The plan of one (fetches, feeds) signature (framework-internal: graph_plan.h).
   struct Plan;
@@ -85,9 +96,12 @@ class Graph {
                  std::shared_ptr<const Plan>* plan);
 
   std::string UniqueNameLocked(const std::string& base);
+  Status RunPlan(const Plan& p, const std::vector<std::pair<int, Tensor>>& feeds, int inter_op,
+                 std::vector<Tensor>* results, RunStats* stats, ResourceMgr* resources);
 
   mutable std::mutex mu_;
   std::deque<GraphNode> nodes_;  // deque: references stay valid as it grows
+  std::vector<int> control_deps_;  // given to each new node
   std::unordered_map<std::string, int> name_uses_;  // base -> how many names were made from it
   std::map<std::string, std::shared_ptr<const Plan>> plans_;
 };

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "graph_plan.h"
+#include "run_state.h"
 
 namespace opforge {
 
@@ -280,6 +281,7 @@ Status RunInOrder(const Graph::Plan& p, const Feeds& feeds, std::vector<Tensor>*
     if (rs.fn == nullptr) {  // RunKernel names the dtypes that have kernels
       return RunKernel(*rs.op, in, rs.n_in, rs.attrs, rs.shapes, out).WithPrefix(p.nodes[k]->Label() + ": ");
     }
+    if (rs.op->stateful) CurrentRunState().node = &p.nodes[k]->name;  // Graph::Run set the resources
     OpKernelContext ctx(*rs.op, in, rs.n_in, rs.attrs, rs.shapes, out);
     if (!aliased) ctx.set_outputs_preallocated();
     Status s = rs.fn(&ctx);

@@ -261,6 +261,9 @@ Status ParseAttrSpec(const std::string& text, AttrDef* a) {
       }
     }
     if (a->allowed_types.empty()) return errors::InvalidArgument(where, "empty set of dtypes");
+  } else if (rest == "resource") {
+    a->type = AttrType::kString;
+    a->resource = true;
   } else if (DTypeSetFromName(rest, &a->allowed_types)) {
     a->type = AttrType::kType;
   } else if (!AttrTypeFromName(rest, &a->type)) {
@@ -341,6 +344,8 @@ void SetKernelDType(OpDef* def) {
   for (size_t i = 0; i < def->attrs.size(); ++i) {
     if (def->attrs[i].type == AttrType::kType) { def->kernel_type_attr = static_cast<int>(i); return; }
   }
+  // No inputs, no type attr (Group, VariableIsInitialized): the first output's fixed dtype.
+  if (!def->outputs.empty()) def->kernel_fixed_type = def->outputs[0].fixed_type;
 }
 
 // The user-visible parameters (inputs and non-inferred attrs) in declaration
@@ -373,8 +378,19 @@ int OpDef::FindInput(const std::string& n) const {
   return -1;
 }
 
+namespace {
+// The source tree's path of `file`: a compiler cache that rewrites paths
+// relative to the build directory (ccache's base_dir) hands __FILE__ as
+// "../../cpp/ops/x.cc", which -fmacro-prefix-map does not see.
+std::string SourcePath(const char* file) {
+  std::string f = file;
+  while (f.compare(0, 3, "../") == 0 || f.compare(0, 2, "./") == 0) f.erase(0, f[1] == '/' ? 2 : 3);
+  return f;
+}
+}  // namespace
+
 OpDefBuilder::OpDefBuilder(const char* name, const char* file, int line)
-    : name_(name), file_(file), line_(line) {}
+    : name_(name), file_(SourcePath(file)), line_(line) {}
 
 OpDefBuilder& OpDefBuilder::Input(std::string spec) {
   specs_.push_back({Spec::kInput, std::move(spec)});
@@ -404,6 +420,11 @@ OpDefBuilder& OpDefBuilder::Gradient(std::string rule) {
 
 OpDefBuilder& OpDefBuilder::NoGradient() {
   no_gradient_ = true;
+  return *this;
+}
+
+OpDefBuilder& OpDefBuilder::SetIsStateful() {
+  stateful_ = true;
   return *this;
 }
 
@@ -469,6 +490,15 @@ Status OpDefBuilder::Finalize(OpDef* out) const {
         "contraction, whole_axis, layout, none"));
   }
   def.category = category_;
+  def.stateful = stateful_;
+  for (size_t i = 0; i < def.attrs.size(); ++i) {
+    if (!def.attrs[i].resource) continue;
+    if (!stateful_) {
+      return fail(errors::InvalidArgument("attr '", def.attrs[i].name,
+                                          "' is a resource, so the op must be declared SetIsStateful()"));
+    }
+    def.resource_attrs.push_back(static_cast<int>(i));
+  }
   std::vector<std::string> locals;
   for (const std::string& spec : gradients_) {
     GradRule rule;

@@ -73,7 +73,9 @@ std::string AttrJson(const AttrDef& a) {
      << ", \"doc\": " << Quote(a.doc) << ", \"has_default\": " << (a.has_default ? "true" : "false")
      << ", \"inferred\": " << (a.inferred ? "true" : "false")
      << ", \"minimum\": " << (a.has_minimum ? std::to_string(a.minimum) : "null")
-     << ", \"name\": " << Quote(a.name) << ", \"type\": " << Quote(AttrTypeName(a.type)) << "}";
+     << ", \"name\": " << Quote(a.name);
+  if (a.resource) os << ", \"resource\": true";  // only where true: other ops' records stay as they were
+  os << ", \"type\": " << Quote(AttrTypeName(a.type)) << "}";
   return os.str();
 }
 
@@ -111,6 +113,7 @@ std::string OpDefToJson(const OpDef& op, bool full) {
   os << ", \"name\": " << Quote(op.name) << ", \"outputs\": " << JsonList(op.outputs, ArgJson)
      << ", \"params\": " << JsonList(op.params, Quote);
   if (full) os << ", \"source\": {\"file\": " << Quote(op.file) << ", \"line\": " << op.line << "}";
+  if (op.stateful) os << ", \"stateful\": true";
   os << ", \"summary\": " << Quote(op.summary) << "}";
   return os.str();
 }

@@ -11,6 +11,7 @@ const char* CodeName(Code c) {
     case Code::kResourceExhausted: return "RESOURCE_EXHAUSTED";
     case Code::kInternal: return "INTERNAL";
     case Code::kAlreadyExists: return "ALREADY_EXISTS";
+    case Code::kFailedPrecondition: return "FAILED_PRECONDITION";
   }
   return "UNKNOWN";
 }

@@ -55,6 +55,7 @@ REGISTER_OP("RandomUniform")
     .Attr("seed2: int = 0")
     .Output("y: dtype")
     .SetShapeFn(ShapeFromAttr)
+    .SetIsStateful()  // in a graph each run draws anew (a per-Session draw counter)
     .NoGradient()  // a draw does not depend on any differentiable input
     .Doc(R"doc(
 Uniform random values in [0, 1) (24 random bits for float32, 53 for float64).
@@ -76,6 +77,7 @@ REGISTER_OP("RandomStandardNormal")
     .Attr("seed2: int = 0")
     .Output("y: dtype")
     .SetShapeFn(ShapeFromAttr)
+    .SetIsStateful()  // in a graph each run draws anew (a per-Session draw counter)
     .NoGradient()
     .Doc(R"doc(
 Standard normal random values (mean 0, standard deviation 1), by Box-Muller over Philox4x32-10.
@@ -94,6 +96,7 @@ REGISTER_OP("TruncatedNormal")
     .Attr("seed2: int = 0")
     .Output("y: dtype")
     .SetShapeFn(ShapeFromAttr)
+    .SetIsStateful()  // in a graph each run draws anew (a per-Session draw counter)
     .NoGradient()
     .Doc(R"doc(
 Standard normal values restricted to [-2, 2] (redrawn outside), as TensorFlow's truncated_normal.
@@ -116,6 +119,7 @@ REGISTER_OP("RandomUniformInt")
     .Attr("seed2: int = 0")
     .Output("y: dtype")
     .SetShapeFn(UniformIntShape)
+    .SetIsStateful()  // in a graph each run draws anew (a per-Session draw counter)
     .NoGradient()
     .Doc(R"doc(
 Uniform random integers in [minval, maxval).
@@ -136,6 +140,7 @@ REGISTER_OP("RandomShuffle")
     .Output("y: T")
     .Attr("T: {float32, float64, int32, int64, bool}")
     .SetShapeFn(ShuffleShape)
+    .SetIsStateful()  // in a graph each run draws anew (a per-Session draw counter)
     .NoGradient()  // the permutation is not an output; gather with opforge.randperm to differentiate
     .Doc(R"doc(
 x with its rows (dim 0) in a random order (Fisher-Yates over Philox4x32-10).

@@ -37,6 +37,11 @@ from opforge.ops import raw_ops as raw_ops  # noqa: E402  backward ops, optimize
 from opforge.graph import (Graph as Graph, Session as Session, constant as constant,  # noqa: E402
                            get_default_graph as get_default_graph, gradients as gradients,
                            placeholder as placeholder)
+from opforge.variables import (Variable as Variable, control_dependencies as control_dependencies,  # noqa: E402
+                               global_variables as global_variables, group as group,
+                               global_variables_initializer as global_variables_initializer,
+                               trainable_variables as trainable_variables,
+                               variables_initializer as variables_initializer)
 from opforge._async import (execution_mode as execution_mode, flush as flush,  # noqa: E402
                             pending as pending, queue_size as queue_size, set_execution_mode as set_execution_mode)
 
@@ -71,6 +76,7 @@ testing, onnx, nn, optim = (_lazy_submodule(n) for n in ("testing", "onnx", "nn"
 utils, initializers = (_lazy_submodule(n) for n in ("utils", "initializers"))
 distributed = _lazy_submodule("distributed")  # of.distributed.init(): MPI only then
 saved_graph, graph_util = (_lazy_submodule(n) for n in ("saved_graph", "graph_util"))  # onnx only when used
+train = _lazy_submodule("train")  # Saver, Checkpoint
 del _lazy_submodule
 
 

@@ -33,9 +33,14 @@ class AlreadyExistsError(OpError):
     """Something (an op, a kernel) is already registered under this name."""
 
 
+class FailedPreconditionError(OpError):
+    """The state an op needs is not ready, e.g. reading a variable before it is initialized."""
+
+
 # Indexed by the C++ opforge::Code value (0, OK, maps to the base class).
 _BY_CODE = (OpError, InvalidArgumentError, NotFoundError, UnimplementedError,
-            ResourceExhaustedError, InternalError, AlreadyExistsError)
+            ResourceExhaustedError, InternalError, AlreadyExistsError, FailedPreconditionError)
 
 __all__ = ["OpError", "InvalidArgumentError", "NotFoundError", "UnimplementedError",
-           "ResourceExhaustedError", "InternalError", "AlreadyExistsError"]
+           "ResourceExhaustedError", "InternalError", "AlreadyExistsError",
+           "FailedPreconditionError"]

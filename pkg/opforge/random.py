@@ -20,9 +20,10 @@ Every value is a pure function of (seed, stream, index) (Philox4x32-10), so
 results do not depend on the number of threads.
 
 Graph mode: each op *node* gets its stream when it is added to the graph, so
-two nodes differ and a rebuilt graph repeats; a node draws the same numbers
-on every ``Session.run`` until stateful ops (issue 26, item 1) land, which
-will advance a per-session counter instead.
+two nodes differ and a rebuilt graph repeats. Random ops are stateful: a
+node draws fresh numbers on every ``Session.run`` (a per-Session draw counter
+moves its stream on), the first run draws what eager mode would, and a new
+Session repeats the same sequence.
 """
 
 import os

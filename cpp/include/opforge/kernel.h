@@ -6,12 +6,14 @@
 // The dtype a kernel registers for is the "kernel dtype" of the call: the
 // dtype of the first input whose type is an attr (T of "x: T", SrcT of
 // Cast); else the fixed dtype of the first input (bool for LogicalAnd); else
-// the value of the op's first type attr; else DType::kInvalid.
+// the value of the op's first type attr; else the fixed dtype of the first
+// output (bool for Group); else DType::kInvalid.
 #pragma once
 
 #include <vector>
 
 #include "opforge/op_context.h"
+#include "opforge/resource.h"
 #include "opforge/shape_inference.h"
 
 namespace opforge {
@@ -41,6 +43,22 @@ class OpKernelContext : public OpContext {
   // inferred dtype and shape into each output slot: allocate_output hands
   // that out instead of allocating (eager calls never set it).
   void set_outputs_preallocated() { outputs_preallocated_ = true; }
+
+  // State (resource.h), for ops declared SetIsStateful(): the manager of the
+  // Session running the graph, or the process's in eager mode.
+  ResourceMgr* resource_manager() const;
+  // The graph node being run; empty in eager mode.
+  const std::string& node_name() const;
+  // The resource named by the op's `resource` attr `attr`.
+  template <typename T>
+  Status LookupResource(const std::string& attr, std::shared_ptr<T>* out) const {
+    return resource_manager()->Lookup<T>(attr_string(attr), out);
+  }
+  template <typename T>
+  Status LookupOrCreateResource(const std::string& attr, std::shared_ptr<T>* out,
+                                const std::function<Status(std::shared_ptr<T>*)>& create) const {
+    return resource_manager()->LookupOrCreate<T>(attr_string(attr), out, create);
+  }
 
  private:
   const Tensor* inputs_;

@@ -23,7 +23,9 @@
 //              "name: numbertype" (a dtype set: numbertype = float and int
 //              types, floattype, inttype, alltypes; also inside {...}),
 //              "name: int >= 0", "name: list(int) = None", "name: float = 1e-6",
-//              "name: bool = false", "name: string = 'x'", "name: shape".
+//              "name: bool = false", "name: string = 'x'", "name: shape",
+//              "name: resource" (the name of a resource the op reads or
+//              writes: a string attr; see resource.h and SetIsStateful()).
 // The group of an op is its file's name less "_ops.cc" (math_ops.cc -> math).
 #pragma once
 
@@ -62,6 +64,7 @@ struct AttrDef {
   bool has_minimum = false;
   int64_t minimum = 0;
   bool inferred = false;             // set from the inputs (T of "x: T", N of "N * T")
+  bool resource = false;             // "name: resource": a kString naming a resource
 };
 
 struct OpDef {
@@ -85,6 +88,11 @@ struct OpDef {
   bool no_gradient = false;
   // How the op distributes over chunked arrays (see Category() below).
   std::string category = "none";
+  // SetIsStateful(): the op reads or changes state (resource attrs, a random
+  // op's draw counter), so graphs never merge, fold or reorder it against
+  // the ops touching the same resources. resource_attrs: indices into attrs.
+  bool stateful = false;
+  std::vector<int> resource_attrs;
 
   int FindAttr(const std::string& name) const;  // -1 if absent
   int FindInput(const std::string& name) const;
@@ -124,6 +132,9 @@ class OpDefBuilder {
   //   "layout"         moves data without arithmetic (dask's own functions)
   //   "none"           (the default) not distributable
   OpDefBuilder& Category(std::string family);
+  // The op has state beyond its inputs (see OpDef::stateful); required for
+  // ops with `resource` attrs.
+  OpDefBuilder& SetIsStateful();
 
   // Parses and validates every spec. Errors name the op and file:line.
   Status Finalize(OpDef* out) const;
@@ -137,6 +148,7 @@ class OpDefBuilder {
   std::vector<std::string> gradients_;
   bool no_gradient_ = false;
   std::string category_ = "none";
+  bool stateful_ = false;
 };
 
 // Registers at static-initialisation time. A declaration that fails

@@ -33,6 +33,7 @@ class OpContext {
   double attr_float(const std::string& name) const { return attr(name).f; }
   bool attr_bool(const std::string& name) const { return attr(name).b; }
   DType attr_type(const std::string& name) const { return attr(name).type; }
+  const std::string& attr_string(const std::string& name) const { return attr(name).s; }
   const std::vector<int64_t>& attr_ints(const std::string& name) const { return attr(name).list_i; }
   const AttrValue* attr_values() const { return attrs_; }  // one per op().attrs
 

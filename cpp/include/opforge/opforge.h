@@ -7,6 +7,7 @@
 #include "opforge/op.h"
 #include "opforge/parallel.h"
 #include "opforge/registry.h"
+#include "opforge/resource.h"
 #include "opforge/shape_inference.h"
 #include "opforge/stamp.h"
 #include "opforge/status.h"

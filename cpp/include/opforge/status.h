@@ -16,6 +16,7 @@ enum class Code : int {
   kResourceExhausted = 4,
   kInternal = 5,
   kAlreadyExists = 6,
+  kFailedPrecondition = 7,  // the state is not ready for the call (an uninitialized variable)
 };
 
 const char* CodeName(Code c);
@@ -57,6 +58,7 @@ OF_DEFINE_ERROR(Unimplemented, kUnimplemented)
 OF_DEFINE_ERROR(ResourceExhausted, kResourceExhausted)
 OF_DEFINE_ERROR(Internal, kInternal)
 OF_DEFINE_ERROR(AlreadyExists, kAlreadyExists)
+OF_DEFINE_ERROR(FailedPrecondition, kFailedPrecondition)
 #undef OF_DEFINE_ERROR
 }  // namespace errors
 

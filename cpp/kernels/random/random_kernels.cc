@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "opforge/kernel.h"
@@ -26,8 +29,33 @@ inline uint64_t MixSeed(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// How many times a graph node drew in one Session (its state: random ops are
+// stateful, so each Session.run draws fresh numbers, the same sequence in
+// every new Session of the graph).
+struct DrawCounter : ResourceBase {
+  uint64_t draws = 0;
+  std::string DebugString() const override { return "random draw counter"; }
+};
+
+// The stream of this call: seed2 in eager mode (opforge.random advances it
+// per call); in a graph, seed2 moved on by the node's draws so far.
 Stream StreamOf(const OpKernelContext* ctx) {
-  return Stream{MixSeed(static_cast<uint64_t>(ctx->attr_int("seed"))), static_cast<uint64_t>(ctx->attr_int("seed2"))};
+  const uint64_t key = MixSeed(static_cast<uint64_t>(ctx->attr_int("seed")));
+  uint64_t stream = static_cast<uint64_t>(ctx->attr_int("seed2"));
+  const std::string& node = ctx->node_name();
+  if (!node.empty()) {
+    std::shared_ptr<DrawCounter> c;
+    Status s = ctx->resource_manager()->LookupOrCreate<DrawCounter>(
+        "random:" + node, &c, [](std::shared_ptr<DrawCounter>* out) {
+          *out = std::make_shared<DrawCounter>();
+          return Status::OK();
+        });
+    if (s.ok()) {
+      std::lock_guard<std::mutex> lock(c->mu());
+      stream += 0x9E3779B97F4A7C15ull * c->draws++;  // run 0 draws what eager mode would
+    }
+  }
+  return Stream{key, stream};
 }
 
 // Values per Philox block: 4 floats (32 bits each) or 2 doubles (64 bits each).

@@ -35,6 +35,15 @@ def _fields(d: Any, keys: tuple[str, ...], where: str) -> dict:
     return d
 
 
+def _optional_flag(d: dict, key: str, where: str) -> tuple[dict, bool]:
+    """An optional ``key: true`` (written only where true) split off `d`."""
+    if not isinstance(d, dict) or key not in d:
+        return d, False
+    if d[key] is not True:
+        raise SchemaError(f"{where}: {key!r} is written only as true, got {d[key]!r}")
+    return {k: v for k, v in d.items() if k != key}, True
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)   # bool is an int subclass
 
@@ -265,11 +274,13 @@ class AttrDef:
     minimum: int | None
     inferred: bool
     doc: str
+    resource: bool = False          # "name: resource": a string naming a resource (stateful ops)
 
     KEYS = ("name", "type", "has_default", "default", "allowed", "minimum", "inferred", "doc")
 
     @staticmethod
     def parse(d: Any, where: str, dtypes: DTypeTable) -> AttrDef:
+        d, resource = _optional_flag(d, "resource", where)
         _fields(d, AttrDef.KEYS, where)
         name = _typed(d["name"], (str,), "name", where)
         at = f"{where} ({name})"
@@ -289,13 +300,17 @@ class AttrDef:
             allowed=None if allowed is None else dtypes.get_list(allowed, "allowed", at),
             minimum=_typed(d["minimum"], (int,), "minimum", at, nullable=True),
             inferred=_typed(d["inferred"], (bool,), "inferred", at),
-            doc=_typed(d["doc"], (str,), "doc", at))
+            doc=_typed(d["doc"], (str,), "doc", at),
+            resource=resource)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "type": self.type.value, "has_default": self.has_default,
-                "default": _value_json(self.default),
-                "allowed": None if self.allowed is None else [t.name for t in self.allowed],
-                "minimum": self.minimum, "inferred": self.inferred, "doc": self.doc}
+        out = {"name": self.name, "type": self.type.value, "has_default": self.has_default,
+               "default": _value_json(self.default),
+               "allowed": None if self.allowed is None else [t.name for t in self.allowed],
+               "minimum": self.minimum, "inferred": self.inferred, "doc": self.doc}
+        if self.resource:
+            out["resource"] = True
+        return out
 
     @property
     def default_is_none(self) -> bool:
@@ -475,6 +490,7 @@ class OpDef:
     kernels: tuple[Kernels, ...]
     gradient: Gradient
     category: str                   # how it distributes (OpDefBuilder::Category): "none", ...
+    stateful: bool = False          # SetIsStateful(): reads or changes state (resources, draw counters)
 
     KEYS = ("name", "group", "source", "summary", "description", "inputs", "outputs",
             "attrs", "params", "kernels", "gradient", "category")
@@ -489,6 +505,7 @@ class OpDef:
                 where = f"{src['file']}:{src['line']}: op {name}"
             elif isinstance(name, str):
                 where = f"op {name}"
+        d, stateful = _optional_flag(d, "stateful", where)
         _fields(d, OpDef.KEYS, where)
 
         def args(key: str) -> tuple[ArgDef, ...]:
@@ -519,10 +536,11 @@ class OpDef:
             kernels=tuple(Kernels(dev, dtypes.get_list(types, f"kernels.{dev}", where))
                           for dev, types in kernels.items()),
             gradient=Gradient.parse(d["gradient"], f"{where}: gradient"),
-            category=_category(d["category"], where))
+            category=_category(d["category"], where),
+            stateful=stateful)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "name": self.name, "group": self.group, "source": self.source.to_dict(),
             "summary": self.summary, "description": self.description,
             "inputs": [a.to_dict() for a in self.inputs],
@@ -533,6 +551,9 @@ class OpDef:
             "gradient": self.gradient.to_dict(),
             "category": self.category,
         }
+        if self.stateful:
+            out["stateful"] = True
+        return out
 
     @property
     def where(self) -> str:

@@ -60,6 +60,14 @@ class Operation:
         g = self.graph
         return g._outputs(self._id, _pw.graph_node(g._handle, self._id)[3])
 
+    @property
+    def control_inputs(self):
+        """The Operations this one runs after without reading them (control_dependencies)."""
+        return tuple(self.graph._op(n) for n in _pw.graph_node_control_inputs(self.graph._handle, self._id))
+
+    def _ref(self):
+        return (self._id, 0)
+
     def get_attr(self, name):
         """The attr's value, inferred ones (T, N) and defaults included."""
         try:

@@ -4,7 +4,7 @@ import numpy as np
 
 from opforge import _pywrap_internal as _pw
 from opforge import errors as _errors
-from opforge.graph._graph import SymbolicTensor, get_default_graph
+from opforge.graph._graph import Operation, SymbolicTensor, get_default_graph
 
 
 class Session:
@@ -15,6 +15,10 @@ class Session:
     up to `inter_op_threads` threads (default: the inter-op pool's size;
     a lone ready node stays on the calling thread), frees intermediates
     after their last reader, and holds no GIL while it runs.
+
+    State (variables, random ops' draw counters) lives in this Session's own
+    resource manager, as in TensorFlow 1: two Sessions of one graph have
+    separate variables; ``close()`` drops them.
     """
 
     def __init__(self, graph=None, inter_op_threads=None):
@@ -22,6 +26,7 @@ class Session:
         self.inter_op_threads = int(inter_op_threads or _pw.inter_op_threads())
         self.last_run_stats = None  # nodes_run, max_concurrent, peak_bytes of the last run
         self._closed = False
+        self._resources = _pw.resources_new()  # this Session's state (cpp/include/opforge/resource.h)
 
     def __enter__(self):
         return self
@@ -31,6 +36,7 @@ class Session:
 
     def close(self):
         self._closed = True
+        _pw.resources_clear(self._resources)
 
     def run(self, fetches, feed_dict=None):
         """Values of `fetches` (a tensor, or a list/tuple/dict of them, nested),
@@ -53,11 +59,16 @@ class Session:
                 _check_feed(key, tensor.shape)
             feeds.append((key._node, tensor))
         results, self.last_run_stats = _pw.graph_run(self.graph._handle, feeds, [t._ref() for t in flat],
-                                                     self.inter_op_threads)
-        values = iter([r.numpy() for r in results])
+                                                     self.inter_op_threads, self._resources)
+        values = iter([None if isinstance(t, Operation) else r.numpy() for t, r in zip(flat, results)])
         return self._rebuild(structure, values)
 
     def _flatten(self, fetches, flat):
+        if isinstance(fetches, Operation):  # run it (its output 0 is fetched), give None
+            if fetches.graph is not self.graph:
+                raise _errors.InvalidArgumentError(f"Session.run: operation '{fetches.name}' is not in this graph")
+            flat.append(fetches)
+            return None
         if isinstance(fetches, SymbolicTensor):
             if fetches.graph is not self.graph:
                 raise _errors.InvalidArgumentError(f"Session.run: fetch '{fetches.name}' is not in this graph")
