@@ -232,3 +232,44 @@ def test_corrupted_files_raise_opforge_errors_or_load(tmp_path):
         except errors.OpError as e:
             outcomes.add(type(e).__name__)
     assert "InvalidArgumentError" in outcomes
+
+
+def test_variables_are_saved_with_their_session_values_and_load_as_variables(tmp_path):
+    g = of.Graph()
+    with g.as_default():
+        x = of.placeholder(of.float32, [None, 4], name="x")
+        target = of.placeholder(of.float32, [None, 3], name="target")
+        w = of.Variable(np.zeros((4, 3), np.float32), name="w")
+        b = of.Variable(np.zeros(3, np.float32), name="b", trainable=False)
+        y = x @ w + b
+        loss = of.mean((y - target) ** 2)
+        step = of.optim.SGD(lr=0.1).minimize(loss)
+        bump = b.assign_add(np.ones(3, np.float32))
+        init = of.global_variables_initializer()
+    tv = RNG.standard_normal((5, 3)).astype(np.float32)
+    with of.Session(g) as sess:
+        sess.run(init)
+        with pytest.raises(errors.InvalidArgumentError, match="variable 'w': pass the Session"):
+            of.saved_graph.save(tmp_path / "v.onnx", g, {"x": x}, {"y": y})
+        for _ in range(3):
+            sess.run(step, {x: XV, target: tv})
+        sess.run(bump)
+        ref = sess.run(y, {x: XV})
+        model = of.saved_graph.save(tmp_path / "v.onnx", sess, {"x": x}, {"y": y})
+    assert sorted(t.name for t in model.graph.initializer) == ["b", "w"]
+    assert np.abs(ref).max() > 0.5  # the trained and bumped values, not the initial zeros
+    (got_ort,) = ort.InferenceSession(str(tmp_path / "v.onnx")).run(None, {"x": XV})
+    np.testing.assert_allclose(got_ort, ref, rtol=1e-5, atol=1e-6)
+    code = """
+import sys, numpy as np, opforge as of
+saved = of.saved_graph.load(sys.argv[1])
+assert sorted(saved.variables) == ["b", "w"], saved.variables
+assert saved.variables["w"].trainable and not saved.variables["b"].trainable
+y = saved.run({"x": np.load(sys.argv[2])})["y"]
+again = saved.replace("MatMul", "MatMul").run({"x": np.load(sys.argv[2])})["y"]  # variables carried over
+assert np.array_equal(y, again)
+np.save(sys.argv[3], y)
+"""
+    np.save(tmp_path / "x.npy", XV)
+    _run_fresh(code, str(tmp_path / "v.onnx"), str(tmp_path / "x.npy"), str(tmp_path / "y.npy"))
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), ref)
