@@ -135,6 +135,10 @@ print(domains)
     out, again = np.load(tmp_path / "out.npy")
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(again, out)
+    # Looking at it needs no library: the plugin's nodes show with their domain.
+    shown = subprocess.run([sys.executable, "-m", "opforge", "graph", "show", str(tmp_path / "swapped.onnx")],
+                           capture_output=True, text=True, timeout=300, check=True).stdout
+    assert shown.count("opforge.lib.plugin_matmul.PluginMatMul(") == 2
     # Without the library, loading names the domain and load_op_library.
     proc = subprocess.run([sys.executable, "-c", "import sys, opforge as of; of.saved_graph.load(sys.argv[1])",
                            str(tmp_path / "swapped.onnx")], capture_output=True, text=True, timeout=300)
