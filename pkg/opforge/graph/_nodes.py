@@ -9,12 +9,23 @@ from opforge import _opinfo
 from opforge import errors as _errors
 
 
+_by_name: tuple = (None, {})  # (the registry read, its ops by name)
+
+
+def _ops():
+    global _by_name
+    reg = _opinfo.registry()
+    if _by_name[0] is not reg:
+        _by_name = (reg, {op.name: op for op in reg.ops})
+    return _by_name[1]
+
+
 def op_def(op_type):
     """The registry's declaration of `op_type` (built-in or from a loaded library)."""
-    ops = {op.name: op for op in _opinfo.registry().ops}
+    ops = _ops()
     if op_type not in ops:
         _opinfo.refresh()  # a library loaded since the registry was read
-        ops = {op.name: op for op in _opinfo.registry().ops}
+        ops = _ops()
     op = ops.get(op_type)
     if op is None:
         raise _errors.NotFoundError(f"no op named {op_type!r} is registered (a library not loaded?)")
