@@ -70,21 +70,12 @@ Status Conv2DKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
+// dx = col2im(W^T dy) for Geometry g (dx overwritten).
 template <typename T>
-Status Conv2DBackpropInputKernel(OpKernelContext* ctx) {
-  const Tensor& x = ctx->input(0);
-  const Tensor& f = ctx->input(1);
-  const Tensor& dy = ctx->input(2);
-  Tensor* dx = nullptr;
-  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &dx));
-  if (dx->NumElements() == 0) return Status::OK();
-  T* dxd = dx->data<T>();
-  std::memset(dxd, 0, sizeof(T) * dx->NumElements());
-  const Geometry g = MakeGeometry(*ctx, x.shape(), f.shape(), dy.shape());
-  if (dy.NumElements() == 0) return Status::OK();
-  const T* fd = f.data<T>();
-  const T* dyd = dy.data<T>();
+void BackpropInput(const Geometry& g, const T* fd, const T* dyd, T* dxd) {
+  std::memset(dxd, 0, sizeof(T) * g.n * g.c * g.h * g.w);
   const int64 K = g.k(), P = g.p();
+  if (P == 0) return;
   const bool pw = g.pointwise();
   ForEachItem<T>(g, pw ? 0 : K * P, g.og * P * K, [&](int64 u, T* col, bool in_worker) {
     const int64 n = u / g.groups, gi = u % g.groups;
@@ -93,6 +84,30 @@ Status Conv2DBackpropInputKernel(OpKernelContext* ctx) {
     Gemm<T>(true, false, K, P, g.og, fd + gi * g.og * K, K, dyg, P, pw ? dxg : col, P, in_worker);
     if (!pw) Col2Im(g, col, dxg);
   });
+}
+
+template <typename T>
+Status Conv2DBackpropInputKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const Tensor& f = ctx->input(1);
+  const Tensor& dy = ctx->input(2);
+  Tensor* dx = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &dx));
+  if (dx->NumElements() == 0) return Status::OK();
+  BackpropInput<T>(MakeGeometry(*ctx, x.shape(), f.shape(), dy.shape()), f.data<T>(), dy.data<T>(), dx->data<T>());
+  return Status::OK();
+}
+
+// ConvTranspose2D(x, filter) is Conv2D's input gradient with x as dy and y
+// as the convolution's input.
+template <typename T>
+Status ConvTranspose2DKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const Tensor& f = ctx->input(1);
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  if (y->NumElements() == 0) return Status::OK();
+  BackpropInput<T>(MakeGeometry(*ctx, y->shape(), f.shape(), x.shape()), f.data<T>(), x.data<T>(), y->data<T>());
   return Status::OK();
 }
 
@@ -146,6 +161,8 @@ REGISTER_KERNEL("Conv2D", kCPU, DType::kFloat32, Conv2DKernel<float>);
 REGISTER_KERNEL("Conv2D", kCPU, DType::kFloat64, Conv2DKernel<double>);
 REGISTER_KERNEL("Conv2DBackpropInput", kCPU, DType::kFloat32, Conv2DBackpropInputKernel<float>);
 REGISTER_KERNEL("Conv2DBackpropInput", kCPU, DType::kFloat64, Conv2DBackpropInputKernel<double>);
+REGISTER_KERNEL("ConvTranspose2D", kCPU, DType::kFloat32, ConvTranspose2DKernel<float>);
+REGISTER_KERNEL("ConvTranspose2D", kCPU, DType::kFloat64, ConvTranspose2DKernel<double>);
 REGISTER_KERNEL("Conv2DBackpropFilter", kCPU, DType::kFloat32, Conv2DBackpropFilterKernel<float>);
 REGISTER_KERNEL("Conv2DBackpropFilter", kCPU, DType::kFloat64, Conv2DBackpropFilterKernel<double>);
 
