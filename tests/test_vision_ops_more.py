@@ -184,3 +184,47 @@ def test_layers_match_pytorch():
     np.testing.assert_allclose(xo.grad.numpy(), xt.grad.numpy(), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(bn.weights()["weight"].grad.numpy(), tbn.weight.grad.numpy(), rtol=1e-9)
     np.testing.assert_allclose(bn.weights()["running_var"].numpy(), tbn.running_var.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "sigmoid", "silu"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_conv2d_is_conv_plus_bias_then_activation(activation, dtype):
+    import vision_reference as ref1
+    rng = np.random.default_rng(9)
+    cases = [((2, 6, 9, 8), (8, 3, 3, 3), dict(pads=[1, 1, 1, 1], groups=2, strides=[2, 1])),
+             ((1, 16, 12, 12), (16, 1, 3, 3), dict(pads=[1, 1, 1, 1], groups=16)),   # depthwise
+             ((3, 16, 10, 10), (24, 16, 1, 1), {}),                                   # pointwise
+             ((1, 64, 20, 20), (64, 64, 3, 3), dict(pads=[1, 1, 1, 1]))]              # one threaded GEMM
+    for xs, fs, attrs in cases:
+        x, f = rng.standard_normal(xs).astype(dtype), rng.standard_normal(fs).astype(dtype)
+        b = rng.standard_normal(fs[0]).astype(dtype)
+        z = ref1.conv2d(x, f, **attrs).astype(np.float64) + b.reshape(1, -1, 1, 1)
+        want = {"none": z, "relu": np.maximum(z, 0), "sigmoid": 1 / (1 + np.exp(-z)), "silu": z / (1 + np.exp(-z))}
+        got = of.fused_conv2d(x, f, b, activation=activation, **attrs).numpy()
+        np.testing.assert_allclose(got, want[activation], rtol=1e-4, atol=1e-3 if dtype == np.float32 else 1e-10)
+
+
+def test_onnx_conv_activation_patterns_are_fused_and_match_onnxruntime():
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+    import opforge.onnx
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n) for n, s in
+             (("w1", (8, 3, 3, 3)), ("b1", (8,)), ("w2", (8, 8, 1, 1)), ("w3", (8, 1, 3, 3)), ("b3", (8,)))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c1"], ["s1"]), helper.make_node("Mul", ["c1", "s1"], ["a1"]),   # SiLU
+             helper.make_node("Conv", ["a1", "w2"], ["c2"]), helper.make_node("Relu", ["c2"], ["a2"]),
+             helper.make_node("Conv", ["a2", "w3", "b3"], ["c3"], group=8, pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c3"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 9, 9])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", 18)])
+    x = rng.standard_normal((2, 3, 9, 9)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    imported = opforge.onnx.import_model(model)
+    ops = [op.type for op in imported.graph.get_operations()] if hasattr(imported.graph, "get_operations") else []
+    assert not ops or ("Sigmoid" not in ops and "Relu" not in ops and ops.count("FusedConv2D") == 3), ops
+    with of.Session(imported.graph) as sess:
+        got = sess.run(imported.outputs["y"], {imported.inputs["x"]: x})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -285,3 +285,25 @@ VISION_ORACLES.update({
 })
 VISION_SUMS |= {"ConvTranspose2D", "PadGrad", "BatchNorm", "BatchNormGrad", "ResizeBilinear", "ResizeBilinearGrad"}
 VISION_PRODUCTS |= {"ConvTranspose2D", "BatchNorm", "BatchNormGrad"}
+
+
+def fused_conv_gen(draw, dtype):
+    (x, f), kw = conv_gen(draw, dtype)
+    o = f.shape[0] if len(f.shape) else 1
+    b = array(draw, dtype, (o + draw(st.sampled_from([0, 0, 0, 0, 1])),), small=True, finite=True)
+    kw["activation"] = draw(st.sampled_from(["none", "relu", "sigmoid", "silu", "gelu"]))
+    return (x, f, b), kw
+
+
+def fused_conv2d(x, filter, bias, activation="none", **kw):  # noqa: A002
+    y = ref.conv2d(x, filter, **kw).astype(np.float64)
+    if activation not in ("none", "relu", "sigmoid", "silu") or bias.shape != (y.shape[1],):
+        raise ValueError("activation or bias")
+    z = y + bias.reshape(1, -1, 1, 1)
+    out = {"none": z, "relu": np.maximum(z, 0), "sigmoid": 1 / (1 + np.exp(-z)), "silu": z / (1 + np.exp(-z))}
+    return out[activation].astype(x.dtype)
+
+
+VISION_ORACLES["FusedConv2D"] = (fused_conv_gen, quiet(fused_conv2d))
+VISION_SUMS |= {"FusedConv2D"}
+VISION_PRODUCTS |= {"FusedConv2D"}

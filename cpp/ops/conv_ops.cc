@@ -168,6 +168,24 @@ Status ConvTranspose2DShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
+
+// FusedConv2D: Conv2D's shape, a bias of [out_channels] and a known activation.
+Status FusedConv2DShape(InferenceContext* ctx) {
+  TensorShape y;
+  OF_RETURN_IF_ERROR(ConvForwardShape(ctx->input_shape(0), ctx->input_shape(1), ctx, &y));
+  const TensorShape& b = ctx->input_shape(2);
+  if (b.rank() != 1 || (y.dim(1) >= 0 && b.dim(0) >= 0 && b.dim(0) != y.dim(1))) {
+    return errors::InvalidArgument("argument 'bias' must be 1-D of length out_channels ", y.dim(1), ", got shape ",
+                                   b.DebugString());
+  }
+  const std::string& act = ctx->attr("activation").s;
+  if (act != "none" && act != "relu" && act != "sigmoid" && act != "silu") {
+    return errors::InvalidArgument("attr 'activation' must be 'none', 'relu', 'sigmoid' or 'silu', got '", act, "'");
+  }
+  ctx->set_output_shape(0, y);
+  return Status::OK();
+}
+
 }  // namespace
 
 #define OF_CONV_ATTRS                                  \
@@ -283,6 +301,33 @@ dilations: The spacing of the kernel taps on (height, width), each >= 1.
 groups: in_channels and out_channels split into this many independent groups.
 output_padding: Extra rows / columns at the bottom / right, each below the stride.
 y: The output, [batch, out_channels, out_height, out_width] with out = (in - 1) * stride - pad_begin - pad_end + dilation * (k - 1) + output_padding + 1.
+)doc");
+
+
+REGISTER_OP("FusedConv2D")
+    .Input("x: T")
+    .Input("filter: T")
+    .Input("bias: T")
+    .OF_CONV_ATTRS
+    .Attr("activation: string = 'none'")
+    .Output("y: T")
+    .Attr(kFloat)
+    .SetShapeFn(FusedConv2DShape)
+    // An inference fast path (the ONNX importer's Conv + bias (+ Relu /
+    // Sigmoid / x * Sigmoid)); a gradient would be the unfused ops'.
+    .NoGradient()
+    .Doc(R"doc(
+activation(Conv2D(x, filter) + bias) in one pass: the bias and the activation are applied to each output tile of the convolution's GEMM while it is in cache.
+
+x: The input, [batch, channels, height, width].
+filter: The weights, [out_channels, channels / groups, kernel_height, kernel_width].
+bias: Added per output channel, [out_channels].
+strides: As Conv2D's.
+pads: As Conv2D's.
+dilations: As Conv2D's.
+groups: As Conv2D's.
+activation: 'none', 'relu', 'sigmoid' or 'silu' (x * sigmoid(x)).
+y: activation(Conv2D(x, filter) + bias[o]), Conv2D's shape.
 )doc");
 
 #undef OF_CONV_ARGS

@@ -6,8 +6,10 @@
 // im2col (x is its own column matrix); depthwise runs a direct kernel.
 // When there are at least as many (image, group) items as threads they run
 // in parallel, one single-threaded GEMM each; otherwise each GEMM is threaded.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <mutex>
 #include <vector>
 
@@ -41,6 +43,52 @@ void ForEachItem(const Geometry& g, int64 col_size, int64 cost, F&& fn) {
   }
 }
 
+// bias + activation over `rows` rows of `p` outputs (the paths without a
+// GEMM epilogue: float64, depthwise).
+template <typename T>
+void BiasAct(const EpiOf<T>& e, T* y, int64 row0, int64 rows, int64 p) {
+  for (int64 r = 0; r < rows; ++r) {
+    T* v = y + r * p;
+    const T b = e.bias != nullptr ? static_cast<T>(e.bias[row0 + r]) : T(0);
+    for (int64 j = 0; j < p; ++j) {
+      const T z = v[j] + b;
+      switch (e.act) {
+        case Act::kRelu: v[j] = z > T(0) ? z : T(0); break;
+        case Act::kSigmoid: v[j] = T(1) / (T(1) + std::exp(-z)); break;
+        case Act::kSilu: v[j] = z / (T(1) + std::exp(-z)); break;
+        default: v[j] = z;
+      }
+    }
+  }
+}
+
+// y = act(Conv2D(x, f) + bias); `e` empty for a plain Conv2D.
+template <typename T>
+void Forward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>& e) {
+  const int64 K = g.k(), P = g.p();
+  if (g.depthwise()) {
+    ParallelFor(g.n * g.c, P * g.kh * g.kw, [&](int64 b, int64 end) {
+      for (int64 u = b; u < end; ++u) {
+        DepthwiseChannel(g, xd + u * g.h * g.w, fd + (u % g.c) * g.kh * g.kw, yd + u * P);
+        if (!e.empty()) BiasAct(e, yd + u * P, u % g.c, 1, P);
+      }
+    });
+    return;
+  }
+  const bool pw = g.pointwise();
+  ForEachItem<T>(g, pw ? 0 : K * P, g.og * P * K, [&](int64 u, T* col, bool in_worker) {
+    const int64 n = u / g.groups, gi = u % g.groups;
+    const T* xg = xd + (n * g.c + gi * g.cg) * g.h * g.w;
+    T* yg = yd + (n * g.o + gi * g.og) * P;
+    if (!pw) Im2Col(g, xg, col);
+    if (GemmEpilogue<T>(false, false, g.og, P, K, fd + gi * g.og * K, K, pw ? xg : col, P, yg, P, in_worker, e,
+                        gi * g.og)) {
+      return;
+    }
+    if (!e.empty()) BiasAct(e, yg, gi * g.og, g.og, P);
+  });
+}
+
 template <typename T>
 Status Conv2DKernel(OpKernelContext* ctx) {
   const Tensor& x = ctx->input(0);
@@ -48,25 +96,22 @@ Status Conv2DKernel(OpKernelContext* ctx) {
   Tensor* y = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
   if (y->NumElements() == 0) return Status::OK();
-  const Geometry g = MakeGeometry(*ctx, x.shape(), f.shape(), y->shape());
-  const T* xd = x.data<T>();
-  const T* fd = f.data<T>();
-  T* yd = y->data<T>();
-  const int64 K = g.k(), P = g.p();
-  if (g.depthwise()) {
-    ParallelFor(g.n * g.c, P * g.kh * g.kw, [&](int64 b, int64 e) {
-      for (int64 u = b; u < e; ++u) DepthwiseChannel(g, xd + u * g.h * g.w, fd + (u % g.c) * g.kh * g.kw, yd + u * P);
-    });
-    return Status::OK();
-  }
-  const bool pw = g.pointwise();
-  ForEachItem<T>(g, pw ? 0 : K * P, g.og * P * K, [&](int64 u, T* col, bool in_worker) {
-    const int64 n = u / g.groups, gi = u % g.groups;
-    const T* xg = xd + (n * g.c + gi * g.cg) * g.h * g.w;
-    if (!pw) Im2Col(g, xg, col);
-    Gemm<T>(false, false, g.og, P, K, fd + gi * g.og * K, K, pw ? xg : col, P, yd + (n * g.o + gi * g.og) * P, P,
-            in_worker);
-  });
+  Forward<T>(MakeGeometry(*ctx, x.shape(), f.shape(), y->shape()), x.data<T>(), f.data<T>(), y->data<T>(), EpiOf<T>());
+  return Status::OK();
+}
+
+template <typename T>
+Status FusedConv2DKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const Tensor& f = ctx->input(1);
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  if (y->NumElements() == 0) return Status::OK();
+  EpiOf<T> e;
+  e.bias = ctx->input(2).data<T>();
+  const std::string& act = ctx->attr("activation").s;
+  e.act = act == "relu" ? Act::kRelu : act == "sigmoid" ? Act::kSigmoid : act == "silu" ? Act::kSilu : Act::kNone;
+  Forward<T>(MakeGeometry(*ctx, x.shape(), f.shape(), y->shape()), x.data<T>(), f.data<T>(), y->data<T>(), e);
   return Status::OK();
 }
 
@@ -161,6 +206,8 @@ REGISTER_KERNEL("Conv2D", kCPU, DType::kFloat32, Conv2DKernel<float>);
 REGISTER_KERNEL("Conv2D", kCPU, DType::kFloat64, Conv2DKernel<double>);
 REGISTER_KERNEL("Conv2DBackpropInput", kCPU, DType::kFloat32, Conv2DBackpropInputKernel<float>);
 REGISTER_KERNEL("Conv2DBackpropInput", kCPU, DType::kFloat64, Conv2DBackpropInputKernel<double>);
+REGISTER_KERNEL("FusedConv2D", kCPU, DType::kFloat32, FusedConv2DKernel<float>);
+REGISTER_KERNEL("FusedConv2D", kCPU, DType::kFloat64, FusedConv2DKernel<double>);
 REGISTER_KERNEL("ConvTranspose2D", kCPU, DType::kFloat32, ConvTranspose2DKernel<float>);
 REGISTER_KERNEL("ConvTranspose2D", kCPU, DType::kFloat64, ConvTranspose2DKernel<double>);
 REGISTER_KERNEL("Conv2DBackpropFilter", kCPU, DType::kFloat32, Conv2DBackpropFilterKernel<float>);

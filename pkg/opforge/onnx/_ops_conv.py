@@ -62,7 +62,7 @@ def _window(n, shape, kernel):
 
 
 @converter("Conv", (1, 11, 22), {**_WINDOW, "group": INT})
-def _conv(n):
+def _conv(n, activation="none"):
     x, w = n.input(0), n.input(1)
     shape, ws = _spatial(n, x), shape_of(w)
     if len(ws) != len(shape):
@@ -73,9 +73,13 @@ def _conv(n):
     strides, pads, dil = _window(n, shape, kernel)
     if len(shape) == 3:
         w = P.reshape(w, shape=[ws[0], ws[1], 1, ws[2]])
-    y = P.conv2d(_to2d(x, shape), w, strides=strides, pads=pads, dilations=dil, groups=n.attr("group", 1))
-    if n.has(2):
-        y = P.add(y, P.reshape(n.input(2), shape=[1, ws[0], 1, 1]))
+    attrs = dict(strides=strides, pads=pads, dilations=dil, groups=n.attr("group", 1))
+    if n.has(2) or activation != "none":
+        # The bias and activation run in the convolution's GEMM epilogue.
+        b = n.input(2) if n.has(2) else np.zeros(ws[0], dtype_of(x))
+        y = P.fused_conv2d(_to2d(x, shape), w, b, activation=activation, **attrs)
+    else:
+        y = P.conv2d(_to2d(x, shape), w, **attrs)
     return _from2d(y, len(shape))
 
 
@@ -293,6 +297,47 @@ def fold_batch_norm(program):
         skip.add(j)
     if skip:
         program.steps = [s for k, s in enumerate(steps) if k not in skip]
+    _fuse_conv_activations(program)
+
+
+def _input_named(name):
+    def convert(n):
+        return n.input(list(n.node.input).index(name))
+    return convert
+
+
+def _fuse_conv_activations(program):
+    """Conv -> Relu / Sigmoid, and Conv -> Sigmoid -> Mul(conv, sigmoid) (SiLU), where nothing else reads the
+    Conv's output: the activation runs in the Conv's GEMM epilogue (FusedConv2D) and the activation nodes pass
+    the Conv's output through."""
+    import functools
+    steps, outs = program.steps, set(program.outputs)
+    readers, made_by = {}, {}
+    for i, (ctx, _, _) in enumerate(steps):
+        for name in ctx.node.input:
+            readers.setdefault(name, []).append(i)
+        for name in ctx.node.output:
+            made_by[name] = i
+    for i, (ctx, fn, outputs) in enumerate(steps):
+        if fn is not _conv or len(ctx.node.output) != 1 or ctx.node.output[0] in outs:
+            continue
+        y = ctx.node.output[0]
+        rs = readers.get(y, [])
+        kinds = sorted(steps[j][0].node.op_type for j in rs)
+        if kinds in (["Relu"], ["Sigmoid"]):
+            j = rs[0]
+            steps[i] = (ctx, functools.partial(_conv, activation=kinds[0].lower()), outputs)
+            steps[j] = (steps[j][0], _input_named(y), steps[j][2])
+        elif kinds == ["Mul", "Sigmoid"]:
+            sig = next(j for j in rs if steps[j][0].node.op_type == "Sigmoid")
+            mul = next(j for j in rs if steps[j][0].node.op_type == "Mul")
+            s_out = steps[sig][0].node.output[0]
+            if (sorted(steps[mul][0].node.input) != sorted([y, s_out]) or readers.get(s_out) != [mul]
+                    or s_out in outs):
+                continue
+            steps[i] = (ctx, functools.partial(_conv, activation="silu"), outputs)
+            steps[sig] = (steps[sig][0], _input_named(y), steps[sig][2])
+            steps[mul] = (steps[mul][0], _input_named(y), steps[mul][2])
 
 
 from opforge.onnx import _ops_resample  # noqa: E402,F401  (Pad, Resize)
