@@ -49,15 +49,22 @@ template <typename T>
 void BiasAct(const EpiOf<T>& e, T* y, int64 row0, int64 rows, int64 p) {
   for (int64 r = 0; r < rows; ++r) {
     T* v = y + r * p;
-    const T b = e.bias != nullptr ? static_cast<T>(e.bias[row0 + r]) : T(0);
-    for (int64 j = 0; j < p; ++j) {
-      const T z = v[j] + b;
-      switch (e.act) {
-        case Act::kRelu: v[j] = z > T(0) ? z : T(0); break;
-        case Act::kSigmoid: v[j] = T(1) / (T(1) + std::exp(-z)); break;
-        case Act::kSilu: v[j] = z / (T(1) + std::exp(-z)); break;
-        default: v[j] = z;
-      }
+    if (e.bias != nullptr) {
+      const T b = e.bias[row0 + r];
+      for (int64 j = 0; j < p; ++j) v[j] += b;
+    }
+    switch (e.act) {
+      case Act::kRelu:
+        for (int64 j = 0; j < p; ++j) v[j] = v[j] > T(0) ? v[j] : T(0);
+        break;
+      case Act::kSigmoid:
+        for (int64 j = 0; j < p; ++j) v[j] = T(1) / (T(1) + std::exp(-v[j]));
+        break;
+      case Act::kSilu:
+        for (int64 j = 0; j < p; ++j) v[j] = v[j] / (T(1) + std::exp(-v[j]));
+        break;
+      case Act::kNone:
+        break;
     }
   }
 }
@@ -69,8 +76,13 @@ void Forward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>&
   if (g.depthwise()) {
     ParallelFor(g.n * g.c, P * g.kh * g.kw, [&](int64 b, int64 end) {
       for (int64 u = b; u < end; ++u) {
-        DepthwiseChannel(g, xd + u * g.h * g.w, fd + (u % g.c) * g.kh * g.kw, yd + u * P);
-        if (!e.empty()) BiasAct(e, yd + u * P, u % g.c, 1, P);
+        DepthwiseChannel(g, xd + u * g.h * g.w, fd + (u % g.c) * g.kh * g.kw, yd + u * P,
+                         e.bias != nullptr ? e.bias[u % g.c] : T(0));
+        if (e.act != Act::kNone) {
+          EpiOf<T> act_only;
+          act_only.act = e.act;
+          BiasAct(act_only, yd + u * P, 0, 1, P);
+        }
       }
     });
     return;
@@ -80,7 +92,7 @@ void Forward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>&
     const int64 n = u / g.groups, gi = u % g.groups;
     const T* xg = xd + (n * g.c + gi * g.cg) * g.h * g.w;
     T* yg = yd + (n * g.o + gi * g.og) * P;
-    if (!pw) Im2Col(g, xg, col);
+    if (!pw) Im2Col(g, xg, col, !in_worker);
     if (GemmEpilogue<T>(false, false, g.og, P, K, fd + gi * g.og * K, K, pw ? xg : col, P, yg, P, in_worker, e,
                         gi * g.og)) {
       return;
@@ -127,7 +139,7 @@ void BackpropInput(const Geometry& g, const T* fd, const T* dyd, T* dxd) {
     const T* dyg = dyd + (n * g.o + gi * g.og) * P;
     T* dxg = dxd + (n * g.c + gi * g.cg) * g.h * g.w;
     Gemm<T>(true, false, K, P, g.og, fd + gi * g.og * K, K, dyg, P, pw ? dxg : col, P, in_worker);
-    if (!pw) Col2Im(g, col, dxg);
+    if (!pw) Col2Im(g, col, dxg, !in_worker);
   });
 }
 
@@ -177,10 +189,14 @@ Status Conv2DBackpropFilterKernel(OpKernelContext* ctx) {
   auto one = [&](int64 u, T* col, T* tmp, T* acc, bool in_worker) {
     const int64 n = u / g.groups, gi = u % g.groups;
     const T* xg = xd + (n * g.c + gi * g.cg) * g.h * g.w;
-    if (!pw) Im2Col(g, xg, col);
-    Gemm<T>(false, true, g.og, K, P, dyd + (n * g.o + gi * g.og) * P, P, pw ? xg : col, P, tmp, K, in_worker);
+    if (!pw) Im2Col(g, xg, col, !in_worker);
     T* a = acc + gi * g.og * K;
-    for (int64 i = 0; i < g.og * K; ++i) a[i] += tmp[i];
+    // One image: its product is the gradient, written in place.
+    Gemm<T>(false, true, g.og, K, P, dyd + (n * g.o + gi * g.og) * P, P, pw ? xg : col, P, g.n == 1 ? a : tmp, K,
+            in_worker);
+    if (g.n > 1) {
+      for (int64 i = 0; i < g.og * K; ++i) a[i] += tmp[i];
+    }
   };
   const int64 items = g.n * g.groups;
   const int64 col_size = pw ? 0 : K * P;
