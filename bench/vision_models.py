@@ -86,7 +86,7 @@ def peak_rss_mib(model, x, lib, threads):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.vision_models", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", nargs="+", default=["resnet18", "mobilenet_v3_small", "squeezenet1_0"])
+    p.add_argument("--models", nargs="+", default=["resnet18", "mobilenet_v3_small", "squeezenet1_0", "efficientnet_b0"])
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--quick", action="store_true")

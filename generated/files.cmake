@@ -27,9 +27,15 @@ set(OPFORGE_GENERATED_FILES
   python/gen_nn_grads.py
   python/gen_nn_ops.py
   python/gen_nn_ops.pyi
+  python/gen_norm_grads.py
+  python/gen_norm_ops.py
+  python/gen_norm_ops.pyi
   python/gen_optim_grads.py
   python/gen_optim_ops.py
   python/gen_optim_ops.pyi
+  python/gen_pad_grads.py
+  python/gen_pad_ops.py
+  python/gen_pad_ops.pyi
   python/gen_pool_grads.py
   python/gen_pool_ops.py
   python/gen_pool_ops.pyi
@@ -39,6 +45,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_reduction_grads.py
   python/gen_reduction_ops.py
   python/gen_reduction_ops.pyi
+  python/gen_resize_grads.py
+  python/gen_resize_ops.py
+  python/gen_resize_ops.pyi
   python/gen_special_grads.py
   python/gen_special_ops.py
   python/gen_special_ops.pyi
@@ -55,11 +64,14 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_linalg_ops.i
   swig/gen_math_ops.i
   swig/gen_nn_ops.i
+  swig/gen_norm_ops.i
   swig/gen_ops.i
   swig/gen_optim_ops.i
+  swig/gen_pad_ops.i
   swig/gen_pool_ops.i
   swig/gen_random_ops.i
   swig/gen_reduction_ops.i
+  swig/gen_resize_ops.i
   swig/gen_special_ops.i
   swig/gen_state_ops.i
 )

@@ -41,7 +41,10 @@ NOT_DISTRIBUTED = {
     "GatherGrad": "backward op with a scatter-add over indices",
     **{op: "windows span chunk borders (needs overlap, not implemented)" for op in (
         "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool2D", "MaxPool2DGrad", "AvgPool2D",
-        "AvgPool2DGrad", "AdaptiveAvgPool2D", "AdaptiveAvgPool2DGrad")},
+        "AvgPool2DGrad", "AdaptiveAvgPool2D", "AdaptiveAvgPool2DGrad", "FusedConv2D", "ConvTranspose2D",
+        "ResizeBilinear", "ResizeBilinearGrad", "Pad", "PadGrad")},
+    "BatchNorm": "statistics over the whole batch and three outputs",
+    "BatchNormGrad": "sums over the whole batch and five outputs",
     "ReduceGrad": "backward op (the tape's)", "ReduceGradGrad": "backward op (the tape's)",
     "SliceGrad": "backward op (the tape's)",
     "RandomUniform": "no inputs to chunk; a draw is a function of each element's flat index",

@@ -113,6 +113,15 @@ CASES.update({
     "AvgPool2DGrad": [((_X, arr((2, 4, 3, 3))), {"ksize": [2, 2], "strides": [2, 2]})],
     "AdaptiveAvgPool2D": [((_X,), {"output_size": [3, 2]})],
     "AdaptiveAvgPool2DGrad": [((_X, arr((2, 4, 3, 2))), {"output_size": [3, 2]})],
+    "FusedConv2D": [((_X, _W, arr((6,))), {"pads": [1, 1, 1, 1], "groups": 2, "activation": "silu"})],
+    "ConvTranspose2D": [((_X, arr((4, 3, 3, 2))), {"strides": [2, 2], "output_padding": [1, 0], "groups": 2})],
+    "Pad": [((_X,), {"pads": [0, 1, 2, 0, 0, 0, 1, 3], "mode": "reflect"}), ((arr((3,), I),), {"pads": [1, 2]})],
+    "PadGrad": [((_X, arr((2, 5, 10, 9))), {"pads": [0, 1, 2, 0, 0, 0, 1, 3], "mode": "edge"})],
+    "BatchNorm": [((_X, arr((4,)), arr((4,)), arr((4,)), arr((4,))), {"training": True}),
+                  ((arr((3, 2), D), arr((2,), D), arr((2,), D), arr((2,), D), arr((2,), D)), {})],
+    "BatchNormGrad": [((_X, _X, arr((4,)), arr((4,)), arr((4,)), arr((4,)), arr((4,))), {"training": True})],
+    "ResizeBilinear": [((_X,), {"size": [9, 4], "coordinate_mode": "align_corners"})],
+    "ResizeBilinearGrad": [((_X, arr((2, 4, 9, 4))), {"size": [9, 4]})],
 })
 
 # Random ops and autograd.Function's node (issues 26, 28).

@@ -117,9 +117,9 @@ def test_unsupported_attributes_are_refused_at_import():
     m = _model([helper.make_node("Conv", ["x", "w"], ["y"])], [1, 2, 3, 3, 3], None, [("w", _f(1, 2, 1, 1, 1))])
     with pytest.raises(of.errors.UnimplementedError, match="Conv"):
         opforge.onnx.run(m, {"x": _f(1, 2, 3, 3, 3)})
-    m = _model([helper.make_node("BatchNormalization", ["x", "s", "s", "s", "s"], ["y"], training_mode=1)],
-               [2, 3, 4, 4], None, [("s", _f(3))])
-    with pytest.raises(of.errors.UnimplementedError, match="training_mode"):
+    m = _model([helper.make_node("BatchNormalization", ["x", "s", "s", "s", "s"], ["y"], spatial=0)],
+               [2, 3, 4, 4], None, [("s", _f(3))], opset=7)
+    with pytest.raises(of.errors.UnimplementedError, match="spatial"):
         opforge.onnx.run(m, {"x": _f(2, 3, 4, 4)})
 
 
@@ -152,7 +152,22 @@ def test_resize_nearest_integer_upscaling(coord, near, scales):
 
 
 def test_resize_unsupported_modes_are_refused():
-    nodes = [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")]
+    nodes = [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="cubic")]
     m = _model(nodes, [1, 1, 2, 2], None, [("scales", np.array([1, 1, 2, 2], np.float32))])
-    with pytest.raises(of.errors.UnimplementedError, match="nearest"):
+    with pytest.raises(of.errors.UnimplementedError, match="linear"):
         opforge.onnx.run(m, {"x": _f(1, 1, 2, 2)})
+
+
+def test_conv_transpose_pad_resize_linear_match_onnxruntime():
+    """A decoder-style chain: ConvTranspose (groups, output_padding, bias), reflect Pad, bilinear Resize."""
+    inits = [("wt", _f(4, 3, 3, 3)), ("bt", _f(6)), ("pads", np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)),
+             ("scales", np.array([1, 1, 1.5, 2], np.float32))]
+    nodes = [helper.make_node("ConvTranspose", ["x", "wt", "bt"], ["t"], strides=[2, 2], pads=[1, 0, 1, 1],
+                              output_padding=[1, 0], group=2),
+             helper.make_node("Pad", ["t", "pads"], ["p"], mode="reflect"),
+             helper.make_node("Resize", ["p", "", "scales"], ["y"], mode="linear",
+                              coordinate_transformation_mode="half_pixel")]
+    _check(_model(nodes, [2, 4, 5, 6], None, inits), _f(2, 4, 5, 6))
+    nodes[2] = helper.make_node("Resize", ["p", "", "scales"], ["y"], mode="linear",
+                                coordinate_transformation_mode="align_corners")
+    _check(_model(nodes, [2, 4, 5, 6], None, inits), _f(2, 4, 5, 6))

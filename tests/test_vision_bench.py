@@ -20,3 +20,11 @@ def test_vision_models_bench_matches_onnxruntime(capsys):
         pytest.skip("torchvision is not installed")
     assert vision_models.main(["--quick", "--models", "squeezenet1_0", "--batches", "1"]) == 0
     assert "squeezenet1_0" in capsys.readouterr().out
+
+
+def test_cnn_training_step_bench_runs_and_losses_agree(capsys):
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    from bench import vision_train
+    assert vision_train.main(["--quick"]) == 0
+    assert "torch/opforge" in capsys.readouterr().out

@@ -112,9 +112,9 @@ def test_matches_pytorch_when_installed():
     ty.backward(torch.tensor(dy))
     attrs = dict(strides=[2, 1], pads=[1, 2, 1, 2], dilations=[1, 2], groups=2)
     np.testing.assert_allclose(of.conv2d(x, w, **attrs).numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(of.conv2d_backprop_input(x, w, dy, **attrs).numpy(), tx.grad.numpy(),
+    np.testing.assert_allclose(of.raw_ops.conv2d_backprop_input(x, w, dy, **attrs).numpy(), tx.grad.numpy(),
                                rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(of.conv2d_backprop_filter(x, w, dy, **attrs).numpy(), tw.grad.numpy(),
+    np.testing.assert_allclose(of.raw_ops.conv2d_backprop_filter(x, w, dy, **attrs).numpy(), tw.grad.numpy(),
                                rtol=1e-4, atol=1e-3)
     tp = torch.nn.functional.max_pool2d(torch.tensor(x), 3, 2, 1, ceil_mode=True)
     np.testing.assert_array_equal(F.max_pool2d(x, 3, 2, 1, ceil_mode=True).numpy(), tp.numpy())

@@ -49,9 +49,43 @@ AVG = [((r(2, 2, 5, 5),), {"ksize": [2, 2], "strides": [2, 2]}),
 ADAPTIVE = [((r(2, 2, 5, 7),), {"output_size": [3, 2]}), ((r(1, 3, 4, 4),), {"output_size": [1, 1]})]
 
 
+_CONVT = [
+    ((r(2, 3, 3, 4), r(3, 2, 3, 2)), {}),
+    ((r(1, 4, 3, 3), r(4, 1, 2, 3)), {"strides": [2, 3], "pads": [1, 0, 0, 1], "dilations": [1, 2], "groups": 2,
+                                      "output_padding": [1, 2]}),
+]
+_PAD = [((r(2, 3, 4),), {"pads": [0, 1, 2, 1, 0, 1]}),
+        ((r(2, 3, 4),), {"pads": [0, 2, 3, 0, 1, 2], "mode": "reflect"}),
+        ((r(3, 4),), {"pads": [2, 1, 3, 2], "mode": "edge"}),
+        ((r(3, 4),), {"pads": [2, 1, 3, 4], "mode": "wrap"}),
+        ((r(2, 3),), {"pads": [1, 0, 1, 2], "constant_value": 1.5})]
+_BN = [((r(4, 3, 2, 2), r(3), r(3), r(3), r(3) ** 2 + 0.5), {"training": True}),
+       ((r(3, 2, 5), r(2), r(2), r(2), r(2) ** 2 + 0.5), {"epsilon": 0.1}),
+       ((r(5, 3), r(3), r(3), r(3), r(3) ** 2 + 0.5), {"training": True, "epsilon": 0.01})]
+_RESIZE = [((r(1, 2, 3, 4),), {"size": [5, 7]}),
+           ((r(2, 1, 4, 3),), {"size": [2, 5], "coordinate_mode": "align_corners"}),
+           ((r(1, 1, 3, 3),), {"size": [7, 4], "coordinate_mode": "asymmetric", "scales": [2.5, 1.5]}),
+           ((r(1, 1, 3, 3),), {"size": [1, 6], "coordinate_mode": "pytorch_half_pixel"})]
+
+
+def _grad_op_cases(fn, cases):
+    out = []
+    for (x,), attrs in cases:
+        a = {k: v for k, v in attrs.items() if k != "constant_value"}
+        out.append(((x, r(*fn(x, **attrs).numpy().shape)), a))
+    return out
+
+
 def vision_cases():
+    from opforge import ops
     bp = _backprop_cases()
     return {
+        "ConvTranspose2D": _CONVT,
+        "Pad": _PAD,
+        "PadGrad": _grad_op_cases(ops.pad, _PAD),
+        "BatchNorm": _BN,
+        "ResizeBilinear": _RESIZE,
+        "ResizeBilinearGrad": _grad_op_cases(ops.resize_bilinear, _RESIZE),
         "Conv2D": _CONV,
         "Conv2DBackpropInput": bp,
         "Conv2DBackpropFilter": bp,

@@ -158,3 +158,152 @@ VISION_ORACLES = {
 VISION_SUMS = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "AvgPool2D", "AvgPool2DGrad",
                "AdaptiveAvgPool2D", "AdaptiveAvgPool2DGrad", "MaxPool2DGrad"}
 VISION_PRODUCTS = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"}
+
+
+# ConvTranspose2D, Pad, BatchNorm, ResizeBilinear (vision_reference_more.py)
+import vision_reference_more as ref2  # noqa: E402
+
+
+def convt_gen(draw, dtype):
+    groups = draw(st.integers(1, 3))
+    c = groups * draw(st.integers(0, 2)) + draw(st.sampled_from([0, 0, 0, 1]))
+    x_shape = (draw(st.integers(0, 2)), c, draw(st.integers(0, 4)), draw(st.integers(0, 4)))
+    f_shape = (c + draw(st.sampled_from([0, 0, 0, 1])), draw(st.integers(0, 2)), draw(st.integers(0, 3)),
+               draw(st.integers(0, 3)))
+    if draw(st.integers(0, 9)) == 0:
+        x_shape = x_shape[:draw(st.integers(0, 3))]
+    strides, pads, dil = _window_attrs(draw)
+    op = draw(st.lists(st.integers(-1, 2), min_size=2, max_size=2) | st.lists(st.integers(0, 1), max_size=3))
+    x, f = array(draw, dtype, x_shape, small=True, finite=True), array(draw, dtype, f_shape, small=True, finite=True)
+    return (x, f), {"strides": strides, "pads": pads, "dilations": dil, "groups": groups, "output_padding": op}
+
+
+def pad_gen(grad):
+    def gen(draw, dtype):
+        shape = tuple(draw(st.lists(st.integers(0, 3), max_size=3)))
+        mode = draw(st.sampled_from(["constant", "reflect", "edge", "wrap", "symmetric"]))
+        pads = draw(st.lists(st.integers(-1, 3), min_size=2 * len(shape), max_size=2 * len(shape))
+                    | st.lists(st.integers(0, 2), max_size=5))
+        x = array(draw, dtype, shape, small=grad, finite=grad)
+        kw = {"pads": pads, "mode": mode}
+        if not grad:
+            kw["constant_value"] = draw(st.sampled_from([0.0, 1.0, -2.0, 0.5, 1e10]))
+            return (x,), kw
+        try:
+            y_shape = ref2.pad(np.zeros(shape), pads, mode).shape
+        except ValueError:
+            y_shape = (1,)
+        return (x, array(draw, dtype, y_shape, small=True, finite=True)), kw
+    return gen
+
+
+def bn_gen(draw, dtype):
+    shape = tuple(draw(st.lists(st.integers(0, 3), max_size=4)))
+    c = shape[1] if len(shape) > 1 else draw(st.integers(0, 2))
+    vec = [array(draw, dtype, (c + draw(st.sampled_from([0, 0, 0, 0, 1])),), small=True, finite=True)
+           for _ in range(3)]
+    var = (np.abs(array(draw, dtype, (c,), small=True, finite=True)) + 0.5).astype(dtype)
+    x = array(draw, dtype, shape, small=True, finite=True)
+    return (x, *vec, var), {"epsilon": draw(st.sampled_from([1e-5, 0.1, 0.0])), "training": draw(st.booleans())}
+
+
+def bn_grad_gen(draw, dtype):
+    (x, scale, _, mean, var), kw = bn_gen(draw, dtype)
+    dy = array(draw, dtype, x.shape if draw(st.integers(0, 5)) else x.shape + (1,), small=True, finite=True)
+    c = scale.shape[0]
+    dbm, dbv = (array(draw, dtype, (c,), small=True, finite=True) for _ in range(2))
+    return (dy, x, scale, mean, var, dbm, dbv), kw
+
+
+def bn_grad(dy, x, scale, mean, variance, dbatch_mean, dbatch_var, epsilon, training):
+    """The formulas of BatchNormGrad's doc, in float64."""
+    ref2.batch_norm(x, scale, scale, mean, variance, epsilon)  # the same checks
+    for v in (dbatch_mean, dbatch_var):
+        if v.shape != scale.shape:
+            raise ValueError("vector")
+    if dy.shape != x.shape:
+        raise ValueError("dy shape")
+    c = x.shape[1]
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    view = (1, c) + (1,) * (x.ndim - 2)
+    m_count = x.size // c if c else 0
+    xd, g = x.astype(np.float64), dy.astype(np.float64)
+    m, r = mean.astype(np.float64).reshape(view), 1 / np.sqrt(variance.astype(np.float64) + epsilon).reshape(view)
+    sr = scale.astype(np.float64).reshape(view) * r
+    sdy, sdyc = g.sum(axes).reshape(view), (g * (xd - m)).sum(axes).reshape(view)
+    if training:
+        dx = (sr * (g - sdy / max(m_count, 1) - (xd - m) * r * r * sdyc / max(m_count, 1))
+              + (dbatch_mean.reshape(view) + 2 * dbatch_var.reshape(view) * (xd - m)) / max(m_count, 1))
+        dmean = dvar = np.zeros(c)
+    else:
+        dx = g * sr
+        dmean = (dbatch_mean.reshape(view) - sr * sdy).reshape(c)
+        dvar = (dbatch_var.reshape(view) - 0.5 * sr * r * r * sdyc).reshape(c)
+    out = (dx, (sdyc * r).reshape(c), sdy.reshape(c), dmean, dvar)
+    return tuple(np.asarray(o).astype(x.dtype) for o in out)
+
+
+def resize_gen(grad):
+    def gen(draw, dtype):
+        x_shape = (draw(st.integers(0, 2)), draw(st.integers(0, 2)), draw(st.integers(0, 4)), draw(st.integers(0, 4)))
+        if draw(st.integers(0, 9)) == 0:
+            x_shape = x_shape[:draw(st.integers(0, 3))]
+        size = draw(st.lists(st.integers(1, 5), min_size=2, max_size=2) | st.lists(st.integers(-1, 3), max_size=3))
+        mode = draw(st.sampled_from(["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "nearest"]))
+        scales = draw(st.sampled_from([[], [], [1.5, 0.75], [0.0, 1.0], [2.0]]))
+        x = array(draw, dtype, x_shape, small=True, finite=True)
+        kw = {"size": size, "coordinate_mode": mode, "scales": scales}
+        if not grad:
+            return (x,), kw
+        ok = len(x_shape) == 4 and len(size) == 2 and min(size) >= 1
+        y_shape = tuple(x_shape[:2]) + tuple(size) if ok else (1, 1, 1, 1)
+        return (x, array(draw, dtype, y_shape, small=True, finite=True)), kw
+    return gen
+
+
+def resize_grad(x, dy, size, coordinate_mode, scales):
+    y = ref2.resize_bilinear(x, size, coordinate_mode, scales)
+    if dy.shape != y.shape:
+        raise ValueError("dy shape")
+    # The adjoint, column by column of the (linear) resize's matrix.
+    flat = np.zeros(x.size)
+    for i in range(x.size):
+        e = np.zeros(x.size)
+        e[i] = 1
+        flat[i] = np.vdot(ref2.resize_bilinear(e.reshape(x.shape), size, coordinate_mode, scales), dy.astype(np.float64))
+    return flat.reshape(x.shape).astype(x.dtype)
+
+
+VISION_ORACLES.update({
+    "ConvTranspose2D": (convt_gen, quiet(ref2.conv_transpose2d)),
+    "Pad": (pad_gen(False), quiet(ref2.pad)),
+    "PadGrad": (pad_gen(True), quiet(ref2.pad_grad)),
+    "BatchNorm": (bn_gen, quiet(ref2.batch_norm)),
+    "BatchNormGrad": (bn_grad_gen, quiet(bn_grad)),
+    "ResizeBilinear": (resize_gen(False), quiet(ref2.resize_bilinear)),
+    "ResizeBilinearGrad": (resize_gen(True), quiet(resize_grad)),
+})
+VISION_SUMS |= {"ConvTranspose2D", "PadGrad", "BatchNorm", "BatchNormGrad", "ResizeBilinear", "ResizeBilinearGrad"}
+VISION_PRODUCTS |= {"ConvTranspose2D", "BatchNorm", "BatchNormGrad"}
+
+
+def fused_conv_gen(draw, dtype):
+    (x, f), kw = conv_gen(draw, dtype)
+    o = f.shape[0] if len(f.shape) else 1
+    b = array(draw, dtype, (o + draw(st.sampled_from([0, 0, 0, 0, 1])),), small=True, finite=True)
+    kw["activation"] = draw(st.sampled_from(["none", "relu", "sigmoid", "silu", "gelu"]))
+    return (x, f, b), kw
+
+
+def fused_conv2d(x, filter, bias, activation="none", **kw):  # noqa: A002
+    y = ref.conv2d(x, filter, **kw).astype(np.float64)
+    if activation not in ("none", "relu", "sigmoid", "silu") or bias.shape != (y.shape[1],):
+        raise ValueError("activation or bias")
+    z = y + bias.reshape(1, -1, 1, 1)
+    out = {"none": z, "relu": np.maximum(z, 0), "sigmoid": 1 / (1 + np.exp(-z)), "silu": z / (1 + np.exp(-z))}
+    return out[activation].astype(x.dtype)
+
+
+VISION_ORACLES["FusedConv2D"] = (fused_conv_gen, quiet(fused_conv2d))
+VISION_SUMS |= {"FusedConv2D"}
+VISION_PRODUCTS |= {"FusedConv2D"}

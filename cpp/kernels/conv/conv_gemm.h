@@ -94,5 +94,39 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   }
 }
 
+// A bias per output row and an activation after a convolution's GEMM.
+enum class Act { kNone, kRelu, kSigmoid, kSilu };
+template <typename T>
+struct EpiOf {
+  const T* bias = nullptr;
+  Act act = Act::kNone;
+  bool empty() const { return bias == nullptr && act == Act::kNone; }
+};
+
+// Gemm with C = act(A B + bias[bias_row0 + i]) fused into the float32 GEMM's
+// epilogue. Returns false (C = A B only) where there is no fused epilogue:
+// the caller applies it.
+template <typename T>
+bool GemmEpilogue(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+                  int64_t ldb, T* c, int64_t ldc, bool in_worker, const EpiOf<T>& e, int64_t bias_row0) {
+#ifdef OF_CONV_OWN_SGEMM
+  if constexpr (std::is_same_v<T, float>) {
+    if (m > 0 && n > 0 && k > 0) {
+      gemm::Epilogue ep;
+      if (e.bias != nullptr) ep.bias_kind = gemm::BiasKind::kPerRow, ep.bias = e.bias + bias_row0;
+      ep.activation = e.act == Act::kRelu      ? gemm::Activation::kRelu
+                      : e.act == Act::kSigmoid ? gemm::Activation::kSigmoid
+                      : e.act == Act::kSilu    ? gemm::Activation::kSilu
+                                               : gemm::Activation::kNone;
+      gemm::StridedArgs g{m, n, k, 1.0f, a, ta ? 1 : lda, ta ? lda : 1, b, tb ? 1 : ldb, tb ? ldb : 1, 0.0f, c, ldc};
+      gemm::SgemmStrided(g, ep, !in_worker);
+      return true;
+    }
+  }
+#endif
+  Gemm<T>(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, in_worker);
+  return e.empty();
+}
+
 }  // namespace conv
 }  // namespace opforge

@@ -6,8 +6,10 @@
 // im2col (x is its own column matrix); depthwise runs a direct kernel.
 // When there are at least as many (image, group) items as threads they run
 // in parallel, one single-threaded GEMM each; otherwise each GEMM is threaded.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <mutex>
 #include <vector>
 
@@ -41,6 +43,64 @@ void ForEachItem(const Geometry& g, int64 col_size, int64 cost, F&& fn) {
   }
 }
 
+// bias + activation over `rows` rows of `p` outputs (the paths without a
+// GEMM epilogue: float64, depthwise).
+template <typename T>
+void BiasAct(const EpiOf<T>& e, T* y, int64 row0, int64 rows, int64 p) {
+  for (int64 r = 0; r < rows; ++r) {
+    T* v = y + r * p;
+    if (e.bias != nullptr) {
+      const T b = e.bias[row0 + r];
+      for (int64 j = 0; j < p; ++j) v[j] += b;
+    }
+    switch (e.act) {
+      case Act::kRelu:
+        for (int64 j = 0; j < p; ++j) v[j] = v[j] > T(0) ? v[j] : T(0);
+        break;
+      case Act::kSigmoid:
+        for (int64 j = 0; j < p; ++j) v[j] = T(1) / (T(1) + std::exp(-v[j]));
+        break;
+      case Act::kSilu:
+        for (int64 j = 0; j < p; ++j) v[j] = v[j] / (T(1) + std::exp(-v[j]));
+        break;
+      case Act::kNone:
+        break;
+    }
+  }
+}
+
+// y = act(Conv2D(x, f) + bias); `e` empty for a plain Conv2D.
+template <typename T>
+void Forward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>& e) {
+  const int64 K = g.k(), P = g.p();
+  if (g.depthwise()) {
+    ParallelFor(g.n * g.c, P * g.kh * g.kw, [&](int64 b, int64 end) {
+      for (int64 u = b; u < end; ++u) {
+        DepthwiseChannel(g, xd + u * g.h * g.w, fd + (u % g.c) * g.kh * g.kw, yd + u * P,
+                         e.bias != nullptr ? e.bias[u % g.c] : T(0));
+        if (e.act != Act::kNone) {
+          EpiOf<T> act_only;
+          act_only.act = e.act;
+          BiasAct(act_only, yd + u * P, 0, 1, P);
+        }
+      }
+    });
+    return;
+  }
+  const bool pw = g.pointwise();
+  ForEachItem<T>(g, pw ? 0 : K * P, g.og * P * K, [&](int64 u, T* col, bool in_worker) {
+    const int64 n = u / g.groups, gi = u % g.groups;
+    const T* xg = xd + (n * g.c + gi * g.cg) * g.h * g.w;
+    T* yg = yd + (n * g.o + gi * g.og) * P;
+    if (!pw) Im2Col(g, xg, col, !in_worker);
+    if (GemmEpilogue<T>(false, false, g.og, P, K, fd + gi * g.og * K, K, pw ? xg : col, P, yg, P, in_worker, e,
+                        gi * g.og)) {
+      return;
+    }
+    if (!e.empty()) BiasAct(e, yg, gi * g.og, g.og, P);
+  });
+}
+
 template <typename T>
 Status Conv2DKernel(OpKernelContext* ctx) {
   const Tensor& x = ctx->input(0);
@@ -48,26 +108,39 @@ Status Conv2DKernel(OpKernelContext* ctx) {
   Tensor* y = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
   if (y->NumElements() == 0) return Status::OK();
-  const Geometry g = MakeGeometry(*ctx, x.shape(), f.shape(), y->shape());
-  const T* xd = x.data<T>();
-  const T* fd = f.data<T>();
-  T* yd = y->data<T>();
+  Forward<T>(MakeGeometry(*ctx, x.shape(), f.shape(), y->shape()), x.data<T>(), f.data<T>(), y->data<T>(), EpiOf<T>());
+  return Status::OK();
+}
+
+template <typename T>
+Status FusedConv2DKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const Tensor& f = ctx->input(1);
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  if (y->NumElements() == 0) return Status::OK();
+  EpiOf<T> e;
+  e.bias = ctx->input(2).data<T>();
+  const std::string& act = ctx->attr("activation").s;
+  e.act = act == "relu" ? Act::kRelu : act == "sigmoid" ? Act::kSigmoid : act == "silu" ? Act::kSilu : Act::kNone;
+  Forward<T>(MakeGeometry(*ctx, x.shape(), f.shape(), y->shape()), x.data<T>(), f.data<T>(), y->data<T>(), e);
+  return Status::OK();
+}
+
+// dx = col2im(W^T dy) for Geometry g (dx overwritten).
+template <typename T>
+void BackpropInput(const Geometry& g, const T* fd, const T* dyd, T* dxd) {
+  std::memset(dxd, 0, sizeof(T) * g.n * g.c * g.h * g.w);
   const int64 K = g.k(), P = g.p();
-  if (g.depthwise()) {
-    ParallelFor(g.n * g.c, P * g.kh * g.kw, [&](int64 b, int64 e) {
-      for (int64 u = b; u < e; ++u) DepthwiseChannel(g, xd + u * g.h * g.w, fd + (u % g.c) * g.kh * g.kw, yd + u * P);
-    });
-    return Status::OK();
-  }
+  if (P == 0) return;
   const bool pw = g.pointwise();
   ForEachItem<T>(g, pw ? 0 : K * P, g.og * P * K, [&](int64 u, T* col, bool in_worker) {
     const int64 n = u / g.groups, gi = u % g.groups;
-    const T* xg = xd + (n * g.c + gi * g.cg) * g.h * g.w;
-    if (!pw) Im2Col(g, xg, col);
-    Gemm<T>(false, false, g.og, P, K, fd + gi * g.og * K, K, pw ? xg : col, P, yd + (n * g.o + gi * g.og) * P, P,
-            in_worker);
+    const T* dyg = dyd + (n * g.o + gi * g.og) * P;
+    T* dxg = dxd + (n * g.c + gi * g.cg) * g.h * g.w;
+    Gemm<T>(true, false, K, P, g.og, fd + gi * g.og * K, K, dyg, P, pw ? dxg : col, P, in_worker);
+    if (!pw) Col2Im(g, col, dxg, !in_worker);
   });
-  return Status::OK();
 }
 
 template <typename T>
@@ -78,21 +151,20 @@ Status Conv2DBackpropInputKernel(OpKernelContext* ctx) {
   Tensor* dx = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &dx));
   if (dx->NumElements() == 0) return Status::OK();
-  T* dxd = dx->data<T>();
-  std::memset(dxd, 0, sizeof(T) * dx->NumElements());
-  const Geometry g = MakeGeometry(*ctx, x.shape(), f.shape(), dy.shape());
-  if (dy.NumElements() == 0) return Status::OK();
-  const T* fd = f.data<T>();
-  const T* dyd = dy.data<T>();
-  const int64 K = g.k(), P = g.p();
-  const bool pw = g.pointwise();
-  ForEachItem<T>(g, pw ? 0 : K * P, g.og * P * K, [&](int64 u, T* col, bool in_worker) {
-    const int64 n = u / g.groups, gi = u % g.groups;
-    const T* dyg = dyd + (n * g.o + gi * g.og) * P;
-    T* dxg = dxd + (n * g.c + gi * g.cg) * g.h * g.w;
-    Gemm<T>(true, false, K, P, g.og, fd + gi * g.og * K, K, dyg, P, pw ? dxg : col, P, in_worker);
-    if (!pw) Col2Im(g, col, dxg);
-  });
+  BackpropInput<T>(MakeGeometry(*ctx, x.shape(), f.shape(), dy.shape()), f.data<T>(), dy.data<T>(), dx->data<T>());
+  return Status::OK();
+}
+
+// ConvTranspose2D(x, filter) is Conv2D's input gradient with x as dy and y
+// as the convolution's input.
+template <typename T>
+Status ConvTranspose2DKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const Tensor& f = ctx->input(1);
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  if (y->NumElements() == 0) return Status::OK();
+  BackpropInput<T>(MakeGeometry(*ctx, y->shape(), f.shape(), x.shape()), f.data<T>(), x.data<T>(), y->data<T>());
   return Status::OK();
 }
 
@@ -117,10 +189,14 @@ Status Conv2DBackpropFilterKernel(OpKernelContext* ctx) {
   auto one = [&](int64 u, T* col, T* tmp, T* acc, bool in_worker) {
     const int64 n = u / g.groups, gi = u % g.groups;
     const T* xg = xd + (n * g.c + gi * g.cg) * g.h * g.w;
-    if (!pw) Im2Col(g, xg, col);
-    Gemm<T>(false, true, g.og, K, P, dyd + (n * g.o + gi * g.og) * P, P, pw ? xg : col, P, tmp, K, in_worker);
+    if (!pw) Im2Col(g, xg, col, !in_worker);
     T* a = acc + gi * g.og * K;
-    for (int64 i = 0; i < g.og * K; ++i) a[i] += tmp[i];
+    // One image: its product is the gradient, written in place.
+    Gemm<T>(false, true, g.og, K, P, dyd + (n * g.o + gi * g.og) * P, P, pw ? xg : col, P, g.n == 1 ? a : tmp, K,
+            in_worker);
+    if (g.n > 1) {
+      for (int64 i = 0; i < g.og * K; ++i) a[i] += tmp[i];
+    }
   };
   const int64 items = g.n * g.groups;
   const int64 col_size = pw ? 0 : K * P;
@@ -146,6 +222,10 @@ REGISTER_KERNEL("Conv2D", kCPU, DType::kFloat32, Conv2DKernel<float>);
 REGISTER_KERNEL("Conv2D", kCPU, DType::kFloat64, Conv2DKernel<double>);
 REGISTER_KERNEL("Conv2DBackpropInput", kCPU, DType::kFloat32, Conv2DBackpropInputKernel<float>);
 REGISTER_KERNEL("Conv2DBackpropInput", kCPU, DType::kFloat64, Conv2DBackpropInputKernel<double>);
+REGISTER_KERNEL("FusedConv2D", kCPU, DType::kFloat32, FusedConv2DKernel<float>);
+REGISTER_KERNEL("FusedConv2D", kCPU, DType::kFloat64, FusedConv2DKernel<double>);
+REGISTER_KERNEL("ConvTranspose2D", kCPU, DType::kFloat32, ConvTranspose2DKernel<float>);
+REGISTER_KERNEL("ConvTranspose2D", kCPU, DType::kFloat64, ConvTranspose2DKernel<double>);
 REGISTER_KERNEL("Conv2DBackpropFilter", kCPU, DType::kFloat32, Conv2DBackpropFilterKernel<float>);
 REGISTER_KERNEL("Conv2DBackpropFilter", kCPU, DType::kFloat64, Conv2DBackpropFilterKernel<double>);
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "conv_geometry.h"
+#include "opforge/parallel.h"
 
 namespace opforge {
 namespace conv {
@@ -22,10 +23,11 @@ inline void ValidRange(int64_t off, int64_t s, int64_t size, int64_t out, int64_
   *j1 = std::max(*j0, std::min(hi, out));
 }
 
+// Channels [c0, c1) of one image's group.
 template <typename T>
-void Im2Col(const Geometry& g, const T* x, T* col) {
+void Im2ColRange(const Geometry& g, const T* x, T* col, int64_t c0, int64_t c1) {
   const int64_t p = g.p();
-  for (int64_t c = 0; c < g.cg; ++c) {
+  for (int64_t c = c0; c < c1; ++c) {
     const T* xc = x + c * g.h * g.w;
     for (int64_t a = 0; a < g.kh; ++a) {
       for (int64_t b = 0; b < g.kw; ++b) {
@@ -54,11 +56,11 @@ void Im2Col(const Geometry& g, const T* x, T* col) {
   }
 }
 
-// dx (one image, one group, [cg, h, w]) += the scatter of col.
+// dx (one image, one group, [cg, h, w]) += the scatter of col, channels [c0, c1).
 template <typename T>
-void Col2Im(const Geometry& g, const T* col, T* dx) {
+void Col2ImRange(const Geometry& g, const T* col, T* dx, int64_t c0, int64_t c1) {
   const int64_t p = g.p();
-  for (int64_t c = 0; c < g.cg; ++c) {
+  for (int64_t c = c0; c < c1; ++c) {
     T* xc = dx + c * g.h * g.w;
     for (int64_t a = 0; a < g.kh; ++a) {
       for (int64_t b = 0; b < g.kw; ++b) {
@@ -80,6 +82,20 @@ void Col2Im(const Geometry& g, const T* col, T* dx) {
       }
     }
   }
+}
+
+// The whole group; `parallel`: split the channels over the intra-op pool
+// (each channel's rows read / write only that channel).
+template <typename T>
+void Im2Col(const Geometry& g, const T* x, T* col, bool parallel = false) {
+  if (!parallel) return Im2ColRange(g, x, col, 0, g.cg);
+  ParallelFor(g.cg, g.kh * g.kw * g.p(), [&](int64_t c0, int64_t c1) { Im2ColRange(g, x, col, c0, c1); });
+}
+
+template <typename T>
+void Col2Im(const Geometry& g, const T* col, T* dx, bool parallel = false) {
+  if (!parallel) return Col2ImRange(g, col, dx, 0, g.cg);
+  ParallelFor(g.cg, 2 * g.kh * g.kw * g.p(), [&](int64_t c0, int64_t c1) { Col2ImRange(g, col, dx, c0, c1); });
 }
 
 }  // namespace conv

@@ -50,11 +50,11 @@ class SiLU(Layer):
 
 @register_layer
 class Upsample(Layer):
-    """Nearest-neighbour upsampling by integer factors (mode='nearest' only)."""
+    """Upsampling of [N, C, H, W]: mode 'nearest' (integer factors) or 'bilinear' (align_corners as PyTorch)."""
 
-    def __init__(self, size=None, scale_factor=None, mode="nearest", name=None, dtype="float32"):
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None, name=None, dtype="float32"):
         super().__init__(name, dtype)
-        self.config = {"size": size, "scale_factor": scale_factor, "mode": mode}
+        self.config = {"size": size, "scale_factor": scale_factor, "mode": mode, "align_corners": align_corners}
 
     def forward(self, x):
         return F.interpolate(x, **self.config)

@@ -55,3 +55,33 @@ class Conv1d(_ConvNd):
         pad = c["padding"] if isinstance(c["padding"], str) else c["padding"][0]
         return F.conv1d(x, self._weights["weight"], self._weights.get("bias"), c["stride"][0], pad,
                         c["dilation"][0], c["groups"])
+
+
+@register_layer
+class ConvTranspose2d(Layer):
+    """2-D transposed convolution over [N, C, H, W]; weight [in, out / groups, kh, kw] as PyTorch's (and its init:
+    uniform, bound 1 / sqrt(out / groups * kh * kw)). padding is an int, a pair or 4 ints (top, left, bottom, right)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, name=None, dtype="float32", seed=None):
+        super().__init__(name, dtype)
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise _errors.InvalidArgumentError(
+                f"ConvTranspose2d: in_channels {in_channels} and out_channels {out_channels} must divide by groups "
+                f"{groups}")
+        k = _tuple(kernel_size, 2)
+        self.config = {"in_channels": int(in_channels), "out_channels": int(out_channels), "kernel_size": k,
+                       "stride": _tuple(stride, 2), "padding": _tuple(padding, 2) if isinstance(padding, int)
+                       else [int(p) for p in padding], "output_padding": _tuple(output_padding, 2),
+                       "groups": int(groups), "bias": bool(bias), "dilation": _tuple(dilation, 2)}
+        fan_in = out_channels // groups * int(np.prod(k))
+        bound = 1.0 / np.sqrt(fan_in) if fan_in else 0.0
+        rng = np.random.default_rng(seed)
+        self.add_weight("weight", rng.uniform(-bound, bound, (in_channels, out_channels // groups, *k)))
+        if bias:
+            self.add_weight("bias", rng.uniform(-bound, bound, (out_channels,)))
+
+    def forward(self, x):
+        c = self.config
+        return F.conv_transpose2d(x, self._weights["weight"], self._weights.get("bias"), c["stride"], c["padding"],
+                                  c["output_padding"], c["groups"], c["dilation"])

@@ -91,6 +91,44 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _ops.reshape(y, shape=[ys[0], ys[1], ys[3]])
 
 
+def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """2-D transposed convolution, x [N, C, H, W], weight [C, O / groups, kh, kw] (PyTorch's argument order).
+
+    `padding` (an int, a pair or 4 ints top, left, bottom, right) is removed
+    from the full output; `output_padding` adds rows / columns at the end.
+    """
+    ws = _shape(weight)
+    if len(ws) != 4:
+        raise _errors.InvalidArgumentError(
+            f"conv_transpose2d: weight must be 4-D [in, out / groups, kh, kw], got shape {ws}")
+    if isinstance(padding, str):
+        raise _errors.InvalidArgumentError("conv_transpose2d: padding must be ints, not a string")
+    s, d = _pair(stride, "stride", "conv_transpose2d"), _pair(dilation, "dilation", "conv_transpose2d")
+    pads = _pads(padding, _shape(x), ws[2:], s, d, "conv_transpose2d")
+    op = _pair(output_padding, "output_padding", "conv_transpose2d")
+    y = _ops.conv_transpose2d(x, weight, strides=s, pads=pads, dilations=d, groups=int(groups), output_padding=op)
+    return y if bias is None else _ops.add(y, _channel(bias, ws[1] * int(groups)))
+
+
+_TORCH_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "edge": "edge",
+                    "circular": "wrap", "wrap": "wrap"}
+
+
+def pad(x, pad, mode="constant", value=0.0):  # noqa: A002 (PyTorch's names)
+    """torch.nn.functional.pad: `pad` pairs (begin, end) from the last axis backwards; mode 'constant',
+    'reflect', 'replicate' (ONNX 'edge') or 'circular' (ONNX 'wrap'). One Pad op, with a gradient."""
+    rank = len(_shape(x))
+    p = [int(v) for v in pad]
+    if len(p) % 2 or len(p) // 2 > rank:
+        raise _errors.InvalidArgumentError(f"pad: pad must hold (begin, end) pairs for at most {rank} axes, got {p}")
+    if mode not in _TORCH_PAD_MODES:
+        raise _errors.InvalidArgumentError(f"pad: mode must be one of {sorted(_TORCH_PAD_MODES)}, got {mode!r}")
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(len(p) // 2):
+        begins[rank - 1 - i], ends[rank - 1 - i] = p[2 * i], p[2 * i + 1]
+    return _ops.pad(x, pads=begins + ends, mode=_TORCH_PAD_MODES[mode], constant_value=float(value))
+
+
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     k = _pair(kernel_size, "kernel_size", "max_pool2d")
     s = k if stride is None else _pair(stride, "stride", "max_pool2d")
@@ -121,41 +159,32 @@ def global_max_pool2d(x):
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
-    """Batch normalization over N, H, W of NCHW (or N of [N, C]) input, as torch.nn.functional.batch_norm.
+    """Batch normalization over every axis but 1 of [N, C, ...] input, as torch.nn.functional.batch_norm.
 
-    In training the batch statistics normalise x and the running statistics
-    (numpy arrays or Tensors, updated in place) move toward them by
-    `momentum`, with the unbiased variance as PyTorch. In eval, x * scale +
-    shift with scale = weight / sqrt(running_var + eps).
+    One BatchNorm op (and one BatchNormGrad in backward). In training the batch
+    statistics normalise x and the running statistics (numpy arrays or Tensors,
+    updated in place; None: not tracked) move toward them by `momentum`, with
+    the unbiased variance as PyTorch. In eval the running statistics are used.
     """
+    import numpy as np
     xs = _shape(x)
-    if len(xs) not in (2, 3, 4):
-        raise _errors.InvalidArgumentError(f"batch_norm: x must be [N, C], [N, C, L] or [N, C, H, W], got {xs}")
+    if len(xs) < 2:
+        raise _errors.InvalidArgumentError(f"batch_norm: x must be [N, C, ...], got shape {xs}")
     c = xs[1]
-    axes = [0] + list(range(2, len(xs)))
-    view = [1, c] + [1] * (len(xs) - 2)
-    if training:
-        mean = _ops.mean(x, axis=axes, keepdims=True)
-        xc = _ops.sub(x, mean)
-        var = _ops.mean(_ops.square(xc), axis=axes, keepdims=True)
-        y = _ops.mul(xc, _ops.div(1.0, _ops.sqrt(_ops.add(var, eps))))
-        if running_mean is not None:
-            import numpy as np
-            count = int(np.prod([xs[a] for a in axes]))
-            bm = np.asarray(mean.numpy()).reshape(c)
-            bv = np.asarray(var.numpy()).reshape(c) * (count / max(count - 1, 1))
-            rm, rv = _np_view(running_mean), _np_view(running_var)
-            rm *= 1 - momentum
-            rm += momentum * bm
-            rv *= 1 - momentum
-            rv += momentum * bv
-    else:
-        inv = _ops.div(1.0, _ops.sqrt(_ops.add(running_var, eps)))
-        y = _ops.mul(_ops.sub(x, _ops.reshape(running_mean, shape=view)), _ops.reshape(inv, shape=view))
-    if weight is not None:
-        y = _ops.mul(y, _ops.reshape(weight, shape=view))
-    if bias is not None:
-        y = _ops.add(y, _ops.reshape(bias, shape=view))
+    dt = _np_dtype(x)
+    if not training and (running_mean is None or running_var is None):
+        raise _errors.InvalidArgumentError("batch_norm: eval mode needs running_mean and running_var")
+    args = [weight if weight is not None else np.ones(c, dt), bias if bias is not None else np.zeros(c, dt),
+            running_mean if running_mean is not None else np.zeros(c, dt),
+            running_var if running_var is not None else np.ones(c, dt)]
+    y, bm, bv = _ops.batch_norm(x, *args, epsilon=float(eps), training=bool(training))
+    if training and running_mean is not None:
+        count = int(np.prod([d for i, d in enumerate(xs) if i != 1]))
+        rm, rv = _np_view(running_mean), _np_view(running_var)
+        rm *= 1 - momentum
+        rm += momentum * np.asarray(bm.numpy(), rm.dtype)
+        rv *= 1 - momentum
+        rv += (momentum * count / max(count - 1, 1)) * np.asarray(bv.numpy(), rv.dtype)
     return y
 
 
@@ -164,6 +193,12 @@ def _np_view(t):
     if not a.flags.writeable:
         raise _errors.InvalidArgumentError("batch_norm: the running statistics must be writable")
     return a
+
+
+def _np_dtype(x):
+    import numpy as np
+    dt = getattr(x, "dtype", None)
+    return np.dtype(getattr(dt, "name", dt)) if dt is not None else np.asarray(x).dtype
 
 
 def clip(x, min=None, max=None):  # noqa: A002 (PyTorch's names)
@@ -224,11 +259,24 @@ def upsample_nearest(x, scale_factor):
     return _ops.reshape(y, shape=[n, c, h * sh, w * sw])
 
 
-def interpolate(x, size=None, scale_factor=None, mode="nearest"):
-    """torch.nn.functional.interpolate for mode='nearest' and integer upscaling (by factor or output size)."""
-    if mode != "nearest":
-        raise _errors.UnimplementedError(f"interpolate: mode {mode!r} is not supported (only 'nearest')")
+def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """torch.nn.functional.interpolate for 4-D input: mode 'nearest' (integer upscaling, by factor or output
+    size) or 'bilinear' (any size; align_corners as PyTorch, default False: ONNX's half_pixel)."""
     xs = _shape(x)
+    if mode == "bilinear":
+        if len(xs) != 4 or (size is None) == (scale_factor is None):
+            raise _errors.InvalidArgumentError(
+                f"interpolate: bilinear needs 4-D x and exactly one of size and scale_factor, got shape {xs}")
+        scales = []
+        if size is None:
+            sf = [float(scale_factor)] * 2 if isinstance(scale_factor, (int, float)) else [float(v) for v in scale_factor]
+            size = [int(xs[2] * sf[0]), int(xs[3] * sf[1])]
+            scales = sf
+        size = _pair(size, "size", "interpolate")
+        return _ops.resize_bilinear(x, size=size, scales=[] if align_corners else scales,
+                                    coordinate_mode="align_corners" if align_corners else "half_pixel")
+    if mode != "nearest":
+        raise _errors.UnimplementedError(f"interpolate: mode {mode!r} is not supported ('nearest' or 'bilinear')")
     if size is not None:
         size = _pair(size, "size", "interpolate")
         if len(xs) != 4 or any(o % i for o, i in zip(size, xs[2:])):
@@ -239,4 +287,4 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest"):
 
 __all__ = ["conv2d", "conv1d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "global_avg_pool2d",
            "global_max_pool2d", "batch_norm", "clip", "relu6", "leaky_relu", "hardsigmoid", "hardswish", "silu",
-           "flatten", "same_pads", "upsample_nearest", "interpolate"]
+           "flatten", "same_pads", "upsample_nearest", "interpolate", "conv_transpose2d", "pad"]

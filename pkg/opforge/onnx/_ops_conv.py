@@ -62,7 +62,7 @@ def _window(n, shape, kernel):
 
 
 @converter("Conv", (1, 11, 22), {**_WINDOW, "group": INT})
-def _conv(n):
+def _conv(n, activation="none"):
     x, w = n.input(0), n.input(1)
     shape, ws = _spatial(n, x), shape_of(w)
     if len(ws) != len(shape):
@@ -73,9 +73,74 @@ def _conv(n):
     strides, pads, dil = _window(n, shape, kernel)
     if len(shape) == 3:
         w = P.reshape(w, shape=[ws[0], ws[1], 1, ws[2]])
-    y = P.conv2d(_to2d(x, shape), w, strides=strides, pads=pads, dilations=dil, groups=n.attr("group", 1))
+    attrs = dict(strides=strides, pads=pads, dilations=dil, groups=n.attr("group", 1))
+    if n.has(2) or activation != "none":
+        # The bias and activation run in the convolution's GEMM epilogue.
+        b = n.input(2) if n.has(2) else np.zeros(ws[0], dtype_of(x))
+        y = P.fused_conv2d(_to2d(x, shape), w, b, activation=activation, **attrs)
+    else:
+        y = P.conv2d(_to2d(x, shape), w, **attrs)
+    return _from2d(y, len(shape))
+
+
+def _conv_transpose_pads(n, shape, ws, strides, dil):
+    """Pads [t, l, b, r] and output_padding of a 2-D ConvTranspose from pads / auto_pad / output_shape."""
+    k = len(ws) - 2
+    kernel = list(ws[2:])
+    out_pad = list(n.attr("output_padding", [0] * k))
+    pads = list(n.attr("pads", [0] * (2 * k)))
+    out_shape = n.attr("output_shape")
+    mode = n.attr("auto_pad", "NOTSET")
+    if len(out_pad) != k or len(pads) != 2 * k:
+        raise n.fail(f"output_padding {out_pad} and pads {pads} must have {k} and {2 * k} entries")
+    if mode not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise n.fail(f"auto_pad {mode!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
+    if mode == "VALID":
+        pads = [0] * (2 * k)
+    if out_shape is not None or mode in ("SAME_UPPER", "SAME_LOWER"):
+        spatial = shape[2:]
+        if any(d is None for d in spatial):
+            raise n.fail("output_shape / auto_pad SAME_* need static spatial dims", UnimplementedError)
+        want = list(out_shape)[-k:] if out_shape is not None else [spatial[i] * strides[i] for i in range(k)]
+        total = [strides[i] * (spatial[i] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1 - want[i]
+                 for i in range(k)]
+        upper = mode == "SAME_UPPER"
+        begin = [t // 2 if upper else t - t // 2 for t in total]
+        end = [t - t // 2 if upper else t // 2 for t in total]
+        # A negative end pad is output padding (more rows past the full output).
+        out_pad = [out_pad[i] + max(0, -end[i]) for i in range(k)]
+        pads = begin + [max(0, e) for e in end]
+    if min(pads) < 0:
+        raise n.fail(f"negative pads {pads} are not supported", UnimplementedError)
+    if any(out_pad[i] >= strides[i] for i in range(k)):
+        raise n.fail(f"output_padding {out_pad} must be below strides {list(strides)}", UnimplementedError)
+    if k == 1:
+        return [0, pads[0], 0, pads[1]], [0, out_pad[0]]
+    return pads, out_pad
+
+
+@converter("ConvTranspose", (1, 11, 22), {**_WINDOW, "group": INT, "output_padding": INTS, "output_shape": INTS})
+def _conv_transpose(n):
+    x, w = n.input(0), n.input(1)
+    shape, ws = _spatial(n, x), shape_of(w)
+    if len(ws) != len(shape):
+        raise n.fail(f"W of shape {list(ws)} must have X's rank {len(shape)}")
+    kernel = n.attr("kernel_shape", list(ws[2:]))
+    if list(kernel) != list(ws[2:]):
+        raise n.fail(f"kernel_shape {kernel} does not match W's spatial dims {list(ws[2:])}")
+    k = len(kernel)
+    strides, dil = n.attr("strides", [1] * k), n.attr("dilations", [1] * k)
+    if len(strides) != k or len(dil) != k:
+        raise n.fail(f"strides {strides} and dilations {dil} must have {k} entries")
+    pads, out_pad = _conv_transpose_pads(n, shape, ws, strides, dil)
+    if k == 1:
+        w = P.reshape(w, shape=[ws[0], ws[1], 1, ws[2]])
+        strides, dil = [1, strides[0]], [1, dil[0]]
+    group = n.attr("group", 1)
+    y = P.conv_transpose2d(_to2d(x, shape), w, strides=list(strides), pads=pads, dilations=list(dil), groups=group,
+                           output_padding=out_pad)
     if n.has(2):
-        y = P.add(y, P.reshape(n.input(2), shape=[1, ws[0], 1, 1]))
+        y = P.add(y, P.reshape(n.input(2), shape=[1, ws[1] * group, 1, 1]))
     return _from2d(y, len(shape))
 
 
@@ -127,29 +192,34 @@ converter("GlobalMaxPool", (1, 22))(_global(P.max))
                                                       "training_mode": INT, "is_test": INT})
 def _batch_norm(n):
     if n.version == 6 and not n.attr("is_test", 0):
-        raise n.fail("is_test=0 (training) is not supported (inference only)", UnimplementedError)
-    if n.attr("training_mode", 0):
-        raise n.fail("training_mode=1 is not supported (inference only)", UnimplementedError)
+        raise n.fail("is_test=0 (training) is not supported in opset 6", UnimplementedError)
     if n.attr("spatial", 1) != 1:
         raise n.fail("spatial=0 is not supported", UnimplementedError)
-    if sum(1 for o in n.node.output if o) > 1:
-        raise n.fail("only the Y output is supported (inference)", UnimplementedError)
     x = n.input(0)
     shape = shape_of(x)
     if len(shape) < 2:
         raise n.fail(f"X must have rank >= 2, got {len(shape)}")
     eps = n.attr("epsilon", 1e-5)
-    view = [1, shape[1]] + [1] * (len(shape) - 2)
+    training = bool(n.attr("training_mode", 0))
+    outputs = sum(1 for o in n.node.output if o)
+    if not training and outputs > 1:
+        raise n.fail("outputs beyond Y need training_mode=1", UnimplementedError)
     consts = [n.known(i) for i in range(1, 5)]
-    if all(c is not None for c in consts):
+    if not training and all(c is not None for c in consts):
         # Constant statistics (the usual case): one multiply and one add.
         scale, bias, mean, var = (c.astype(np.float64) for c in consts)
         k = scale / np.sqrt(var + eps)
+        view = [1, shape[1]] + [1] * (len(shape) - 2)
         dt = dtype_of(x)
         return P.add(P.mul(x, k.reshape(view).astype(dt)), (bias - mean * k).reshape(view).astype(dt))
-    scale, bias, mean, var = (P.reshape(n.input(i), shape=view) for i in range(1, 5))
-    k = P.div(scale, P.sqrt(P.add(var, np.array(eps, dtype_of(x)))))
-    return P.add(P.mul(P.sub(x, mean), k), bias)
+    y, bm, bv = P.batch_norm(x, *(n.input(i) for i in range(1, 5)), epsilon=eps, training=training)
+    if not training:
+        return y
+    # ONNX's running statistics: input * momentum + batch (biased variance) * (1 - momentum).
+    m = np.array(n.attr("momentum", 0.9), dtype_of(x))
+    rm = P.add(P.mul(n.input(3), m), P.mul(bm, 1 - m))
+    rv = P.add(P.mul(n.input(4), m), P.mul(bv, 1 - m))
+    return (y, rm, rv)[:max(outputs, 1)]
 
 
 def _hard_sigmoid(x, alpha, beta):
@@ -227,41 +297,47 @@ def fold_batch_norm(program):
         skip.add(j)
     if skip:
         program.steps = [s for k, s in enumerate(steps) if k not in skip]
+    _fuse_conv_activations(program)
 
 
-def _resize_factors(n, x):
-    """Integer (sh, sw) upscaling factors of a 4-D Resize, from scales or sizes (constants)."""
-    shape = shape_of(x)
-    if len(shape) != 4 or any(d is None for d in shape):
-        raise n.fail(f"X must be 4-D with static dims, got {list(shape)}", UnimplementedError)
-    if n.has(3):
-        sizes = n.static_ints(3, "sizes")
-        if len(sizes) != 4 or sizes[:2] != list(shape[:2]) or sizes[2] % shape[2] or sizes[3] % shape[3]:
-            raise n.fail(f"sizes {sizes}: only integer upscaling of H and W is supported", UnimplementedError)
-        return sizes[2] // shape[2], sizes[3] // shape[3]
-    scales = [float(v) for v in n.static(2, "scales").reshape(-1)] if n.has(2) else []
-    if len(scales) != 4 or scales[:2] != [1.0, 1.0] or any(s < 1 or s != int(s) for s in scales[2:]):
-        raise n.fail(f"scales {scales}: only integer upscaling of H and W is supported", UnimplementedError)
-    return int(scales[2]), int(scales[3])
+def _input_named(name):
+    def convert(n):
+        return n.input(list(n.node.input).index(name))
+    return convert
 
 
-@converter("Resize", (11, 13, 18, 19), {"mode": STRING, "coordinate_transformation_mode": STRING,
-                                         "nearest_mode": STRING, "cubic_coeff_a": FLOAT, "exclude_outside": INT,
-                                         "extrapolation_value": FLOAT})
-def _resize(n):
-    """mode='nearest' with integer upscaling, in the coordinate modes where that is pixel repetition."""
-    from opforge.nn.functional_vision import upsample_nearest
-    if n.attr("mode", "nearest") != "nearest":
-        raise n.fail(f"mode {n.attr('mode')!r}: only 'nearest' is supported", UnimplementedError)
-    x = n.input(0)
-    sh, sw = _resize_factors(n, x)
-    coord = n.attr("coordinate_transformation_mode", "half_pixel")
-    near = n.attr("nearest_mode", "round_prefer_floor")
-    # With out index i = q * s + r, the source is q (repetition) when:
-    ok = ((coord == "asymmetric" and near == "floor")
-          or (coord in ("half_pixel", "pytorch_half_pixel") and near in ("round_prefer_floor", "round_prefer_ceil"))
-          or (coord == "asymmetric" and near == "round_prefer_floor" and max(sh, sw) <= 2))
-    if not ok:
-        raise n.fail(f"coordinate_transformation_mode {coord!r} with nearest_mode {near!r} and scale "
-                     f"{[sh, sw]} is not supported", UnimplementedError)
-    return upsample_nearest(x, [sh, sw])
+def _fuse_conv_activations(program):
+    """Conv -> Relu / Sigmoid, and Conv -> Sigmoid -> Mul(conv, sigmoid) (SiLU), where nothing else reads the
+    Conv's output: the activation runs in the Conv's GEMM epilogue (FusedConv2D) and the activation nodes pass
+    the Conv's output through."""
+    import functools
+    steps, outs = program.steps, set(program.outputs)
+    readers, made_by = {}, {}
+    for i, (ctx, _, _) in enumerate(steps):
+        for name in ctx.node.input:
+            readers.setdefault(name, []).append(i)
+        for name in ctx.node.output:
+            made_by[name] = i
+    for i, (ctx, fn, outputs) in enumerate(steps):
+        if fn is not _conv or len(ctx.node.output) != 1 or ctx.node.output[0] in outs:
+            continue
+        y = ctx.node.output[0]
+        rs = readers.get(y, [])
+        kinds = sorted(steps[j][0].node.op_type for j in rs)
+        if kinds in (["Relu"], ["Sigmoid"]):
+            j = rs[0]
+            steps[i] = (ctx, functools.partial(_conv, activation=kinds[0].lower()), outputs)
+            steps[j] = (steps[j][0], _input_named(y), steps[j][2])
+        elif kinds == ["Mul", "Sigmoid"]:
+            sig = next(j for j in rs if steps[j][0].node.op_type == "Sigmoid")
+            mul = next(j for j in rs if steps[j][0].node.op_type == "Mul")
+            s_out = steps[sig][0].node.output[0]
+            if (sorted(steps[mul][0].node.input) != sorted([y, s_out]) or readers.get(s_out) != [mul]
+                    or s_out in outs):
+                continue
+            steps[i] = (ctx, functools.partial(_conv, activation="silu"), outputs)
+            steps[sig] = (steps[sig][0], _input_named(y), steps[sig][2])
+            steps[mul] = (steps[mul][0], _input_named(y), steps[mul][2])
+
+
+from opforge.onnx import _ops_resample  # noqa: E402,F401  (Pad, Resize)
