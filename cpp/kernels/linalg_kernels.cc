@@ -351,20 +351,19 @@ bool GemmBlas(const GemmArgs<T>& g, bool parallel) {
 // Smaller products take the direct loops (less call overhead than BLAS).
 constexpr int64_t kBlasMinFlops = 8 * 8 * 8;
 
-// Which float32 products take our GEMM (cpp/kernels/gemm/). By default the
-// small-M ones (M <= 64: decode steps, batch-1 inference), where it beats
-// OpenBLAS; larger ones stay on the BLAS numpy shares, which is level with ours
-// on one thread and twice as fast when a program alternates numpy and opforge
-// products (its threads and our pool would otherwise fight for the cores:
-// bench/interleave.py). OPFORGE_SGEMM=own takes ours at every size (the tests
-// do), =openblas never.
+// Which float32 products take our GEMM (cpp/kernels/gemm/): all of them by
+// default. It is level with OpenBLAS per core, ahead at small M, and its
+// threads claim tiles dynamically, so a program that alternates numpy and
+// opforge products no longer runs at half speed while numpy's BLAS workers
+// spin after each call (bench/interleave.py). OPFORGE_SGEMM=openblas sends
+// float32 to OpenBLAS as before, =small only M <= 64 to ours.
 enum class SgemmRoute { kSmallM, kOwn, kOpenBlas };
 SgemmRoute Route() {
   static const SgemmRoute route = [] {
     const char* e = std::getenv("OPFORGE_SGEMM");
-    if (e != nullptr && std::strcmp(e, "own") == 0) return SgemmRoute::kOwn;
+    if (e != nullptr && std::strcmp(e, "small") == 0) return SgemmRoute::kSmallM;
     if (e != nullptr && std::strcmp(e, "openblas") == 0) return SgemmRoute::kOpenBlas;
-    return SgemmRoute::kSmallM;
+    return SgemmRoute::kOwn;
   }();
   return route;
 }
