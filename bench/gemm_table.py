@@ -149,9 +149,9 @@ def main(argv=None):
         print(f"{'ONNX MLP (Session.run)':<36}{'ort ms':>8}{'opforge ms':>11}{'vs ort':>8}")
         for name, t_ort, t_of, ratio in onnx_rows(repeats, args.cpu_time):
             print(f"{name:<36}{t_ort:>8.3f}{t_of:>11.3f}{ratio:>7.2f}x")
-    if args.train and not args.cpu_time:
+    if args.train:
         from bench import train_step
-        trows = train_step.rows(repeats, args.quick)
+        trows = train_step.rows(repeats, args.quick, args.cpu_time)
         print(f"{'training step (fwd+bwd+Adam)':<36}{'torch ms':>9}{'opforge ms':>11}{'vs torch':>9}"
               f"{'GF/s':>7}{'% peak':>8}")
         if not trows:

@@ -48,8 +48,11 @@ def step_flops(sizes, batch):
     return 6.0 * batch * sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
 
 
-def rows(repeats, quick=False):
-    """[(name, torch ms, opforge ms, torch/opforge, opforge GFLOP/s)]; [] without torch."""
+def rows(repeats, quick=False, cpu_time=False):
+    """[(name, torch ms, opforge ms, torch/opforge, opforge GFLOP/s)]; [] without torch.
+
+    cpu_time: timed by the process's CPU time (run with one thread each: a
+    per-core figure on a loaded machine)."""
     try:
         import torch
     except ImportError:
@@ -72,8 +75,13 @@ def rows(repeats, quick=False):
         l_t, l_o = float(eval(stmts["torch"], ns)), float(np.asarray(eval(stmts["opforge"], ns)))
         if not np.isclose(l_t, l_o, rtol=1e-4, atol=1e-5):
             raise SystemExit(f"bench.train_step: first-step losses differ at {name}: torch {l_t}, opforge {l_o}")
-        # torch's OpenMP workers spin after each op: a settle pause before each batch.
-        samples = timing.interleaved(stmts, ns, repeats, 0.02 if quick else 0.1, settle_s=0.1)
+        if cpu_time:
+            import time
+            from bench.gemm_table import _thread_time
+            samples = _thread_time(stmts, ns, repeats, 0.05, clock=time.process_time)
+        else:
+            # torch's OpenMP workers spin after each op: a settle pause before each batch.
+            samples = timing.interleaved(stmts, ns, repeats, 0.02 if quick else 0.1, settle_s=0.1)
         med = {lib: statistics.median(s) for lib, s in samples.items()}
         out.append((name, med["torch"] * 1e3, med["opforge"] * 1e3, med["torch"] / med["opforge"],
                     step_flops(sizes, batch) / med["opforge"] / 1e9))

@@ -36,7 +36,7 @@ constexpr int64_t kSmallM = 64;     // up to this many rows, threads split along
 constexpr int64_t kUnpackedRows = 128;
 constexpr int64_t kSmallKC = 1024;  // depth block of the small-M path (B panel 128 KiB)
 // Below this many multiply-adds one thread is faster than waking another.
-constexpr int64_t kMinParallelFma = 96 * 96 * 96;
+constexpr int64_t kMinParallelFma = 128 * 128 * 128;
 
 const Kernels* Select() {
   int level = 0;
