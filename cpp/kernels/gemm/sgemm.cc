@@ -6,7 +6,7 @@
 //             for pc (KC depths): pack B[kc x nc] into nr-wide panels
 //               for ic (MC rows: A block in L2): pack A[mc x kc] into mr-high panels
 //                 for jr (one B micro-panel, in L1), for ir: microkernel
-// Small M (<= kUnpackedRows): A is read in place by broadcasts (no packing), B in
+// Small M (see kUnpackedRows): A is read in place by broadcasts (no packing), B in
 // place when its rows are contiguous, else one nr-wide panel at a time.
 //
 // Threads: C is cut into a grid of tiles (whole register tiles), a few per
@@ -31,9 +31,12 @@ constexpr int64_t kKC = 256;        // depth of a packed block (B micro-panel 32
 constexpr int64_t kMCPanels = 16;   // A block: 16 * mr rows x kKC (192 KiB for mr = 12: in L2)
 constexpr int64_t kNC = 3072;       // B block: kNC x kKC (3 MiB: in L3)
 constexpr int64_t kSmallM = 64;     // up to this many rows, threads split along N only
-// Up to this many rows A is read in place, not packed (one thread, CPU time:
-// 128^3 88 GFLOP/s unpacked against 83 packed; level at 256).
+// Up to kSmallM rows, and up to kUnpackedRows when the depth is at most
+// kUnpackedDepth, A is read in place, not packed (one thread, CPU time:
+// 128^3 88 GFLOP/s unpacked against 83 packed; at K = 768 and 3072 packing
+// wins, 0.76-0.89x numpy unpacked against 0.97-1.09x).
 constexpr int64_t kUnpackedRows = 128;
+constexpr int64_t kUnpackedDepth = 256;
 constexpr int64_t kSmallKC = 1024;  // depth block of the small-M path (B panel 128 KiB)
 // Below this many multiply-adds one thread is faster than waking another.
 constexpr int64_t kMinParallelFma = 128 * 128 * 128;
@@ -185,7 +188,7 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
 void Slab(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i0, int64_t i1,
           int64_t j0, int64_t j1) {
   if (i1 <= i0 || j1 <= j0) return;
-  if (i1 - i0 <= kUnpackedRows) {
+  if (i1 - i0 <= kSmallM || (i1 - i0 <= kUnpackedRows && g.k <= kUnpackedDepth)) {
     SmallM(g, ep, kr, i0, i1, j0, j1);
   } else {
     Packed(g, ep, kr, i0, i1, j0, j1);
