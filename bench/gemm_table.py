@@ -1,7 +1,11 @@
 """Issue 22's GEMM table: float32 matmul GFLOP/s beside numpy (OpenBLAS) and
 beside the machine's measured FMA peak.
 
-    python -m bench.gemm_table [--repeats N] [--quick] [--onnx]
+    python -m bench.gemm_table [--repeats N] [--quick] [--onnx] [--train] [--all]
+
+--all prints the whole issue-22 table in one run: the matmul rows, the ONNX
+MLPs beside onnxruntime, and the training steps beside PyTorch (when torch
+is installed; bench/train_step.py).
 
 Square n = 64 .. 2048 and transformer-layer shapes (M = 1, 16, 128; K, N in
 {768, 3072}, the weight both row-major and as nn.Linear stores it, [N, K]),
@@ -120,6 +124,8 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="two small sizes, 3 repeats: proves the harness works")
     p.add_argument("--onnx", action="store_true", help="also the ONNX MLPs beside onnxruntime")
     p.add_argument("--onnx-only", action="store_true", help="only the ONNX MLPs")
+    p.add_argument("--train", action="store_true", help="also the MLP training steps beside PyTorch")
+    p.add_argument("--all", action="store_true", help="matmul, ONNX MLPs and training steps: the issue-22 table")
     p.add_argument("--cpu-time", action="store_true",
                    help="time by the calling thread's CPU time (set OPFORGE_NUM_THREADS=1 and "
                         "OPENBLAS_NUM_THREADS=1): per-core figures on a loaded machine")
@@ -137,10 +143,23 @@ def main(argv=None):
         print("(timed by thread CPU time, one thread each; the peak is wall-clock and drops with load)")
     for name, g_np, g_of, ratio in ([] if args.onnx_only else matmul_rows(of, repeats, args.quick, args.cpu_time)):
         print(f"{name:<28}{g_np:>11.1f}{g_of:>13.1f}{100 * g_of / peak:>7.0f}%{ratio:>8.2f}x")
+    if args.all:
+        args.onnx = args.train = True
     if args.onnx or args.onnx_only:
         print(f"{'ONNX MLP (Session.run)':<36}{'ort ms':>8}{'opforge ms':>11}{'vs ort':>8}")
         for name, t_ort, t_of, ratio in onnx_rows(repeats, args.cpu_time):
             print(f"{name:<36}{t_ort:>8.3f}{t_of:>11.3f}{ratio:>7.2f}x")
+    if args.train:
+        from bench import train_step
+        trows = train_step.rows(repeats, args.quick, args.cpu_time)
+        print(f"{'training step (fwd+bwd+Adam)':<36}{'torch ms':>9}{'opforge ms':>11}{'vs torch':>9}"
+              f"{'GF/s':>7}{'% peak':>8}")
+        if not trows:
+            print("(torch not installed: pip install torch to compare)")
+        for name, t_t, t_o, ratio, gf in trows:
+            print(f"{name:<36}{t_t:>9.2f}{t_o:>11.2f}{ratio:>8.2f}x{gf:>7.0f}{100 * gf / peak:>7.0f}%")
+    print(f"(load average {' '.join(f'{x:.1f}' for x in __import__('os').getloadavg())} on "
+          f"{__import__('os').cpu_count()} CPUs at the end)")
     return 0
 
 

@@ -118,6 +118,26 @@ def fused_mat_mul(a, b, bias, transpose_a, transpose_b, activation):
     return np.asarray(np.maximum(z, 0) if activation == "relu" else z, dtype=a.dtype)
 
 
+def fused_mat_mul_activation_grad_gen(draw, dtype):
+    (a, b, bias), attrs = fused_mat_mul_gen(draw, dtype)
+    attrs["activation"] = draw(st.sampled_from(["none", "relu", "sigmoid"]))
+    try:
+        shape = fused_mat_mul(a, b, bias, **dict(attrs, activation="none")).shape
+    except (TypeError, ValueError):
+        shape = (2, 3)
+    y_shape = draw(st.sampled_from([shape, shape, shape[:-1] + (shape[-1] + 1,) if shape else (1,)]))
+    dy, y = (array(draw, dtype, s, small=True) for s in (draw(st.sampled_from([y_shape, y_shape, shape])), y_shape))
+    return (dy, y, a, b, bias), attrs
+
+
+def fused_mat_mul_activation_grad(dy, y, a, b, bias, transpose_a, transpose_b, activation):
+    fwd = fused_mat_mul(a, b, bias, transpose_a, transpose_b, "none")
+    if dy.shape != y.shape or y.shape != fwd.shape:
+        raise ValueError("shapes")
+    d = {"none": dy, "relu": np.where(y > 0, dy, 0), "sigmoid": dy * y * (1 - y)}[activation]
+    return np.asarray(d, dtype=np.float32)
+
+
 def cast_gen(draw, dtype):
     return (array(draw, dtype, draw(shapes())),), {"dtype": draw(st.sampled_from(list(NP)))}
 
@@ -503,7 +523,8 @@ ORACLES = {
     "Sum": reduction(np.sum, keep_dtype=True), "Prod": reduction(np.prod, keep_dtype=True),
     "Mean": reduction(np.mean), "Max": reduction(np.max), "Min": reduction(np.min),
     "ArgMax": arg_reduction(np.argmax), "ArgMin": arg_reduction(np.argmin),
-    "MatMul": (matmul_gen, matmul), "FusedMatMul": (fused_mat_mul_gen, fused_mat_mul), "Cast": (cast_gen, cast), "Concat": (concat_gen, concat),
+    "MatMul": (matmul_gen, matmul), "FusedMatMul": (fused_mat_mul_gen, fused_mat_mul),
+    "FusedMatMulActivationGrad": (fused_mat_mul_activation_grad_gen, fused_mat_mul_activation_grad), "Cast": (cast_gen, cast), "Concat": (concat_gen, concat),
     "Fill": (fill_gen, fill), "Reshape": (reshape_gen, reshape), "Slice": (slice_gen, slice_),
     "Transpose": (transpose_gen, quiet(lambda x, perm: np.transpose(x, perm))), "Softmax": (softmax_gen, softmax),
     "LogSoftmax": (softmax_gen, log_softmax),

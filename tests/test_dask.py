@@ -54,6 +54,7 @@ NOT_DISTRIBUTED = {
     "RandomShuffle": "moves rows across blocks",
     "PythonFunction": "the tape's node of an autograd.Function call",
     "FusedMatMul": "an inference fast path for whole arrays; distribute MatMul + Add",
+    "FusedMatMulActivationGrad": "FusedMatMul's gradient, over whole arrays like it",
 }
 
 # Chunk sizes per axis for the first array argument and for the others

@@ -165,9 +165,16 @@ def test_every_op_with_a_float_input_declares_its_gradient():
     assert undeclared == [], f"ops with a float input but no .Gradient() or .NoGradient(): {undeclared}"
 
 
+# Differentiable ops with float32 kernels only, which this float64 checker
+# cannot run: where their gradient is checked instead.
+FLOAT32_ONLY = {
+    "FusedMatMul": "tests/test_gemm.py::test_fused_matmul_gradient (the unfused tape and central differences)",
+}
+
+
 def test_every_differentiable_op_has_a_gradient_check_case():
     # Backward ops included: their gradients are what second derivatives use.
-    missing = sorted(set(DIFFERENTIABLE) - set(CASES))
+    missing = sorted(set(DIFFERENTIABLE) - set(CASES) - set(FLOAT32_ONLY))
     assert missing == [], f"add gradient-check cases for {missing}"
 
 

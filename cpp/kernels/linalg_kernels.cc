@@ -351,20 +351,19 @@ bool GemmBlas(const GemmArgs<T>& g, bool parallel) {
 // Smaller products take the direct loops (less call overhead than BLAS).
 constexpr int64_t kBlasMinFlops = 8 * 8 * 8;
 
-// Which float32 products take our GEMM (cpp/kernels/gemm/). By default the
-// small-M ones (M <= 64: decode steps, batch-1 inference), where it beats
-// OpenBLAS; larger ones stay on the BLAS numpy shares, which is level with ours
-// on one thread and twice as fast when a program alternates numpy and opforge
-// products (its threads and our pool would otherwise fight for the cores:
-// bench/interleave.py). OPFORGE_SGEMM=own takes ours at every size (the tests
-// do), =openblas never.
+// Which float32 products take our GEMM (cpp/kernels/gemm/): all of them by
+// default. It is level with OpenBLAS per core, ahead at small M, and its
+// threads claim tiles dynamically, so a program that alternates numpy and
+// opforge products no longer runs at half speed while numpy's BLAS workers
+// spin after each call (bench/interleave.py). OPFORGE_SGEMM=openblas sends
+// float32 to OpenBLAS as before, =small only M <= 64 to ours.
 enum class SgemmRoute { kSmallM, kOwn, kOpenBlas };
 SgemmRoute Route() {
   static const SgemmRoute route = [] {
     const char* e = std::getenv("OPFORGE_SGEMM");
-    if (e != nullptr && std::strcmp(e, "own") == 0) return SgemmRoute::kOwn;
+    if (e != nullptr && std::strcmp(e, "small") == 0) return SgemmRoute::kSmallM;
     if (e != nullptr && std::strcmp(e, "openblas") == 0) return SgemmRoute::kOpenBlas;
-    return SgemmRoute::kSmallM;
+    return SgemmRoute::kOwn;
   }();
   return route;
 }
@@ -658,44 +657,5 @@ Status MatMulGradKernel(OpKernelContext* ctx) {
 
 REGISTER_KERNEL("MatMulGrad", kCPU, DType::kFloat32, MatMulGradKernel<float>);
 REGISTER_KERNEL("MatMulGrad", kCPU, DType::kFloat64, MatMulGradKernel<double>);
-
-}  // namespace opforge
-
-// ---- the FusedMatMul kernel ---------------------------------------------------
-//
-// activation(op(a) op(b) + bias) through the GEMM's epilogue: one pass, the
-// bias and activation applied per output tile while it is in cache.
-
-namespace opforge {
-namespace {
-
-Status FusedMatMulKernel(OpKernelContext* ctx) {
-  const Tensor& a = ctx->input(0);
-  const Tensor& b = ctx->input(1);
-  const Tensor& bias = ctx->input(2);
-  Tensor* out;
-  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
-  const bool ta = ctx->attr_bool("transpose_a"), tb = ctx->attr_bool("transpose_b");
-  const int64_t n = bias.dim(0);
-  const int64_t k = ta ? a.dim(0) : a.dim(a.rank() - 1);
-  const int64_t m = n == 0 ? 0 : out->NumElements() / n;
-  if (m == 0 || n == 0) return Status::OK();
-  const std::string& act = ctx->attr("activation").s;
-  gemm::Epilogue ep;
-  ep.bias_kind = gemm::BiasKind::kPerColumn;
-  ep.bias = bias.data<float>();
-  ep.activation = act == "relu"      ? gemm::Activation::kRelu
-                  : act == "gelu"    ? gemm::Activation::kGelu
-                  : act == "silu"    ? gemm::Activation::kSilu
-                  : act == "sigmoid" ? gemm::Activation::kSigmoid
-                                     : gemm::Activation::kNone;
-  gemm::Sgemm(ta, tb, m, n, k, 1.0f, a.data<float>(), ta ? m : k, b.data<float>(), tb ? k : n, 0.0f,
-              out->data<float>(), n, ep);
-  return Status::OK();
-}
-
-}  // namespace
-
-REGISTER_KERNEL("FusedMatMul", kCPU, DType::kFloat32, FusedMatMulKernel);
 
 }  // namespace opforge

@@ -68,10 +68,11 @@ Status MatMulShape(InferenceContext* ctx) {
 
 // FusedMatMul: the product's shape (a's leading axes folded into rows), a
 // bias of one value per output column, a known activation.
-Status FusedMatMulShape(InferenceContext* ctx) {
-  const TensorShape& a = ctx->input_shape(0);
-  const TensorShape& b = ctx->input_shape(1);
-  const TensorShape& bias = ctx->input_shape(2);
+// `first`: the index of input a (b and bias follow it).
+Status FusedMatMulShapeAt(InferenceContext* ctx, int first, TensorShape* out) {
+  const TensorShape& a = ctx->input_shape(first);
+  const TensorShape& b = ctx->input_shape(first + 1);
+  const TensorShape& bias = ctx->input_shape(first + 2);
   const bool ta = ctx->attr_bool("transpose_a"), tb = ctx->attr_bool("transpose_b");
   if (b.rank() != 2) return errors::InvalidArgument("argument 'b' must be 2-D, got ", b.DebugString());
   if (a.rank() < 1 || (ta && a.rank() != 2)) {
@@ -93,13 +94,19 @@ Status FusedMatMulShape(InferenceContext* ctx) {
     return errors::InvalidArgument("argument 'activation' is '", act,
                                    "'; expected one of 'none', 'relu', 'gelu', 'silu', 'sigmoid'");
   }
-  TensorShape out;
+  *out = TensorShape();
   if (ta) {
-    out.AddDim(a.dim(1));
+    out->AddDim(a.dim(1));
   } else {
-    for (int i = 0; i + 1 < a.rank(); ++i) out.AddDim(a.dim(i));
+    for (int i = 0; i + 1 < a.rank(); ++i) out->AddDim(a.dim(i));
   }
-  out.AddDim(n);
+  out->AddDim(n);
+  return Status::OK();
+}
+
+Status FusedMatMulShape(InferenceContext* ctx) {
+  TensorShape out;
+  OF_RETURN_IF_ERROR(FusedMatMulShapeAt(ctx, 0, &out));
   ctx->set_output_shape(0, out);
   return Status::OK();
 }
@@ -116,10 +123,14 @@ REGISTER_OP("FusedMatMul")
     .Output("y: T")
     .Attr("T: {float32}")
     .SetShapeFn(FusedMatMulShape)
-    // An inference fast path: nn.Linear uses it only when nothing records a
-    // gradient, the ONNX importer for Gemm / MatMul+Add(+activation); a
-    // gradient would be the unfused ops' (MatMul, Add, the activation).
-    .NoGradient()
+    // The activation's derivative (from y, or the recomputed pre-activation
+    // for gelu/silu), then MatMul's gradient; the bias gets dpre summed over
+    // the rows (the sweep sums a broadcast gradient to the input's shape).
+    .Gradient("let dpre = FusedMatMulActivationGrad(dy, y, a, b, bias, transpose_a=transpose_a, "
+              "transpose_b=transpose_b, activation=activation)")
+    .Gradient("a, b = MatMulGrad(a, b, dpre, transpose_a=transpose_a, transpose_b=transpose_b, "
+              "compute_grad_a=needs_grad(a), compute_grad_b=needs_grad(b))")
+    .Gradient("bias = dpre")
     .Doc(R"doc(
 activation(a @ b + bias) in one pass: the bias and the activation are applied
 to each output tile of the GEMM while it is still in cache.
@@ -131,6 +142,55 @@ transpose_a: If true, a is [k, m] (2-D only).
 transpose_b: If true, b is [n, k] (nn.Linear's weight layout).
 activation: 'none', 'relu', 'gelu' (exact, erf), 'silu' or 'sigmoid'.
 y: activation(a @ b + bias), of shape a.shape[:-1] + [n] (or [m, n] with transpose_a).
+)doc");
+
+// dy and y of a FusedMatMul, and its operands (checked as there).
+Status FusedMatMulActivationGradShape(InferenceContext* ctx) {
+  const TensorShape& dy = ctx->input_shape(0);
+  const TensorShape& y = ctx->input_shape(1);
+  if (dy != y) {
+    return errors::InvalidArgument("argument 'dy' of shape ", dy.DebugString(), " differs from argument 'y' of shape ",
+                                   y.DebugString());
+  }
+  TensorShape fwd;
+  OF_RETURN_IF_ERROR(FusedMatMulShapeAt(ctx, 2, &fwd));
+  if (fwd != y) {
+    return errors::InvalidArgument("argument 'y' of shape ", y.DebugString(), " is not the shape of the FusedMatMul of "
+                                   "a, b and bias, ", fwd.DebugString());
+  }
+  ctx->set_output_shape(0, y);
+  return Status::OK();
+}
+
+REGISTER_OP("FusedMatMulActivationGrad")
+    .Input("dy: T")
+    .Input("y: T")
+    .Input("a: T")
+    .Input("b: T")
+    .Input("bias: T")
+    .Attr("transpose_a: bool = false")
+    .Attr("transpose_b: bool = false")
+    .Attr("activation: string = 'none'")
+    .Output("dpre: T")
+    .Attr("T: {float32}")
+    .SetShapeFn(FusedMatMulActivationGradShape)
+    // Second order through a fused layer is not supported: FusedMatMul's
+    // gradient is for training steps; a higher derivative takes the unfused ops.
+    .NoGradient()
+    .Doc(R"doc(
+The gradient of a FusedMatMul's pre-activation a @ b + bias, given the
+gradient dy of its output y: dy * activation'(pre). relu, sigmoid and none read
+y; gelu and silu recompute pre (one GEMM) from a, b and bias.
+
+dy: The gradient of y.
+y: FusedMatMul's output.
+a: FusedMatMul's a.
+b: FusedMatMul's b.
+bias: FusedMatMul's bias.
+transpose_a: As in the FusedMatMul.
+transpose_b: As in the FusedMatMul.
+activation: As in the FusedMatMul.
+dpre: The gradient of a @ b + bias, of y's shape.
 )doc");
 
 REGISTER_OP("MatMul")

@@ -6,13 +6,14 @@
 //             for pc (KC depths): pack B[kc x nc] into nr-wide panels
 //               for ic (MC rows: A block in L2): pack A[mc x kc] into mr-high panels
 //                 for jr (one B micro-panel, in L1), for ir: microkernel
-// Small M (<= kSmallM): A is read in place by broadcasts (no packing), B in
+// Small M (see kUnpackedRows): A is read in place by broadcasts (no packing), B in
 // place when its rows are contiguous, else one nr-wide panel at a time.
 //
-// Threads: C is cut into one slab per thread along its longer side (whole
-// register tiles), and each thread runs the serial nest on its slab with its
-// own packing buffers: one fork-join per call, no barriers inside.
+// Threads: C is cut into a grid of tiles (whole register tiles), a few per
+// thread, claimed dynamically; each thread runs the serial nest on its tile
+// with its own packing buffers: one fork-join per call, no barriers inside.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -29,10 +30,16 @@ namespace {
 constexpr int64_t kKC = 256;        // depth of a packed block (B micro-panel 32 KiB for nr = 32)
 constexpr int64_t kMCPanels = 16;   // A block: 16 * mr rows x kKC (192 KiB for mr = 12: in L2)
 constexpr int64_t kNC = 3072;       // B block: kNC x kKC (3 MiB: in L3)
-constexpr int64_t kSmallM = 64;     // up to this many rows, A is not packed
+constexpr int64_t kSmallM = 64;     // up to this many rows, threads split along N only
+// Up to kSmallM rows, and up to kUnpackedRows when the depth is at most
+// kUnpackedDepth, A is read in place, not packed (one thread, CPU time:
+// 128^3 88 GFLOP/s unpacked against 83 packed; at K = 768 and 3072 packing
+// wins, 0.76-0.89x numpy unpacked against 0.97-1.09x).
+constexpr int64_t kUnpackedRows = 128;
+constexpr int64_t kUnpackedDepth = 256;
 constexpr int64_t kSmallKC = 1024;  // depth block of the small-M path (B panel 128 KiB)
 // Below this many multiply-adds one thread is faster than waking another.
-constexpr int64_t kMinParallelFma = 96 * 96 * 96;
+constexpr int64_t kMinParallelFma = 128 * 128 * 128;
 
 const Kernels* Select() {
   int level = 0;
@@ -181,11 +188,44 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
 void Slab(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i0, int64_t i1,
           int64_t j0, int64_t j1) {
   if (i1 <= i0 || j1 <= j0) return;
-  if (i1 - i0 <= kSmallM) {
+  if (i1 - i0 <= kSmallM || (i1 - i0 <= kUnpackedRows && g.k <= kUnpackedDepth)) {
     SmallM(g, ep, kr, i0, i1, j0, j1);
   } else {
     Packed(g, ep, kr, i0, i1, j0, j1);
   }
+}
+
+// The tile grid of a threaded product: about kTilesPerThread tiles per
+// thread, cut from the longer side first, no tile thinner than two register
+// tiles of rows or kMinTileCols columns (narrower ones re-pack their share
+// of A and B too often).
+constexpr int64_t kTilesPerThread = 4;
+constexpr int64_t kMinTileCols = 64;
+struct Grid {
+  int64_t tm, tn;
+};
+Grid MakeGrid(int64_t m, int64_t n, const Kernels& kr, int64_t threads) {
+  const int64_t units_m = (m + kr.mr - 1) / kr.mr, units_n = (n + kr.nr - 1) / kr.nr;
+  Grid g{1, 1};
+  // Small M runs unpacked over the whole of A: cut along N only.
+  const bool rows_ok = m > kSmallM;
+  while (g.tm * g.tn < kTilesPerThread * threads) {
+    const int64_t h = m / g.tm, w = n / g.tn;
+    const bool can_m = rows_ok && units_m >= 4 * g.tm, can_n = units_n >= 2 * g.tn && w >= 2 * kMinTileCols;
+    if (can_m && (h >= w || !can_n)) {
+      g.tm *= 2;
+    } else if (can_n) {
+      g.tn *= 2;
+    } else {
+      break;
+    }
+  }
+  // At least one tile per thread when the shape allows it at all.
+  if (g.tm * g.tn < threads) {
+    if (rows_ok && units_m >= threads) g.tm = std::max(g.tm, threads);
+    else g.tn = std::min(units_n, std::max(g.tn, threads));
+  }
+  return g;
 }
 
 }  // namespace
@@ -218,24 +258,25 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
   const Kernels& kr = Get();
   int64_t threads = parallel ? NumIntraOpThreads() : 1;
   if (g.m * g.n * g.k < kMinParallelFma) threads = 1;
-  // Cut along N when M is small (each thread reads its own part of B) or N
-  // is the longer side; otherwise along M.
-  const bool split_n = g.m <= kSmallM || g.n >= g.m;
-  const int64_t unit = split_n ? kr.nr : kr.mr;
-  const int64_t units = ((split_n ? g.n : g.m) + unit - 1) / unit;
-  threads = std::min(threads, units);
+  const int64_t units_m = (g.m + kr.mr - 1) / kr.mr, units_n = (g.n + kr.nr - 1) / kr.nr;
+  threads = std::min(threads, units_m * units_n);
   if (threads <= 1) {
     Slab(g, ep, kr, 0, g.m, 0, g.n);
     return;
   }
-  auto run = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t u0 = units * t / threads, u1 = units * (t + 1) / threads;
-      if (split_n) {
-        Slab(g, ep, kr, 0, g.m, u0 * unit, std::min(g.n, u1 * unit));
-      } else {
-        Slab(g, ep, kr, u0 * unit, std::min(g.m, u1 * unit), 0, g.n);
-      }
+  // C is cut into a grid of tiles, several per thread, that the threads
+  // claim one at a time: a thread that shares its core with something else
+  // (numpy's OpenBLAS workers spin about 0.1 s after each call; other
+  // processes) takes fewer tiles instead of holding up the join, and the
+  // caller runs a worker's share itself when the worker is late to start.
+  const Grid grid = MakeGrid(g.m, g.n, kr, threads);
+  std::atomic<int64_t> next{0};
+  auto run = [&](int64_t, int64_t) {
+    for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < grid.tm * grid.tn;) {
+      const int64_t r = t / grid.tn, c = t % grid.tn;
+      const int64_t i0 = units_m * r / grid.tm * kr.mr, i1 = std::min(g.m, units_m * (r + 1) / grid.tm * kr.mr);
+      const int64_t j0 = units_n * c / grid.tn * kr.nr, j1 = std::min(g.n, units_n * (c + 1) / grid.tn * kr.nr);
+      Slab(g, ep, kr, i0, i1, j0, j1);
     }
   };
   ParallelFor(threads, kMinParallelCost, run);

@@ -13,6 +13,7 @@ from opforge.onnx import _node, _validate
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
 from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
+from opforge.onnx import _fuse_matmul  # noqa: E402  (MatMul -> Add -> activation as FusedMatMul)
 
 
 def _has_unknown_dims(v):
@@ -85,6 +86,7 @@ class Program:
             outputs = [(k, name) for k, name in enumerate(node.output) if name]
             self.steps.append((ctx, conv.fn, outputs))
         _ops_conv.fold_batch_norm(self)  # Conv + inference BatchNormalization -> one Conv
+        self.steps = _fuse_matmul.fuse_matmul_chains(self.steps, set(self.outputs))
         self.steps = _ops_nn.fuse_activations(self.steps, set(self.outputs))
 
     def check_feeds(self, feeds):
