@@ -18,6 +18,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_grad_grads.py
   python/gen_grad_ops.py
   python/gen_grad_ops.pyi
+  python/gen_index_grads.py
+  python/gen_index_ops.py
+  python/gen_index_ops.pyi
   python/gen_linalg_grads.py
   python/gen_linalg_ops.py
   python/gen_linalg_ops.pyi
@@ -49,6 +52,7 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_conv_ops.i
   swig/gen_function_ops.i
   swig/gen_grad_ops.i
+  swig/gen_index_ops.i
   swig/gen_linalg_ops.i
   swig/gen_math_ops.i
   swig/gen_nn_ops.i

@@ -50,7 +50,7 @@ def conv2d(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), group
 
     Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/conv_ops.cc:121 (op Conv2D).
+    Declared at ../../cpp/ops/conv_ops.cc:121 (op Conv2D).
     """
     return _Conv2D(x, filter, strides, pads, dilations, groups)
 
@@ -84,7 +84,7 @@ def conv2d_backprop_filter(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dil
 
     Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/conv_ops.cc:173 (op Conv2DBackpropFilter).
+    Declared at ../../cpp/ops/conv_ops.cc:173 (op Conv2DBackpropFilter).
     """
     return _Conv2DBackpropFilter(x, filter, dy, strides, pads, dilations, groups)
 
@@ -117,6 +117,6 @@ def conv2d_backprop_input(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dila
 
     Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/conv_ops.cc:148 (op Conv2DBackpropInput).
+    Declared at ../../cpp/ops/conv_ops.cc:148 (op Conv2DBackpropInput).
     """
     return _Conv2DBackpropInput(x, filter, dy, strides, pads, dilations, groups)

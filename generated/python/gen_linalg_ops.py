@@ -41,7 +41,7 @@ def fused_mat_mul(a, b, bias, transpose_a=False, transpose_b=False, activation="
 
     Kernels: cpu (float32).
 
-    Declared at cpp/ops/linalg_ops.cc:109 (op FusedMatMul).
+    Declared at ../../cpp/ops/linalg_ops.cc:109 (op FusedMatMul).
     """
     return _FusedMatMul(a, b, bias, transpose_a, transpose_b, activation)
 
@@ -79,6 +79,6 @@ def mat_mul(a, b, transpose_a=False, transpose_b=False):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at cpp/ops/linalg_ops.cc:136 (op MatMul).
+    Declared at ../../cpp/ops/linalg_ops.cc:136 (op MatMul).
     """
     return _MatMul(a, b, transpose_a, transpose_b)

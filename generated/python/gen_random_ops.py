@@ -35,7 +35,7 @@ def random_shuffle(x, seed=0, seed2=0):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at cpp/ops/random_ops.cc:132 (op RandomShuffle).
+    Declared at ../../cpp/ops/random_ops.cc:132 (op RandomShuffle).
     """
     return _RandomShuffle(x, seed, seed2)
 
@@ -59,7 +59,7 @@ def random_standard_normal(shape, dtype="float32", seed=0, seed2=0):
 
     Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/random_ops.cc:72 (op RandomStandardNormal).
+    Declared at ../../cpp/ops/random_ops.cc:72 (op RandomStandardNormal).
     """
     return _RandomStandardNormal(shape, dtype, seed, seed2)
 
@@ -89,7 +89,7 @@ def random_uniform(shape, dtype="float32", seed=0, seed2=0):
 
     Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/random_ops.cc:51 (op RandomUniform).
+    Declared at ../../cpp/ops/random_ops.cc:51 (op RandomUniform).
     """
     return _RandomUniform(shape, dtype, seed, seed2)
 
@@ -116,7 +116,7 @@ def random_uniform_int(shape, minval, maxval, dtype="int64", seed=0, seed2=0):
 
     Kernels: cpu (int32, int64).
 
-    Declared at cpp/ops/random_ops.cc:110 (op RandomUniformInt).
+    Declared at ../../cpp/ops/random_ops.cc:110 (op RandomUniformInt).
     """
     return _RandomUniformInt(shape, minval, maxval, dtype, seed, seed2)
 
@@ -144,6 +144,6 @@ def truncated_normal(shape, dtype="float32", seed=0, seed2=0):
 
     Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/random_ops.cc:90 (op TruncatedNormal).
+    Declared at ../../cpp/ops/random_ops.cc:90 (op TruncatedNormal).
     """
     return _TruncatedNormal(shape, dtype, seed, seed2)

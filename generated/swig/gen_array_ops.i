@@ -4,7 +4,7 @@
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
 // %includes this file.
 
-// Cast, declared at cpp/ops/array_ops.cc:239.
+// Cast, declared at ../../cpp/ops/array_ops.cc:239.
 %feature("docstring") opforge::gen::Cast "Cast(x, dtype) -> Tensor\n\nConverts a tensor to another dtype.";
 %inline %{
 namespace opforge { namespace gen {
@@ -16,7 +16,7 @@ PyObject* Cast(PyObject* x, PyObject* dtype) {
 }}  // namespace opforge::gen
 %}
 
-// Concat, declared at cpp/ops/array_ops.cc:312.
+// Concat, declared at ../../cpp/ops/array_ops.cc:312.
 %feature("docstring") opforge::gen::Concat "Concat(values, axis=0) -> Tensor\n\nJoins a list of tensors along an existing axis.";
 %inline %{
 namespace opforge { namespace gen {
@@ -28,7 +28,7 @@ PyObject* Concat(PyObject* values, PyObject* axis) {
 }}  // namespace opforge::gen
 %}
 
-// Fill, declared at cpp/ops/array_ops.cc:262.
+// Fill, declared at ../../cpp/ops/array_ops.cc:262.
 %feature("docstring") opforge::gen::Fill "Fill(shape, value) -> Tensor\n\nCreates a tensor of the given shape with every element set to one value.";
 %inline %{
 namespace opforge { namespace gen {
@@ -40,7 +40,7 @@ PyObject* Fill(PyObject* shape, PyObject* value) {
 }}  // namespace opforge::gen
 %}
 
-// Identity, declared at cpp/ops/array_ops.cc:355.
+// Identity, declared at ../../cpp/ops/array_ops.cc:355.
 %feature("docstring") opforge::gen::Identity "Identity(x) -> Tensor\n\nReturns its input unchanged, sharing its buffer (zero copy).";
 %inline %{
 namespace opforge { namespace gen {
@@ -52,7 +52,7 @@ PyObject* Identity(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// OnesLike, declared at cpp/ops/array_ops.cc:296.
+// OnesLike, declared at ../../cpp/ops/array_ops.cc:296.
 %feature("docstring") opforge::gen::OnesLike "OnesLike(x) -> Tensor\n\nReturns a tensor of ones with the shape and dtype of x.";
 %inline %{
 namespace opforge { namespace gen {
@@ -64,7 +64,7 @@ PyObject* OnesLike(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Reshape, declared at cpp/ops/array_ops.cc:197.
+// Reshape, declared at ../../cpp/ops/array_ops.cc:197.
 %feature("docstring") opforge::gen::Reshape "Reshape(x, shape) -> Tensor\n\nGives a tensor a new shape with the same elements, without copying them.";
 %inline %{
 namespace opforge { namespace gen {
@@ -76,7 +76,7 @@ PyObject* Reshape(PyObject* x, PyObject* shape) {
 }}  // namespace opforge::gen
 %}
 
-// Slice, declared at cpp/ops/array_ops.cc:333.
+// Slice, declared at ../../cpp/ops/array_ops.cc:333.
 %feature("docstring") opforge::gen::Slice "Slice(x, begin, size) -> Tensor\n\nExtracts a contiguous block from a tensor.";
 %inline %{
 namespace opforge { namespace gen {
@@ -88,7 +88,7 @@ PyObject* Slice(PyObject* x, PyObject* begin, PyObject* size) {
 }}  // namespace opforge::gen
 %}
 
-// Transpose, declared at cpp/ops/array_ops.cc:219.
+// Transpose, declared at ../../cpp/ops/array_ops.cc:219.
 %feature("docstring") opforge::gen::Transpose "Transpose(x, perm=None) -> Tensor\n\nPermutes the axes of a tensor.";
 %inline %{
 namespace opforge { namespace gen {
@@ -100,7 +100,7 @@ PyObject* Transpose(PyObject* x, PyObject* perm) {
 }}  // namespace opforge::gen
 %}
 
-// ZerosLike, declared at cpp/ops/array_ops.cc:280.
+// ZerosLike, declared at ../../cpp/ops/array_ops.cc:280.
 %feature("docstring") opforge::gen::ZerosLike "ZerosLike(x) -> Tensor\n\nReturns a tensor of zeros with the shape and dtype of x.";
 %inline %{
 namespace opforge { namespace gen {

@@ -4,7 +4,7 @@
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
 // %includes this file.
 
-// Conv2D, declared at cpp/ops/conv_ops.cc:121.
+// Conv2D, declared at ../../cpp/ops/conv_ops.cc:121.
 %feature("docstring") opforge::gen::Conv2D "Conv2D(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\n2-D cross-correlation over NCHW input, as torch.nn.functional.conv2d and ONNX Conv.";
 %inline %{
 namespace opforge { namespace gen {
@@ -16,7 +16,7 @@ PyObject* Conv2D(PyObject* x, PyObject* filter, PyObject* strides, PyObject* pad
 }}  // namespace opforge::gen
 %}
 
-// Conv2DBackpropFilter, declared at cpp/ops/conv_ops.cc:173.
+// Conv2DBackpropFilter, declared at ../../cpp/ops/conv_ops.cc:173.
 %feature("docstring") opforge::gen::Conv2DBackpropFilter "Conv2DBackpropFilter(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe backward op of Conv2D for its filter: the correlation of x with dy, summed over the batch.";
 %inline %{
 namespace opforge { namespace gen {
@@ -28,7 +28,7 @@ PyObject* Conv2DBackpropFilter(PyObject* x, PyObject* filter, PyObject* dy, PyOb
 }}  // namespace opforge::gen
 %}
 
-// Conv2DBackpropInput, declared at cpp/ops/conv_ops.cc:148.
+// Conv2DBackpropInput, declared at ../../cpp/ops/conv_ops.cc:148.
 %feature("docstring") opforge::gen::Conv2DBackpropInput "Conv2DBackpropInput(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe backward op of Conv2D for its input: the transposed convolution of dy with filter.";
 %inline %{
 namespace opforge { namespace gen {

@@ -4,7 +4,7 @@
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
 // %includes this file.
 
-// PythonFunction, declared at cpp/ops/function_ops.cc:18.
+// PythonFunction, declared at ../../cpp/ops/function_ops.cc:18.
 %feature("docstring") opforge::gen::PythonFunction "PythonFunction(xs, y, key, index=0) -> Tensor\n\nOutput `index` of an opforge.autograd.Function call: returns y unchanged.";
 %inline %{
 namespace opforge { namespace gen {

@@ -4,7 +4,7 @@
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
 // %includes this file.
 
-// ConcatGrad, declared at cpp/ops/grad_ops.cc:447.
+// ConcatGrad, declared at ../../cpp/ops/grad_ops.cc:447.
 %feature("docstring") opforge::gen::ConcatGrad "ConcatGrad(grad, values, index, axis=0) -> Tensor\n\nThe gradient of Concat(values, axis) with respect to values[index].";
 %inline %{
 namespace opforge { namespace gen {
@@ -16,7 +16,7 @@ PyObject* ConcatGrad(PyObject* grad, PyObject* values, PyObject* index, PyObject
 }}  // namespace opforge::gen
 %}
 
-// ConcatGradGrad, declared at cpp/ops/grad_ops.cc:473.
+// ConcatGradGrad, declared at ../../cpp/ops/grad_ops.cc:473.
 %feature("docstring") opforge::gen::ConcatGradGrad "ConcatGradGrad(block, values, index, axis=0) -> Tensor\n\nThe gradient of ConcatGrad with respect to its grad: block padded with zeros to the concatenation's shape.";
 %inline %{
 namespace opforge { namespace gen {
@@ -28,7 +28,7 @@ PyObject* ConcatGradGrad(PyObject* block, PyObject* values, PyObject* index, PyO
 }}  // namespace opforge::gen
 %}
 
-// MatMulGrad, declared at cpp/ops/grad_ops.cc:298.
+// MatMulGrad, declared at ../../cpp/ops/grad_ops.cc:298.
 %feature("docstring") opforge::gen::MatMulGrad "MatMulGrad(a, b, grad, transpose_a=False, transpose_b=False, compute_grad_a=True, compute_grad_b=True) -> tuple[Tensor, Tensor]\n\nThe gradients of MatMul(a, b, transpose_a, transpose_b) with respect to a and b.";
 %inline %{
 namespace opforge { namespace gen {
@@ -40,7 +40,7 @@ PyObject* MatMulGrad(PyObject* a, PyObject* b, PyObject* grad, PyObject* transpo
 }}  // namespace opforge::gen
 %}
 
-// ReduceGrad, declared at cpp/ops/grad_ops.cc:344.
+// ReduceGrad, declared at ../../cpp/ops/grad_ops.cc:344.
 %feature("docstring") opforge::gen::ReduceGrad "ReduceGrad(x, y, grad, reduction, axis=None, keepdims=False) -> Tensor\n\nThe gradient of a reduction (Sum, Mean, Max, Min, Prod) with respect to its input.";
 %inline %{
 namespace opforge { namespace gen {
@@ -52,7 +52,7 @@ PyObject* ReduceGrad(PyObject* x, PyObject* y, PyObject* grad, PyObject* reducti
 }}  // namespace opforge::gen
 %}
 
-// ReduceGradGrad, declared at cpp/ops/grad_ops.cc:379.
+// ReduceGradGrad, declared at ../../cpp/ops/grad_ops.cc:379.
 %feature("docstring") opforge::gen::ReduceGradGrad "ReduceGradGrad(x, y, grad, directions, reduction, axis=None, keepdims=False) -> Tensor\n\nHigher derivatives of a reduction: ReduceGrad's gradient with respect to x (one direction), and its gradients.";
 %inline %{
 namespace opforge { namespace gen {
@@ -64,7 +64,7 @@ PyObject* ReduceGradGrad(PyObject* x, PyObject* y, PyObject* grad, PyObject* dir
 }}  // namespace opforge::gen
 %}
 
-// RmsNormGrad, declared at cpp/ops/grad_ops.cc:251.
+// RmsNormGrad, declared at ../../cpp/ops/grad_ops.cc:251.
 %feature("docstring") opforge::gen::RmsNormGrad "RmsNormGrad(x, weight, grad, epsilon=1e-06) -> tuple[Tensor, Tensor]\n\nThe gradients of RmsNorm(x, weight, epsilon) with respect to x and weight.";
 %inline %{
 namespace opforge { namespace gen {
@@ -76,7 +76,7 @@ PyObject* RmsNormGrad(PyObject* x, PyObject* weight, PyObject* grad, PyObject* e
 }}  // namespace opforge::gen
 %}
 
-// SliceGrad, declared at cpp/ops/grad_ops.cc:424.
+// SliceGrad, declared at ../../cpp/ops/grad_ops.cc:424.
 %feature("docstring") opforge::gen::SliceGrad "SliceGrad(x, grad, begin, size) -> Tensor\n\nThe gradient of Slice(x, begin, size) with respect to x.";
 %inline %{
 namespace opforge { namespace gen {
@@ -88,7 +88,7 @@ PyObject* SliceGrad(PyObject* x, PyObject* grad, PyObject* begin, PyObject* size
 }}  // namespace opforge::gen
 %}
 
-// SoftmaxGrad, declared at cpp/ops/grad_ops.cc:224.
+// SoftmaxGrad, declared at ../../cpp/ops/grad_ops.cc:224.
 %feature("docstring") opforge::gen::SoftmaxGrad "SoftmaxGrad(softmax, grad, axis=-1) -> Tensor\n\nThe gradient of Softmax with respect to its logits.";
 %inline %{
 namespace opforge { namespace gen {

@@ -4,7 +4,7 @@
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
 // %includes this file.
 
-// FusedMatMul, declared at cpp/ops/linalg_ops.cc:109.
+// FusedMatMul, declared at ../../cpp/ops/linalg_ops.cc:109.
 %feature("docstring") opforge::gen::FusedMatMul "FusedMatMul(a, b, bias, transpose_a=False, transpose_b=False, activation=\"none\") -> Tensor\n\nactivation(a @ b + bias) in one pass: the bias and the activation are applied to each output tile of the GEMM while it is still in cache.";
 %inline %{
 namespace opforge { namespace gen {
@@ -16,7 +16,7 @@ PyObject* FusedMatMul(PyObject* a, PyObject* b, PyObject* bias, PyObject* transp
 }}  // namespace opforge::gen
 %}
 
-// MatMul, declared at cpp/ops/linalg_ops.cc:136.
+// MatMul, declared at ../../cpp/ops/linalg_ops.cc:136.
 %feature("docstring") opforge::gen::MatMul "MatMul(a, b, transpose_a=False, transpose_b=False) -> Tensor\n\nMultiplies matrices, with numpy.matmul semantics.";
 %inline %{
 namespace opforge { namespace gen {

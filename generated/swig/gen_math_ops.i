@@ -4,7 +4,7 @@
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
 // %includes this file.
 
-// Abs, declared at cpp/ops/math_ops.cc:173.
+// Abs, declared at ../../cpp/ops/math_ops.cc:173.
 %feature("docstring") opforge::gen::Abs "Abs(x) -> Tensor\n\nReturns the absolute value of x element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -16,7 +16,7 @@ PyObject* Abs(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Add, declared at cpp/ops/math_ops.cc:10.
+// Add, declared at ../../cpp/ops/math_ops.cc:10.
 %feature("docstring") opforge::gen::Add "Add(x, y) -> Tensor\n\nReturns x + y element-wise, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -28,7 +28,7 @@ PyObject* Add(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Cos, declared at cpp/ops/math_ops.cc:289.
+// Cos, declared at ../../cpp/ops/math_ops.cc:289.
 %feature("docstring") opforge::gen::Cos "Cos(x) -> Tensor\n\nReturns the cosine of x element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -40,7 +40,7 @@ PyObject* Cos(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Div, declared at cpp/ops/math_ops.cc:70.
+// Div, declared at ../../cpp/ops/math_ops.cc:70.
 %feature("docstring") opforge::gen::Div "Div(x, y) -> Tensor\n\nReturns x / y element-wise (true division), with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -52,7 +52,7 @@ PyObject* Div(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Equal, declared at cpp/ops/math_ops.cc:340.
+// Equal, declared at ../../cpp/ops/math_ops.cc:340.
 %feature("docstring") opforge::gen::Equal "Equal(x, y) -> Tensor\n\nReturns the truth value of x == y element-wise, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -64,7 +64,7 @@ PyObject* Equal(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Exp, declared at cpp/ops/math_ops.cc:222.
+// Exp, declared at ../../cpp/ops/math_ops.cc:222.
 %feature("docstring") opforge::gen::Exp "Exp(x) -> Tensor\n\nReturns e raised to the power x element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -76,7 +76,7 @@ PyObject* Exp(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Greater, declared at cpp/ops/math_ops.cc:416.
+// Greater, declared at ../../cpp/ops/math_ops.cc:416.
 %feature("docstring") opforge::gen::Greater "Greater(x, y) -> Tensor\n\nReturns the truth value of x > y element-wise, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -88,7 +88,7 @@ PyObject* Greater(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// GreaterEqual, declared at cpp/ops/math_ops.cc:435.
+// GreaterEqual, declared at ../../cpp/ops/math_ops.cc:435.
 %feature("docstring") opforge::gen::GreaterEqual "GreaterEqual(x, y) -> Tensor\n\nReturns the truth value of x >= y element-wise, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -100,7 +100,7 @@ PyObject* GreaterEqual(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Less, declared at cpp/ops/math_ops.cc:378.
+// Less, declared at ../../cpp/ops/math_ops.cc:378.
 %feature("docstring") opforge::gen::Less "Less(x, y) -> Tensor\n\nReturns the truth value of x < y element-wise, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -112,7 +112,7 @@ PyObject* Less(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// LessEqual, declared at cpp/ops/math_ops.cc:397.
+// LessEqual, declared at ../../cpp/ops/math_ops.cc:397.
 %feature("docstring") opforge::gen::LessEqual "LessEqual(x, y) -> Tensor\n\nReturns the truth value of x <= y element-wise, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -124,7 +124,7 @@ PyObject* LessEqual(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Log, declared at cpp/ops/math_ops.cc:239.
+// Log, declared at ../../cpp/ops/math_ops.cc:239.
 %feature("docstring") opforge::gen::Log "Log(x) -> Tensor\n\nReturns the natural logarithm of x element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -136,7 +136,7 @@ PyObject* Log(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// LogicalAnd, declared at cpp/ops/math_ops.cc:456.
+// LogicalAnd, declared at ../../cpp/ops/math_ops.cc:456.
 %feature("docstring") opforge::gen::LogicalAnd "LogicalAnd(x, y) -> Tensor\n\nReturns the truth value of x AND y element-wise, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -148,7 +148,7 @@ PyObject* LogicalAnd(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// LogicalNot, declared at cpp/ops/math_ops.cc:492.
+// LogicalNot, declared at ../../cpp/ops/math_ops.cc:492.
 %feature("docstring") opforge::gen::LogicalNot "LogicalNot(x) -> Tensor\n\nReturns the truth value of NOT x element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -160,7 +160,7 @@ PyObject* LogicalNot(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// LogicalOr, declared at cpp/ops/math_ops.cc:474.
+// LogicalOr, declared at ../../cpp/ops/math_ops.cc:474.
 %feature("docstring") opforge::gen::LogicalOr "LogicalOr(x, y) -> Tensor\n\nReturns the truth value of x OR y element-wise, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -172,7 +172,7 @@ PyObject* LogicalOr(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Maximum, declared at cpp/ops/math_ops.cc:91.
+// Maximum, declared at ../../cpp/ops/math_ops.cc:91.
 %feature("docstring") opforge::gen::Maximum "Maximum(x, y) -> Tensor\n\nReturns the element-wise maximum of x and y, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -184,7 +184,7 @@ PyObject* Maximum(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Minimum, declared at cpp/ops/math_ops.cc:111.
+// Minimum, declared at ../../cpp/ops/math_ops.cc:111.
 %feature("docstring") opforge::gen::Minimum "Minimum(x, y) -> Tensor\n\nReturns the element-wise minimum of x and y, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -196,7 +196,7 @@ PyObject* Minimum(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Mul, declared at cpp/ops/math_ops.cc:50.
+// Mul, declared at ../../cpp/ops/math_ops.cc:50.
 %feature("docstring") opforge::gen::Mul "Mul(x, y) -> Tensor\n\nReturns x * y element-wise, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -208,7 +208,7 @@ PyObject* Mul(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Neg, declared at cpp/ops/math_ops.cc:156.
+// Neg, declared at ../../cpp/ops/math_ops.cc:156.
 %feature("docstring") opforge::gen::Neg "Neg(x) -> Tensor\n\nReturns -x element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -220,7 +220,7 @@ PyObject* Neg(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// NotEqual, declared at cpp/ops/math_ops.cc:359.
+// NotEqual, declared at ../../cpp/ops/math_ops.cc:359.
 %feature("docstring") opforge::gen::NotEqual "NotEqual(x, y) -> Tensor\n\nReturns the truth value of x != y element-wise, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -232,7 +232,7 @@ PyObject* NotEqual(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Pow, declared at cpp/ops/math_ops.cc:131.
+// Pow, declared at ../../cpp/ops/math_ops.cc:131.
 %feature("docstring") opforge::gen::Pow "Pow(x, y) -> Tensor\n\nReturns x raised to the power y element-wise, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -244,7 +244,7 @@ PyObject* Pow(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Relu, declared at cpp/ops/math_ops.cc:206.
+// Relu, declared at ../../cpp/ops/math_ops.cc:206.
 %feature("docstring") opforge::gen::Relu "Relu(x) -> Tensor\n\nReturns the rectified linear unit max(x, 0) element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -256,7 +256,7 @@ PyObject* Relu(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Select, declared at cpp/ops/math_ops.cc:509.
+// Select, declared at ../../cpp/ops/math_ops.cc:509.
 %feature("docstring") opforge::gen::Select "Select(condition, x, y) -> Tensor\n\nPicks elements from x where condition is True and from y elsewhere.";
 %inline %{
 namespace opforge { namespace gen {
@@ -268,7 +268,7 @@ PyObject* Select(PyObject* condition, PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Sigmoid, declared at cpp/ops/math_ops.cc:321.
+// Sigmoid, declared at ../../cpp/ops/math_ops.cc:321.
 %feature("docstring") opforge::gen::Sigmoid "Sigmoid(x) -> Tensor\n\nReturns the logistic sigmoid 1 / (1 + exp(-x)) element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -280,7 +280,7 @@ PyObject* Sigmoid(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Sin, declared at cpp/ops/math_ops.cc:273.
+// Sin, declared at ../../cpp/ops/math_ops.cc:273.
 %feature("docstring") opforge::gen::Sin "Sin(x) -> Tensor\n\nReturns the sine of x element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -292,7 +292,7 @@ PyObject* Sin(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Sqrt, declared at cpp/ops/math_ops.cc:256.
+// Sqrt, declared at ../../cpp/ops/math_ops.cc:256.
 %feature("docstring") opforge::gen::Sqrt "Sqrt(x) -> Tensor\n\nReturns the non-negative square root of x element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -304,7 +304,7 @@ PyObject* Sqrt(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Square, declared at cpp/ops/math_ops.cc:190.
+// Square, declared at ../../cpp/ops/math_ops.cc:190.
 %feature("docstring") opforge::gen::Square "Square(x) -> Tensor\n\nReturns x * x element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -316,7 +316,7 @@ PyObject* Square(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Sub, declared at cpp/ops/math_ops.cc:30.
+// Sub, declared at ../../cpp/ops/math_ops.cc:30.
 %feature("docstring") opforge::gen::Sub "Sub(x, y) -> Tensor\n\nReturns x - y element-wise, with numpy broadcasting.";
 %inline %{
 namespace opforge { namespace gen {
@@ -328,7 +328,7 @@ PyObject* Sub(PyObject* x, PyObject* y) {
 }}  // namespace opforge::gen
 %}
 
-// Tanh, declared at cpp/ops/math_ops.cc:305.
+// Tanh, declared at ../../cpp/ops/math_ops.cc:305.
 %feature("docstring") opforge::gen::Tanh "Tanh(x) -> Tensor\n\nReturns the hyperbolic tangent of x element-wise.";
 %inline %{
 namespace opforge { namespace gen {

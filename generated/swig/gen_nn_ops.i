@@ -4,7 +4,7 @@
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
 // %includes this file.
 
-// DropoutMask, declared at cpp/ops/nn_ops.cc:398.
+// DropoutMask, declared at ../../cpp/ops/nn_ops.cc:398.
 %feature("docstring") opforge::gen::DropoutMask "DropoutMask(x, rate, seed=0) -> Tensor\n\nA dropout mask for x: each element is 0 with probability rate, else 1 / (1 - rate).";
 %inline %{
 namespace opforge { namespace gen {
@@ -16,7 +16,7 @@ PyObject* DropoutMask(PyObject* x, PyObject* rate, PyObject* seed) {
 }}  // namespace opforge::gen
 %}
 
-// Gather, declared at cpp/ops/nn_ops.cc:325.
+// Gather, declared at ../../cpp/ops/nn_ops.cc:325.
 %feature("docstring") opforge::gen::Gather "Gather(params, indices) -> Tensor\n\nGathers rows of params (axis 0) at the given indices: an embedding lookup.";
 %inline %{
 namespace opforge { namespace gen {
@@ -28,7 +28,7 @@ PyObject* Gather(PyObject* params, PyObject* indices) {
 }}  // namespace opforge::gen
 %}
 
-// GatherGrad, declared at cpp/ops/nn_ops.cc:346.
+// GatherGrad, declared at ../../cpp/ops/nn_ops.cc:346.
 %feature("docstring") opforge::gen::GatherGrad "GatherGrad(params, indices, dy) -> Tensor\n\nThe backward op of Gather: scatter-adds the rows of dy into a zero tensor of params' shape.";
 %inline %{
 namespace opforge { namespace gen {
@@ -40,7 +40,7 @@ PyObject* GatherGrad(PyObject* params, PyObject* indices, PyObject* dy) {
 }}  // namespace opforge::gen
 %}
 
-// Gelu, declared at cpp/ops/nn_ops.cc:221.
+// Gelu, declared at ../../cpp/ops/nn_ops.cc:221.
 %feature("docstring") opforge::gen::Gelu "Gelu(x) -> Tensor\n\nComputes the exact (erf-based) Gaussian error linear unit element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -52,7 +52,7 @@ PyObject* Gelu(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// GeluGrad, declared at cpp/ops/nn_ops.cc:238.
+// GeluGrad, declared at ../../cpp/ops/nn_ops.cc:238.
 %feature("docstring") opforge::gen::GeluGrad "GeluGrad(dy, x) -> Tensor\n\nThe backward op of Gelu: dy * (Phi(x) + x * phi(x)), Phi and phi the standard normal CDF and density.";
 %inline %{
 namespace opforge { namespace gen {
@@ -64,7 +64,7 @@ PyObject* GeluGrad(PyObject* dy, PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// LayerNorm, declared at cpp/ops/nn_ops.cc:256.
+// LayerNorm, declared at ../../cpp/ops/nn_ops.cc:256.
 %feature("docstring") opforge::gen::LayerNorm "LayerNorm(x, weight, bias, epsilon=1e-05) -> Tensor\n\nNormalises over the last axis to zero mean and unit variance, then scales and shifts per feature.";
 %inline %{
 namespace opforge { namespace gen {
@@ -76,7 +76,7 @@ PyObject* LayerNorm(PyObject* x, PyObject* weight, PyObject* bias, PyObject* eps
 }}  // namespace opforge::gen
 %}
 
-// LayerNormGrad, declared at cpp/ops/nn_ops.cc:280.
+// LayerNormGrad, declared at ../../cpp/ops/nn_ops.cc:280.
 %feature("docstring") opforge::gen::LayerNormGrad "LayerNormGrad(dy, x, weight, epsilon=1e-05) -> tuple[Tensor, Tensor, Tensor]\n\nThe backward op of LayerNorm: the gradients with respect to x, weight and bias, in one pass over the rows.";
 %inline %{
 namespace opforge { namespace gen {
@@ -88,7 +88,7 @@ PyObject* LayerNormGrad(PyObject* dy, PyObject* x, PyObject* weight, PyObject* e
 }}  // namespace opforge::gen
 %}
 
-// LogSoftmax, declared at cpp/ops/nn_ops.cc:59.
+// LogSoftmax, declared at ../../cpp/ops/nn_ops.cc:59.
 %feature("docstring") opforge::gen::LogSoftmax "LogSoftmax(logits, axis=-1) -> Tensor\n\nComputes log(softmax(logits)) along one axis, without forming softmax.";
 %inline %{
 namespace opforge { namespace gen {
@@ -100,7 +100,7 @@ PyObject* LogSoftmax(PyObject* logits, PyObject* axis) {
 }}  // namespace opforge::gen
 %}
 
-// RmsNorm, declared at cpp/ops/nn_ops.cc:82.
+// RmsNorm, declared at ../../cpp/ops/nn_ops.cc:82.
 %feature("docstring") opforge::gen::RmsNorm "RmsNorm(x, weight, epsilon=1e-06) -> Tensor\n\nApplies root-mean-square normalisation over the last axis, then a per-feature scale.";
 %inline %{
 namespace opforge { namespace gen {
@@ -112,7 +112,7 @@ PyObject* RmsNorm(PyObject* x, PyObject* weight, PyObject* epsilon) {
 }}  // namespace opforge::gen
 %}
 
-// Softmax, declared at cpp/ops/nn_ops.cc:35.
+// Softmax, declared at ../../cpp/ops/nn_ops.cc:35.
 %feature("docstring") opforge::gen::Softmax "Softmax(logits, axis=-1) -> Tensor\n\nComputes softmax along one axis: exp(logits) normalised to sum to 1.";
 %inline %{
 namespace opforge { namespace gen {
@@ -124,7 +124,7 @@ PyObject* Softmax(PyObject* logits, PyObject* axis) {
 }}  // namespace opforge::gen
 %}
 
-// SparseSoftmaxCrossEntropyWithLogits, declared at cpp/ops/nn_ops.cc:370.
+// SparseSoftmaxCrossEntropyWithLogits, declared at ../../cpp/ops/nn_ops.cc:370.
 %feature("docstring") opforge::gen::SparseSoftmaxCrossEntropyWithLogits "SparseSoftmaxCrossEntropyWithLogits(features, labels) -> tuple[Tensor, Tensor]\n\nSoftmax cross-entropy with integer class labels, per example, and its gradient, in one numerically stable pass.";
 %inline %{
 namespace opforge { namespace gen {

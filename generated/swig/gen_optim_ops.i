@@ -4,7 +4,7 @@
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
 // %includes this file.
 
-// ApplyAdam, declared at cpp/ops/optim_ops.cc:107.
+// ApplyAdam, declared at ../../cpp/ops/optim_ops.cc:107.
 %feature("docstring") opforge::gen::ApplyAdam "ApplyAdam(var, m, v, grad, lr, step=1, beta1=0.9, beta2=0.999, epsilon=1e-08, weight_decay=0.0) -> Tensor\n\nOne Adam step (PyTorch's rule, bias-corrected), var, m and v updated in place in one pass.";
 %inline %{
 namespace opforge { namespace gen {
@@ -16,7 +16,7 @@ PyObject* ApplyAdam(PyObject* var, PyObject* m, PyObject* v, PyObject* grad, PyO
 }}  // namespace opforge::gen
 %}
 
-// ApplyGradientDescent, declared at cpp/ops/optim_ops.cc:59.
+// ApplyGradientDescent, declared at ../../cpp/ops/optim_ops.cc:59.
 %feature("docstring") opforge::gen::ApplyGradientDescent "ApplyGradientDescent(var, grad, lr, weight_decay=0.0) -> Tensor\n\nPlain SGD step, updated in place: var -= lr * (grad + weight_decay * var).";
 %inline %{
 namespace opforge { namespace gen {
@@ -28,7 +28,7 @@ PyObject* ApplyGradientDescent(PyObject* var, PyObject* grad, PyObject* lr, PyOb
 }}  // namespace opforge::gen
 %}
 
-// ApplyMomentum, declared at cpp/ops/optim_ops.cc:78.
+// ApplyMomentum, declared at ../../cpp/ops/optim_ops.cc:78.
 %feature("docstring") opforge::gen::ApplyMomentum "ApplyMomentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=False) -> Tensor\n\nSGD with momentum (PyTorch's rule), var and accum updated in place.";
 %inline %{
 namespace opforge { namespace gen {

@@ -4,7 +4,7 @@
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
 // %includes this file.
 
-// AdaptiveAvgPool2D, declared at cpp/ops/pool_ops.cc:242.
+// AdaptiveAvgPool2D, declared at ../../cpp/ops/pool_ops.cc:242.
 %feature("docstring") opforge::gen::AdaptiveAvgPool2D "AdaptiveAvgPool2D(x, output_size) -> Tensor\n\nAverage pooling to a given output size, as torch.nn.functional.adaptive_avg_pool2d.";
 %inline %{
 namespace opforge { namespace gen {
@@ -16,7 +16,7 @@ PyObject* AdaptiveAvgPool2D(PyObject* x, PyObject* output_size) {
 }}  // namespace opforge::gen
 %}
 
-// AdaptiveAvgPool2DGrad, declared at cpp/ops/pool_ops.cc:260.
+// AdaptiveAvgPool2DGrad, declared at ../../cpp/ops/pool_ops.cc:260.
 %feature("docstring") opforge::gen::AdaptiveAvgPool2DGrad "AdaptiveAvgPool2DGrad(x, dy, output_size) -> Tensor\n\nThe backward op of AdaptiveAvgPool2D: each dy spread evenly over its window.";
 %inline %{
 namespace opforge { namespace gen {
@@ -28,7 +28,7 @@ PyObject* AdaptiveAvgPool2DGrad(PyObject* x, PyObject* dy, PyObject* output_size
 }}  // namespace opforge::gen
 %}
 
-// AvgPool2D, declared at cpp/ops/pool_ops.cc:186.
+// AvgPool2D, declared at ../../cpp/ops/pool_ops.cc:186.
 %feature("docstring") opforge::gen::AvgPool2D "AvgPool2D(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, count_include_pad=False) -> Tensor\n\n2-D average pooling over NCHW input, as torch.nn.functional.avg_pool2d and ONNX AveragePool.";
 %inline %{
 namespace opforge { namespace gen {
@@ -40,7 +40,7 @@ PyObject* AvgPool2D(PyObject* x, PyObject* ksize, PyObject* strides, PyObject* p
 }}  // namespace opforge::gen
 %}
 
-// AvgPool2DGrad, declared at cpp/ops/pool_ops.cc:214.
+// AvgPool2DGrad, declared at ../../cpp/ops/pool_ops.cc:214.
 %feature("docstring") opforge::gen::AvgPool2DGrad "AvgPool2DGrad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, count_include_pad=False) -> Tensor\n\nThe backward op of AvgPool2D: each dy spread evenly over its window (by the same divisor).";
 %inline %{
 namespace opforge { namespace gen {
@@ -52,7 +52,7 @@ PyObject* AvgPool2DGrad(PyObject* x, PyObject* dy, PyObject* ksize, PyObject* st
 }}  // namespace opforge::gen
 %}
 
-// MaxPool2D, declared at cpp/ops/pool_ops.cc:133.
+// MaxPool2D, declared at ../../cpp/ops/pool_ops.cc:133.
 %feature("docstring") opforge::gen::MaxPool2D "MaxPool2D(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False) -> Tensor\n\n2-D max pooling over NCHW input, as torch.nn.functional.max_pool2d and ONNX MaxPool.";
 %inline %{
 namespace opforge { namespace gen {
@@ -64,7 +64,7 @@ PyObject* MaxPool2D(PyObject* x, PyObject* ksize, PyObject* strides, PyObject* p
 }}  // namespace opforge::gen
 %}
 
-// MaxPool2DGrad, declared at cpp/ops/pool_ops.cc:159.
+// MaxPool2DGrad, declared at ../../cpp/ops/pool_ops.cc:159.
 %feature("docstring") opforge::gen::MaxPool2DGrad "MaxPool2DGrad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False) -> Tensor\n\nThe backward op of MaxPool2D: each dy goes to the first maximum of its window in x.";
 %inline %{
 namespace opforge { namespace gen {

@@ -4,7 +4,7 @@
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
 // %includes this file.
 
-// RandomShuffle, declared at cpp/ops/random_ops.cc:132.
+// RandomShuffle, declared at ../../cpp/ops/random_ops.cc:132.
 %feature("docstring") opforge::gen::RandomShuffle "RandomShuffle(x, seed=0, seed2=0) -> Tensor\n\nx with its rows (dim 0) in a random order (Fisher-Yates over Philox4x32-10).";
 %inline %{
 namespace opforge { namespace gen {
@@ -16,7 +16,7 @@ PyObject* RandomShuffle(PyObject* x, PyObject* seed, PyObject* seed2) {
 }}  // namespace opforge::gen
 %}
 
-// RandomStandardNormal, declared at cpp/ops/random_ops.cc:72.
+// RandomStandardNormal, declared at ../../cpp/ops/random_ops.cc:72.
 %feature("docstring") opforge::gen::RandomStandardNormal "RandomStandardNormal(shape, dtype=\"float32\", seed=0, seed2=0) -> Tensor\n\nStandard normal random values (mean 0, standard deviation 1), by Box-Muller over Philox4x32-10.";
 %inline %{
 namespace opforge { namespace gen {
@@ -28,7 +28,7 @@ PyObject* RandomStandardNormal(PyObject* shape, PyObject* dtype, PyObject* seed,
 }}  // namespace opforge::gen
 %}
 
-// RandomUniform, declared at cpp/ops/random_ops.cc:51.
+// RandomUniform, declared at ../../cpp/ops/random_ops.cc:51.
 %feature("docstring") opforge::gen::RandomUniform "RandomUniform(shape, dtype=\"float32\", seed=0, seed2=0) -> Tensor\n\nUniform random values in [0, 1) (24 random bits for float32, 53 for float64).";
 %inline %{
 namespace opforge { namespace gen {
@@ -40,7 +40,7 @@ PyObject* RandomUniform(PyObject* shape, PyObject* dtype, PyObject* seed, PyObje
 }}  // namespace opforge::gen
 %}
 
-// RandomUniformInt, declared at cpp/ops/random_ops.cc:110.
+// RandomUniformInt, declared at ../../cpp/ops/random_ops.cc:110.
 %feature("docstring") opforge::gen::RandomUniformInt "RandomUniformInt(shape, minval, maxval, dtype=\"int64\", seed=0, seed2=0) -> Tensor\n\nUniform random integers in [minval, maxval).";
 %inline %{
 namespace opforge { namespace gen {
@@ -52,7 +52,7 @@ PyObject* RandomUniformInt(PyObject* shape, PyObject* minval, PyObject* maxval, 
 }}  // namespace opforge::gen
 %}
 
-// TruncatedNormal, declared at cpp/ops/random_ops.cc:90.
+// TruncatedNormal, declared at ../../cpp/ops/random_ops.cc:90.
 %feature("docstring") opforge::gen::TruncatedNormal "TruncatedNormal(shape, dtype=\"float32\", seed=0, seed2=0) -> Tensor\n\nStandard normal values restricted to [-2, 2] (redrawn outside), as TensorFlow's truncated_normal.";
 %inline %{
 namespace opforge { namespace gen {

@@ -4,7 +4,7 @@
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
 // %includes this file.
 
-// ArgMax, declared at cpp/ops/reduction_ops.cc:213.
+// ArgMax, declared at ../../cpp/ops/reduction_ops.cc:213.
 %feature("docstring") opforge::gen::ArgMax "ArgMax(x, axis=None, keepdims=False) -> Tensor\n\nReturns the index of the largest element along an axis.";
 %inline %{
 namespace opforge { namespace gen {
@@ -16,7 +16,7 @@ PyObject* ArgMax(PyObject* x, PyObject* axis, PyObject* keepdims) {
 }}  // namespace opforge::gen
 %}
 
-// ArgMin, declared at cpp/ops/reduction_ops.cc:236.
+// ArgMin, declared at ../../cpp/ops/reduction_ops.cc:236.
 %feature("docstring") opforge::gen::ArgMin "ArgMin(x, axis=None, keepdims=False) -> Tensor\n\nReturns the index of the smallest element along an axis.";
 %inline %{
 namespace opforge { namespace gen {
@@ -28,7 +28,7 @@ PyObject* ArgMin(PyObject* x, PyObject* axis, PyObject* keepdims) {
 }}  // namespace opforge::gen
 %}
 
-// Max, declared at cpp/ops/reduction_ops.cc:147.
+// Max, declared at ../../cpp/ops/reduction_ops.cc:147.
 %feature("docstring") opforge::gen::Max "Max(x, axis=None, keepdims=False) -> Tensor\n\nReturns the largest element of a tensor over the given axes.";
 %inline %{
 namespace opforge { namespace gen {
@@ -40,7 +40,7 @@ PyObject* Max(PyObject* x, PyObject* axis, PyObject* keepdims) {
 }}  // namespace opforge::gen
 %}
 
-// Mean, declared at cpp/ops/reduction_ops.cc:191.
+// Mean, declared at ../../cpp/ops/reduction_ops.cc:191.
 %feature("docstring") opforge::gen::Mean "Mean(x, axis=None, keepdims=False) -> Tensor\n\nAverages the elements of a tensor over the given axes.";
 %inline %{
 namespace opforge { namespace gen {
@@ -52,7 +52,7 @@ PyObject* Mean(PyObject* x, PyObject* axis, PyObject* keepdims) {
 }}  // namespace opforge::gen
 %}
 
-// Min, declared at cpp/ops/reduction_ops.cc:169.
+// Min, declared at ../../cpp/ops/reduction_ops.cc:169.
 %feature("docstring") opforge::gen::Min "Min(x, axis=None, keepdims=False) -> Tensor\n\nReturns the smallest element of a tensor over the given axes.";
 %inline %{
 namespace opforge { namespace gen {
@@ -64,7 +64,7 @@ PyObject* Min(PyObject* x, PyObject* axis, PyObject* keepdims) {
 }}  // namespace opforge::gen
 %}
 
-// Prod, declared at cpp/ops/reduction_ops.cc:125.
+// Prod, declared at ../../cpp/ops/reduction_ops.cc:125.
 %feature("docstring") opforge::gen::Prod "Prod(x, axis=None, keepdims=False) -> Tensor\n\nMultiplies the elements of a tensor over the given axes.";
 %inline %{
 namespace opforge { namespace gen {
@@ -76,7 +76,7 @@ PyObject* Prod(PyObject* x, PyObject* axis, PyObject* keepdims) {
 }}  // namespace opforge::gen
 %}
 
-// Sum, declared at cpp/ops/reduction_ops.cc:101.
+// Sum, declared at ../../cpp/ops/reduction_ops.cc:101.
 %feature("docstring") opforge::gen::Sum "Sum(x, axis=None, keepdims=False) -> Tensor\n\nSums the elements of a tensor over the given axes.";
 %inline %{
 namespace opforge { namespace gen {

@@ -4,7 +4,7 @@
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
 // %includes this file.
 
-// Ceil, declared at cpp/ops/special_ops.cc:42.
+// Ceil, declared at ../../cpp/ops/special_ops.cc:42.
 %feature("docstring") opforge::gen::Ceil "Ceil(x) -> Tensor\n\nReturns the smallest integer not less than x, element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -16,7 +16,7 @@ PyObject* Ceil(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Erf, declared at cpp/ops/special_ops.cc:9.
+// Erf, declared at ../../cpp/ops/special_ops.cc:9.
 %feature("docstring") opforge::gen::Erf "Erf(x) -> Tensor\n\nReturns the Gauss error function erf(x) element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -28,7 +28,7 @@ PyObject* Erf(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Floor, declared at cpp/ops/special_ops.cc:25.
+// Floor, declared at ../../cpp/ops/special_ops.cc:25.
 %feature("docstring") opforge::gen::Floor "Floor(x) -> Tensor\n\nReturns the largest integer not greater than x, element-wise.";
 %inline %{
 namespace opforge { namespace gen {
@@ -40,7 +40,7 @@ PyObject* Floor(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// IsInf, declared at cpp/ops/special_ops.cc:109.
+// IsInf, declared at ../../cpp/ops/special_ops.cc:109.
 %feature("docstring") opforge::gen::IsInf "IsInf(x) -> Tensor\n\nReturns whether each element of x is +inf or -inf.";
 %inline %{
 namespace opforge { namespace gen {
@@ -52,7 +52,7 @@ PyObject* IsInf(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// IsNan, declared at cpp/ops/special_ops.cc:93.
+// IsNan, declared at ../../cpp/ops/special_ops.cc:93.
 %feature("docstring") opforge::gen::IsNan "IsNan(x) -> Tensor\n\nReturns whether each element of x is NaN.";
 %inline %{
 namespace opforge { namespace gen {
@@ -64,7 +64,7 @@ PyObject* IsNan(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Round, declared at cpp/ops/special_ops.cc:59.
+// Round, declared at ../../cpp/ops/special_ops.cc:59.
 %feature("docstring") opforge::gen::Round "Round(x) -> Tensor\n\nRounds x to the nearest integer element-wise, halves to even.";
 %inline %{
 namespace opforge { namespace gen {
@@ -76,7 +76,7 @@ PyObject* Round(PyObject* x) {
 }}  // namespace opforge::gen
 %}
 
-// Sign, declared at cpp/ops/special_ops.cc:76.
+// Sign, declared at ../../cpp/ops/special_ops.cc:76.
 %feature("docstring") opforge::gen::Sign "Sign(x) -> Tensor\n\nReturns -1, 0 or 1 by the sign of x, element-wise.";
 %inline %{
 namespace opforge { namespace gen {
