@@ -6,7 +6,7 @@ Shape-like inputs (Expand's shape, Tile's repeats, Range's bounds, Split's
 sizes, OneHot's depth) must be known when the node is converted. The gathers
 become one Gather on the flattened data at computed flat indices, so they
 differentiate through Gather's gradient; CumSum is a MatMul with a
-triangular mask (O(n^2) along the axis; a native kernel is left for later).
+triangular mask (exact for ints too) (O(n^2) along the axis; a native kernel is left for later).
 """
 
 import numpy as np
@@ -136,13 +136,8 @@ def _cumsum(n):
     x = n.input(0)
     shape = _static_shape(n, x)
     axis = n.axis(int(n.static(1, "axis").reshape(-1)[0]), len(shape))
-    dt = dtype_of(x)
-    if dt == np.int64:
-        raise n.fail("int64 CumSum is not supported (summed in float64, exact for int32 only)", UnimplementedError)
-    if dt.kind in "iu":  # int32 sums are exact in float64
-        wide = np.dtype(np.float64)
-        return P.cast(_cumsum_float(n, P.cast(x, dtype=wide), shape, axis, wide), dtype=dt)
-    return _cumsum_float(n, x, shape, axis, dt)
+    # Integer sums go through MatMul's exact integer kernels (wrapping as numpy does).
+    return _cumsum_float(n, x, shape, axis, dtype_of(x))
 
 
 def _cumsum_float(n, x, shape, axis, dt):
