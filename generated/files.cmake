@@ -9,6 +9,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_array_grads.py
   python/gen_array_ops.py
   python/gen_array_ops.pyi
+  python/gen_attention_grads.py
+  python/gen_attention_ops.py
+  python/gen_attention_ops.pyi
   python/gen_conv_grads.py
   python/gen_conv_ops.py
   python/gen_conv_ops.pyi
@@ -49,6 +52,7 @@ set(OPFORGE_GENERATED_FILES
   python/raw_ops.py
   registry.json
   swig/gen_array_ops.i
+  swig/gen_attention_ops.i
   swig/gen_conv_ops.i
   swig/gen_function_ops.i
   swig/gen_grad_ops.i

@@ -783,3 +783,8 @@ SUMS |= {"RandomStandardNormal", "TruncatedNormal"}  # transcendental: compared 
 from index_oracles import INDEX_ORACLES  # noqa: E402
 
 ORACLES.update(INDEX_ORACLES)
+from attention_oracles import ATTENTION_ORACLES, ATTENTION_SUMS  # noqa: E402
+
+ORACLES.update(ATTENTION_ORACLES)
+SUMS |= ATTENTION_SUMS
+PRODUCTS |= ATTENTION_SUMS

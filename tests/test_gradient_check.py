@@ -87,6 +87,10 @@ CASES = {
     "ScatterElements": [((r(3, 3), np.array([[2, 0], [1, 1]]), r(2, 2)), {"axis": 1}),
                         ((r(3, 3), np.array([[2, 2]]), r(1, 2)), {"reduction": "add"})],
     "TopK": [((distinct(3, 5),), {"k": 2}), ((distinct(4, 3),), {"k": 3, "axis": 0, "largest": False})],
+    # attention_ops: the mask has no gradient (held); grouped heads, causal, an explicit scale.
+    "ScaledDotProductAttention": [((r(1, 2, 3, 4), r(1, 2, 3, 4), r(1, 2, 3, 2), r(3, 3)), {}, {"mask"}),
+                                  ((r(1, 4, 2, 3), r(1, 2, 5, 3), r(1, 2, 5, 2), r(1)),
+                                   {"causal": True, "scale": 0.7}, {"mask"})],
 }
 
 
