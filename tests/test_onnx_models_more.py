@@ -131,3 +131,17 @@ def test_int64_division_is_exact(op, fmod):
     q = np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))  # truncating, as C and ONNX divide
     want = q if op == "Div" else (np.fmod(a, b) if fmod else np.mod(a, b))
     np.testing.assert_array_equal(ox.run(model, {"a": a, "b": b})[0], want)
+
+
+@pytest.mark.parametrize("extra", [{}, {"softcap": 2.0}])
+def test_attention_is_fused_unless_it_asks_for_more(extra):
+    b, heads, s, d = 1, 2, 4, 8
+    node = h.make_node("Attention", ["Q", "K", "V"], ["Y"], is_causal=1, **extra)
+    g = h.make_graph([node], "attn", [h.make_tensor_value_info(n, T.FLOAT, [b, heads, s, d]) for n in "QKV"],
+                     [h.make_tensor_value_info("Y", T.FLOAT, None)])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 23)])
+    prog = ox.load(model)
+    fused = [ctx.node.op_type for ctx, _, _ in prog.steps] == ["Attention"]
+    assert fused is (not extra), node  # softcap: the function body runs instead, unfused
+    feeds = {n: RNG.standard_normal((b, heads, s, d)).astype(np.float32) for n in "QKV"}
+    np.testing.assert_allclose(prog.run(feeds)[0], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)

@@ -16,10 +16,20 @@ ROUNDS = 4
 
 
 def _needs(node, opset):
+    """True for a node the map cannot take: no converter, another version, or one its check refuses
+    (Attention with a softcap: the converter fuses only what the fused op computes)."""
     if node.domain not in ("", "ai.onnx"):
         return False
     conv = _node.CONVERTERS.get(node.op_type)
-    return conv is None or _node.schema_version(node.op_type, opset) not in conv.versions
+    version = _node.schema_version(node.op_type, opset)
+    if conv is None or version not in conv.versions:
+        return True
+    if conv.check is not None and getattr(conv.check, "expand_when_refused", False):
+        try:
+            conv.check(_node.NodeCtx(node, version, {}))
+        except Exception:  # noqa: BLE001 -- refused: the function body computes it instead
+            return True
+    return False
 
 
 def _schema(node, opset):

@@ -13,7 +13,7 @@ from opforge.onnx import _functions, _node, _opset, _validate
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
 from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
-from opforge.onnx import _ops_select, _ops_compose  # noqa: F401,E402  (index ops, composed operators)
+from opforge.onnx import _ops_select, _ops_compose, _ops_attention  # noqa: F401,E402  (index, composed, attention)
 
 
 def _has_unknown_dims(v):
