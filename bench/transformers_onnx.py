@@ -40,7 +40,8 @@ def _models():
 
     bert = tf.BertModel(tf.BertConfig(vocab_size=100, max_position_embeddings=64, **small))
     gpt2 = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=100, n_embd=64, n_layer=2, n_head=4, n_positions=64))
-    llama = tf.LlamaForCausalLM(tf.LlamaConfig(vocab_size=100, num_key_value_heads=2,
+    # num_key_value_heads = heads: torch's TorchScript exporter cannot convert SDPA with enable_gqa.
+    llama = tf.LlamaForCausalLM(tf.LlamaConfig(vocab_size=100, num_key_value_heads=4,
                                                max_position_embeddings=64, **small))
     vit = tf.ViTModel(tf.ViTConfig(image_size=32, patch_size=8, num_channels=3, **small))
     yield "bert (mask)", wrap(bert, ["input_ids", "attention_mask"], "last_hidden_state"), \

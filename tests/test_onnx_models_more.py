@@ -145,3 +145,13 @@ def test_attention_is_fused_unless_it_asks_for_more(extra):
     assert fused is (not extra), node  # softcap: the function body runs instead, unfused
     feeds = {n: RNG.standard_normal((b, heads, s, d)).astype(np.float32) for n in "QKV"}
     np.testing.assert_allclose(prog.run(feeds)[0], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_gather_of_bool_data(axis):  # BERT's and Llama's exported masks gather bool rows
+    g = h.make_graph([h.make_node("Gather", ["x", "i"], ["y"], axis=axis)], "g",
+                     [h.make_tensor_value_info("x", T.BOOL, [3, 4]), h.make_tensor_value_info("i", T.INT64, [2])],
+                     [h.make_tensor_value_info("y", T.BOOL, None)])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    x, i = RNG.random((3, 4)) > 0.5, np.array([2, -1])
+    np.testing.assert_array_equal(ox.run(model, {"x": x, "i": i})[0], np.take(x, i, axis=axis))
