@@ -9,6 +9,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_array_grads.py
   python/gen_array_ops.py
   python/gen_array_ops.pyi
+  python/gen_attention_grads.py
+  python/gen_attention_ops.py
+  python/gen_attention_ops.pyi
   python/gen_conv_grads.py
   python/gen_conv_ops.py
   python/gen_conv_ops.pyi
@@ -18,6 +21,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_grad_grads.py
   python/gen_grad_ops.py
   python/gen_grad_ops.pyi
+  python/gen_index_grads.py
+  python/gen_index_ops.py
+  python/gen_index_ops.pyi
   python/gen_linalg_grads.py
   python/gen_linalg_ops.py
   python/gen_linalg_ops.pyi
@@ -58,9 +64,11 @@ set(OPFORGE_GENERATED_FILES
   python/raw_ops.py
   registry.json
   swig/gen_array_ops.i
+  swig/gen_attention_ops.i
   swig/gen_conv_ops.i
   swig/gen_function_ops.i
   swig/gen_grad_ops.i
+  swig/gen_index_ops.i
   swig/gen_linalg_ops.i
   swig/gen_math_ops.i
   swig/gen_nn_ops.i

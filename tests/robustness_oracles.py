@@ -799,3 +799,13 @@ PRODUCTS |= VISION_PRODUCTS
 from random_oracles import make as _random_oracles  # noqa: E402
 ORACLES.update({op: (gen, quiet(fn)) for op, (gen, fn) in _random_oracles(array, shapes, _EmptyOf).items()})
 SUMS |= {"RandomStandardNormal", "TruncatedNormal"}  # transcendental: compared to a tolerance
+
+# Index ops (issue 24): gathers, scatters, TopK, NonZero, in index_oracles.py.
+from index_oracles import INDEX_ORACLES  # noqa: E402
+
+ORACLES.update(INDEX_ORACLES)
+from attention_oracles import ATTENTION_ORACLES, ATTENTION_SUMS  # noqa: E402
+
+ORACLES.update(ATTENTION_ORACLES)
+SUMS |= ATTENTION_SUMS
+PRODUCTS |= ATTENTION_SUMS

@@ -39,6 +39,11 @@ NOT_DISTRIBUTED = {
     "ConcatGrad": "backward op (the tape's); distribute the forward op",
     "ConcatGradGrad": "backward op (the tape's): ConcatGrad's adjoint",
     "GatherGrad": "backward op with a scatter-add over indices",
+    **{op: "indices address the whole input, across chunk borders" for op in (
+        "GatherND", "ScatterND", "GatherElements", "ScatterElements")},
+    "TopK": "two outputs", "NonZero": "its output size depends on every chunk's values",
+    "ScaledDotProductAttention": "each query row reads every key: blocks would need the whole key/value",
+    "ScaledDotProductAttentionGrad": "three outputs",
     **{op: "windows span chunk borders (needs overlap, not implemented)" for op in (
         "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool2D", "MaxPool2DGrad", "AvgPool2D",
         "AvgPool2DGrad", "AdaptiveAvgPool2D", "AdaptiveAvgPool2DGrad", "FusedConv2D", "ConvTranspose2D",

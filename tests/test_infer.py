@@ -140,6 +140,21 @@ CASES.update({
 })
 
 
+# Index and attention ops (issue 24).
+_ND = np.array([[2, 1], [0, -1]], np.int64)
+CASES.update({
+    "GatherND": [((arr((3, 4)), _ND), {}), ((arr((3, 4), I), _ND[:, :1].astype(np.int32)), {})],
+    "ScatterND": [((arr((3, 4)), _ND, arr((2,))), {"reduction": "add"})],
+    "GatherElements": [((arr((3, 4)), np.array([[0, 3], [2, 2]])), {"axis": 1})],
+    "ScatterElements": [((arr((3, 4)), np.array([[0, 3], [2, 2]]), arr((2, 2))), {"axis": 1, "reduction": "max"})],
+    "TopK": [((arr((3, 5)),), {"k": 2}), ((arr((4, 3), I),), {"k": 3, "axis": 0, "largest": False})],
+    "NonZero": [((np.array([[1, 0], [0, 3]], np.int32),), {"count": 2})],
+    "ScaledDotProductAttention": [((arr((1, 4, 3, 8)), arr((1, 2, 5, 8)), arr((1, 2, 5, 6)), arr((3, 5))),
+                                   {"causal": True})],
+    "ScaledDotProductAttentionGrad": [((arr((1, 2, 3, 4)), arr((1, 1, 3, 4)), arr((1, 1, 3, 2)), arr((1,)),
+                                        arr((1, 2, 3, 2)), arr((1, 2, 3, 2))), {"scale": 0.5})],
+})
+
 def call(op, inputs, attrs):
     """Runs op eagerly, inputs by name (an attr may come first: Fill(shape, value))."""
     names = [naming.python_ident(i["name"]) for i in REGISTRY[op]["inputs"]]

@@ -31,6 +31,7 @@ from opforge.ops import *  # noqa: E402,F401,F403
 # PyTorch's factories, seeding, any/all and a converting of.tensor (after the ops: zeros_like takes dtype=).
 from opforge import random as random  # noqa: E402
 from opforge._factories import *  # noqa: E402,F401,F403
+from opforge._index import nonzero as nonzero  # noqa: E402  (index ops: NonZero sizing, scatter gradients)
 from opforge import autograd as autograd  # noqa: E402
 from opforge.autograd import grad as grad, value_and_grad as value_and_grad  # noqa: E402  (over pytrees)
 from opforge.ops import raw_ops as raw_ops  # noqa: E402  backward ops, optimizer kernels

@@ -19,9 +19,11 @@ from opforge.nn.activations import Flatten, Hardsigmoid, Hardswish, LeakyReLU, R
 from opforge.nn.conv import Conv1d, Conv2d, ConvTranspose2d  # noqa: E402
 from opforge.nn.norm import BatchNorm2d  # noqa: E402
 from opforge.nn.pool import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: E402
+from opforge.nn.attention import MultiheadAttention  # noqa: E402
 
 __all__ = ["Layer", "register_layer", "Linear", "Embedding", "RMSNorm", "LayerNorm", "Dropout", "ReLU",
            "GELU", "Softmax", "Sequential", "functional", "load_model", "read_weights",
            "Module", "Parameter", "MSELoss", "L1Loss", "CrossEntropyLoss", "BCEWithLogitsLoss"]
 __all__ += ["Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm2d", "Flatten", "ReLU6",
             "LeakyReLU", "Hardsigmoid", "Hardswish", "SiLU", "Upsample"]
+__all__ += ["MultiheadAttention"]

@@ -64,3 +64,4 @@ def mse_loss(pred, target, reduction="mean"):
 
 # Convolution, pooling, normalization and activations (NCHW).
 from opforge.nn.functional_vision import *  # noqa: E402,F401,F403
+from opforge.nn.attention import scaled_dot_product_attention  # noqa: E402,F401

@@ -288,8 +288,8 @@ class Layer:
     def forward(self, *xs):
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
-    def __call__(self, *xs):
-        return self.forward(*xs)
+    def __call__(self, *xs, **kwargs):
+        return self.forward(*xs, **kwargs)
 
     # -- files
     def get_config(self):

@@ -9,11 +9,12 @@ the same converters, so the answer does not depend on the mode.
 import numpy as np
 
 from opforge import errors
-from opforge.onnx import _node, _validate
+from opforge.onnx import _functions, _node, _opset, _validate
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
 from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
 from opforge.onnx import _fuse_matmul  # noqa: E402  (MatMul -> Add -> activation as FusedMatMul)
+from opforge.onnx import _ops_select, _ops_compose, _ops_attention  # noqa: F401,E402  (index, composed, attention)
 
 
 def _has_unknown_dims(v):
@@ -55,6 +56,8 @@ class Program:
     def __init__(self, model_or_path):
         model = _validate.load(model_or_path)
         self.opset = _validate.default_opset(model)
+        model, self.opset = _opset.upgrade(model, self.opset)  # old opsets via onnx.version_converter
+        model = _functions.expand(model, self.opset)  # unmapped operators that are ONNX functions
         graph = model.graph
         self.initializers = {}
         for t in graph.initializer:

@@ -9,7 +9,6 @@ broadcasts B only: `_legacy_operand` implements exactly that.
 import numpy as np
 
 from opforge import ops as P
-from opforge.errors import UnimplementedError
 from opforge.onnx._node import FLOAT, INT, converter, dtype_of, shape_of
 
 def _div(x, y):
@@ -20,8 +19,24 @@ def _div(x, y):
         wide = np.dtype(np.float64)
         return P.cast(P.div(P.cast(x, dtype=wide), P.cast(y, dtype=wide)), dtype=dt)
     if dt == np.int64:
-        raise UnimplementedError("int64 Div is not supported (no exact integer division kernel)")
+        return _div_int64(x, y)
     return P.div(x, y)
+
+
+def _div_int64(x, y):
+    """Truncating int64 division: a float64 estimate, then one exact integer correction.
+
+    The estimate is off by at most one while the quotient is below 2**52 in
+    magnitude; the remainder x - q*y (exact in int64) says which way to fix it.
+    """
+    wide, dt = np.dtype(np.float64), np.dtype(np.int64)
+    q = P.cast(P.div(P.cast(x, dtype=wide), P.cast(y, dtype=wide)), dtype=dt)
+    r = P.sub(x, P.mul(q, y))
+    sx, step = P.sign(x), P.mul(P.sign(x), P.sign(y))
+    zero = np.zeros((), dt)
+    too_small = P.logical_and(P.greater_equal(P.abs(r), P.abs(y)), P.equal(P.sign(r), sx))
+    too_big = P.logical_and(P.not_equal(r, zero), P.equal(P.sign(r), P.neg(sx)))
+    return P.add(q, P.select(too_small, step, P.select(too_big, P.neg(step), zero)))
 
 
 _BINARY = {"Add": P.add, "Sub": P.sub, "Mul": P.mul, "Div": _div}

@@ -1,11 +1,12 @@
 """ONNX indexing and layout operators composed of opforge ops: Expand, Tile,
-Range, Split, Trilu, OneHot, CumSum, GatherElements, GatherND.
+Range, Split, Trilu, OneHot, CumSum; GatherElements and GatherND on their
+native ops (cpp/ops/index_ops.cc).
 
 Shape-like inputs (Expand's shape, Tile's repeats, Range's bounds, Split's
 sizes, OneHot's depth) must be known when the node is converted. The gathers
 become one Gather on the flattened data at computed flat indices, so they
 differentiate through Gather's gradient; CumSum is a MatMul with a
-triangular mask (O(n^2) along the axis; a native kernel is left for later).
+triangular mask (exact for ints too) (O(n^2) along the axis; a native kernel is left for later).
 """
 
 import numpy as np
@@ -135,13 +136,8 @@ def _cumsum(n):
     x = n.input(0)
     shape = _static_shape(n, x)
     axis = n.axis(int(n.static(1, "axis").reshape(-1)[0]), len(shape))
-    dt = dtype_of(x)
-    if dt == np.int64:
-        raise n.fail("int64 CumSum is not supported (summed in float64, exact for int32 only)", UnimplementedError)
-    if dt.kind in "iu":  # int32 sums are exact in float64
-        wide = np.dtype(np.float64)
-        return P.cast(_cumsum_float(n, P.cast(x, dtype=wide), shape, axis, wide), dtype=dt)
-    return _cumsum_float(n, x, shape, axis, dt)
+    # Integer sums go through MatMul's exact integer kernels (wrapping as numpy does).
+    return _cumsum_float(n, x, shape, axis, dtype_of(x))
 
 
 def _cumsum_float(n, x, shape, axis, dt):
@@ -159,52 +155,27 @@ def _cumsum_float(n, x, shape, axis, dt):
     return P.transpose(y, perm=[int(p) for p in inv]) if axis != len(shape) - 1 else y
 
 
-def _wrap(idx, dim):
-    it = dtype_of(idx)
-    return P.select(P.less(idx, np.array(0, it)), P.add(idx, np.array(dim, it)), idx)
-
-
 @converter("GatherElements", (11, 13), {"axis": INT})
 def _gather_elements(n):
     x, idx = n.input(0), n.input(1)
-    xs, ishape = _static_shape(n, x), _static_shape(n, idx)
-    if len(xs) != len(ishape):
-        raise n.fail(f"indices rank {len(ishape)} differs from data rank {len(xs)}")
-    axis = n.axis(n.attr("axis", 0), len(xs))
-    it = dtype_of(idx)
-    strides = np.cumprod([1] + list(xs[::-1]))[:-1][::-1]
-    # Flat offset of every position but the gathered axis, as a constant.
-    grid = np.indices(ishape, dtype=np.int64)
-    base = sum(grid[d] * strides[d] for d in range(len(xs)) if d != axis)
-    flat = P.add(P.mul(_wrap(idx, xs[axis]), np.array(strides[axis], it)), np.asarray(base, dtype=it))
-    return P.gather(P.reshape(x, shape=[-1]), flat)
+    return P.gather_elements(x, idx, axis=n.axis(n.attr("axis", 0), len(shape_of(x))))
 
 
 @converter("GatherND", (11, 12, 13), {"batch_dims": INT})
 def _gather_nd(n):
     x, idx = n.input(0), n.input(1)
-    xs, ishape = _static_shape(n, x), _static_shape(n, idx)
     b = n.attr("batch_dims", 0)
+    if b == 0:
+        return P.gather_nd(x, idx)
+    xs, ishape = _static_shape(n, x), _static_shape(n, idx)
     k = ishape[-1]
-    if b + k > len(xs):
+    if b + k > len(xs) or b >= len(ishape):
         raise n.fail(f"indices' last dim {k} plus batch_dims {b} exceeds data rank {len(xs)}")
+    # batch_dims b: prepend each tuple's batch position, then one GatherND on the batch-flattened data.
     it = dtype_of(idx)
-    # data as [batch, prod(xs[b:b+k]), rest...]; flat index = batch * inner + row-major over k dims.
-    inner = int(np.prod(xs[b:b + k], dtype=np.int64))
-    rest = list(xs[b + k:])
-    flat = None
-    stride = 1
-    for d in reversed(range(k)):
-        col = P.reshape(P.slice(idx, begin=[0] * (len(ishape) - 1) + [d], size=list(ishape[:-1]) + [1]),
-                        shape=list(ishape[:-1]))
-        term = P.mul(_wrap(col, xs[b + d]), np.array(stride, it))
-        flat = term if flat is None else P.add(flat, term)
-        stride *= xs[b + d]
-    if flat is None:  # k == 0: whole slices per batch
-        flat = np.zeros(ishape[:-1], dtype=it)
-    if b:
-        nb = int(np.prod(xs[:b], dtype=np.int64))
-        batch = np.arange(nb, dtype=it).reshape(list(xs[:b]) + [1] * (len(ishape) - 1 - b)) * inner
-        flat = P.add(flat, batch)
-    table = P.reshape(x, shape=[int(np.prod(xs[:b], dtype=np.int64)) * inner] + rest)
-    return P.gather(table, flat)
+    nb = int(np.prod(xs[:b], dtype=np.int64))
+    mid = list(ishape[b:-1])
+    pos = np.broadcast_to(np.arange(nb, dtype=it).reshape([nb] + [1] * (len(mid) + 1)), [nb] + mid + [1])
+    idx = P.concat([pos, P.reshape(idx, shape=[nb] + mid + [k])], axis=-1)
+    out = P.gather_nd(P.reshape(x, shape=[nb] + list(xs[b:])), idx)
+    return P.reshape(out, shape=list(ishape[:-1]) + list(xs[b + k:]))

@@ -9,7 +9,6 @@ and in graphs alike and differentiate through the parts' gradients.
 import numpy as np
 
 from opforge import ops as P
-from opforge.errors import UnimplementedError
 from opforge.onnx._node import FLOAT, INT, INTS, converter, dtype_of, shape_of
 from opforge.onnx._ops_nn import _reduce
 
@@ -54,8 +53,14 @@ def _mod(n):
     fmod = n.attr("fmod", 0)
     if dt.kind == "f" and not fmod and n.version < 28:
         raise n.fail("fmod must be 1 for floating point inputs before opset 28")
-    if dt == np.int64:
-        raise n.fail("int64 Mod is not supported (no exact integer division kernel)", UnimplementedError)
+    if dt == np.int64:  # exact: the remainder of the truncating division, moved to y's sign unless fmod
+        from opforge.onnx._ops_elementwise import _div_int64
+        r = P.sub(x, P.mul(_div_int64(x, y), y))
+        if fmod:
+            return r
+        zero = np.zeros((), dt)
+        wrong = P.logical_and(P.not_equal(r, zero), P.not_equal(P.less(r, zero), P.less(y, zero)))
+        return P.select(wrong, P.add(r, y), r)
     wide = np.dtype(np.float64) if dt.kind in "iu" else dt
     a, b = (P.cast(x, dtype=wide), P.cast(y, dtype=wide)) if wide != dt else (x, y)
     q = P.div(a, b)

@@ -40,6 +40,12 @@ if hasattr(P, "gather"):
         # ONNX counts negative indices from the end; opforge's Gather does not.
         dim = np.array(shape[axis], dtype=it)
         idx = P.select(P.less(idx, np.array(0, dtype=it)), P.add(idx, dim), idx)
+        if dtype_of(params) == np.bool_:  # Gather has no bool kernel: through int32 and back
+            return P.not_equal(_gather_axis(P.cast(params, dtype=np.dtype(np.int32)), idx, shape, axis),
+                               np.zeros((), np.int32))
+        return _gather_axis(params, idx, shape, axis)
+
+    def _gather_axis(params, idx, shape, axis):
         if axis == 0:
             return P.gather(params, idx)
         rank, r = len(shape), len(shape_of(idx))

@@ -1,0 +1,192 @@
+// Kernels of cpp/ops/attention_ops.cc. The forward pass streams key/value
+// blocks of kBlock rows past each query row with an online softmax: a running
+// maximum m and sum l rescale the accumulated output when a larger score
+// arrives, so only kBlock scores exist at a time. The backward pass, per
+// (batch, key/value head) so the heads sharing a key/value head never race on
+// dkey/dvalue, recomputes m and l for each row, then accumulates
+// dS = P * (dP - rowsum(dy * y)) into dquery, dkey and dvalue.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "opforge/kernel.h"
+#include "opforge/parallel.h"
+
+namespace opforge {
+namespace {
+
+using int64 = int64_t;
+constexpr int64 kBlock = 64;
+
+struct Dims {
+  int64 b, hq, hkv, sq, sk, d, dv;
+  int64 ms[4];  // the mask's strides over [B, Hq, Sq, Sk]; 0 where it broadcasts
+  double scale;
+  bool causal;
+
+  Dims(const OpKernelContext* ctx) {
+    const Tensor &q = ctx->input(0), &k = ctx->input(1), &v = ctx->input(2), &m = ctx->input(3);
+    b = q.dim(0), hq = q.dim(1), sq = q.dim(2), d = q.dim(3);
+    hkv = k.dim(1), sk = k.dim(2), dv = v.dim(3);
+    scale = ctx->attr_float("scale") > 0 ? ctx->attr_float("scale") : 1.0 / std::sqrt(static_cast<double>(d));
+    causal = ctx->attr_bool("causal");
+    int64 stride = 1;
+    for (int i = 3; i >= 0; --i) {
+      const int mi = i - (4 - m.rank());
+      const int64 dim = mi >= 0 ? m.dim(mi) : 1;
+      ms[i] = dim == 1 ? 0 : stride;
+      stride *= dim;
+    }
+  }
+  // Keys [0, limit) are visible to query row i.
+  int64 Limit(int64 i) const { return causal ? std::clamp<int64>(i + sk - sq + 1, 0, sk) : sk; }
+};
+
+template <typename T>
+inline double Dot(const T* a, const T* b, int64 n) {
+  double s = 0;
+  for (int64 t = 0; t < n; ++t) s += static_cast<double>(a[t]) * static_cast<double>(b[t]);
+  return s;
+}
+
+// One query row's scores against keys [j0, j0 + n).
+template <typename T>
+void Scores(const Dims& g, const T* qi, const T* k, const T* mrow, int64 j0, int64 n, double* s) {
+  for (int64 j = 0; j < n; ++j) {
+    s[j] = g.scale * Dot(qi, k + (j0 + j) * g.d, g.d) + static_cast<double>(mrow[(j0 + j) * g.ms[3]]);
+  }
+}
+
+// Running max and sum of exp over the visible keys of one row (m = -inf: none).
+template <typename T>
+void RowStats(const Dims& g, const T* qi, const T* k, const T* mrow, int64 limit, double* m_out, double* l_out) {
+  double m = -std::numeric_limits<double>::infinity(), l = 0, s[kBlock];
+  for (int64 j0 = 0; j0 < limit; j0 += kBlock) {
+    const int64 n = std::min(kBlock, limit - j0);
+    Scores(g, qi, k, mrow, j0, n, s);
+    double bm = *std::max_element(s, s + n);
+    if (bm == -std::numeric_limits<double>::infinity()) continue;
+    const double nm = std::max(m, bm);
+    l *= std::exp(m - nm);
+    for (int64 j = 0; j < n; ++j) l += std::exp(s[j] - nm);
+    m = nm;
+  }
+  *m_out = m, *l_out = l;
+}
+
+template <typename T>
+Status AttentionKernel(OpKernelContext* ctx) {
+  const Dims g(ctx);
+  Tensor* out = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
+  const T *q = ctx->input(0).data<T>(), *k = ctx->input(1).data<T>(), *v = ctx->input(2).data<T>();
+  const T* mask = ctx->input(3).data<T>();
+  T* y = out->data<T>();
+  const int64 group = g.hq / g.hkv, rows = g.b * g.hq * g.sq;
+  ParallelFor(rows, g.sk * (g.d + g.dv) * 2 + 1, [&](int64 lo, int64 hi) {
+    std::vector<double> acc(g.dv);
+    double s[kBlock];
+    for (int64 r = lo; r < hi; ++r) {
+      const int64 i = r % g.sq, h = (r / g.sq) % g.hq, bb = r / (g.sq * g.hq);
+      const int64 kv = bb * g.hkv + h / group;
+      const T* qi = q + r * g.d;
+      const T* kb = k + kv * g.sk * g.d;
+      const T* vb = v + kv * g.sk * g.dv;
+      const T* mrow = mask + bb * g.ms[0] + h * g.ms[1] + i * g.ms[2];
+      const int64 limit = g.Limit(i);
+      double m = -std::numeric_limits<double>::infinity(), l = 0;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64 j0 = 0; j0 < limit; j0 += kBlock) {
+        const int64 n = std::min(kBlock, limit - j0);
+        Scores(g, qi, kb, mrow, j0, n, s);
+        const double bm = *std::max_element(s, s + n);
+        if (bm == -std::numeric_limits<double>::infinity()) continue;
+        const double nm = std::max(m, bm), corr = std::exp(m - nm);
+        l *= corr;
+        for (int64 c = 0; c < g.dv; ++c) acc[c] *= corr;
+        for (int64 j = 0; j < n; ++j) {
+          const double p = std::exp(s[j] - nm);
+          l += p;
+          const T* vj = vb + (j0 + j) * g.dv;
+          for (int64 c = 0; c < g.dv; ++c) acc[c] += p * static_cast<double>(vj[c]);
+        }
+        m = nm;
+      }
+      T* yi = y + r * g.dv;
+      for (int64 c = 0; c < g.dv; ++c) yi[c] = l > 0 ? static_cast<T>(acc[c] / l) : T(0);
+    }
+  });
+  return Status::OK();
+}
+
+template <typename T>
+Status AttentionGradKernel(OpKernelContext* ctx) {
+  const Dims g(ctx);
+  Tensor *dq_t = nullptr, *dk_t = nullptr, *dv_t = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &dq_t));
+  OF_RETURN_IF_ERROR(ctx->allocate_output(1, &dk_t));
+  OF_RETURN_IF_ERROR(ctx->allocate_output(2, &dv_t));
+  const T *q = ctx->input(0).data<T>(), *k = ctx->input(1).data<T>(), *v = ctx->input(2).data<T>();
+  const T *mask = ctx->input(3).data<T>(), *y = ctx->input(4).data<T>(), *dy = ctx->input(5).data<T>();
+  T *dq = dq_t->data<T>(), *dk = dk_t->data<T>(), *dv = dv_t->data<T>();
+  const int64 group = g.hq / g.hkv;
+  ParallelFor(g.b * g.hkv, group * g.sq * g.sk * (g.d + g.dv) * 4 + 1, [&](int64 lo, int64 hi) {
+    std::vector<double> dqi(g.d), dkb, dvb;
+    double s[kBlock];
+    for (int64 t = lo; t < hi; ++t) {
+      const int64 bb = t / g.hkv, kv = t;  // kv: flat (batch, key/value head)
+      const T* kb = k + kv * g.sk * g.d;
+      const T* vb = v + kv * g.sk * g.dv;
+      dkb.assign(g.sk * g.d, 0.0);
+      dvb.assign(g.sk * g.dv, 0.0);
+      for (int64 h = (t % g.hkv) * group; h < (t % g.hkv + 1) * group; ++h) {
+        for (int64 i = 0; i < g.sq; ++i) {
+          const int64 r = (bb * g.hq + h) * g.sq + i;
+          const T *qi = q + r * g.d, *yi = y + r * g.dv, *gi = dy + r * g.dv;
+          const T* mrow = mask + bb * g.ms[0] + h * g.ms[1] + i * g.ms[2];
+          const int64 limit = g.Limit(i);
+          double m, l;
+          RowStats(g, qi, kb, mrow, limit, &m, &l);
+          std::fill(dqi.begin(), dqi.end(), 0.0);
+          if (l > 0) {
+            const double di = Dot(gi, yi, g.dv);
+            for (int64 j0 = 0; j0 < limit; j0 += kBlock) {
+              const int64 n = std::min(kBlock, limit - j0);
+              Scores(g, qi, kb, mrow, j0, n, s);
+              for (int64 j = 0; j < n; ++j) {
+                const double p = std::exp(s[j] - m) / l;
+                if (p == 0) continue;
+                const int64 jj = j0 + j;
+                const double ds = p * (Dot(gi, vb + jj * g.dv, g.dv) - di) * g.scale;
+                const T* kj = kb + jj * g.d;
+                double* dkj = dkb.data() + jj * g.d;
+                double* dvj = dvb.data() + jj * g.dv;
+                for (int64 c = 0; c < g.d; ++c) {
+                  dqi[c] += ds * static_cast<double>(kj[c]);
+                  dkj[c] += ds * static_cast<double>(qi[c]);
+                }
+                for (int64 c = 0; c < g.dv; ++c) dvj[c] += p * static_cast<double>(gi[c]);
+              }
+            }
+          }
+          T* dqr = dq + r * g.d;
+          for (int64 c = 0; c < g.d; ++c) dqr[c] = static_cast<T>(dqi[c]);
+        }
+      }
+      for (int64 e = 0; e < g.sk * g.d; ++e) dk[kv * g.sk * g.d + e] = static_cast<T>(dkb[e]);
+      for (int64 e = 0; e < g.sk * g.dv; ++e) dv[kv * g.sk * g.dv + e] = static_cast<T>(dvb[e]);
+    }
+  });
+  return Status::OK();
+}
+
+}  // namespace
+
+REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kFloat32, AttentionKernel<float>);
+REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kFloat64, AttentionKernel<double>);
+REGISTER_KERNEL("ScaledDotProductAttentionGrad", kCPU, DType::kFloat32, AttentionGradKernel<float>);
+REGISTER_KERNEL("ScaledDotProductAttentionGrad", kCPU, DType::kFloat64, AttentionGradKernel<double>);
+
+}  // namespace opforge

@@ -1,0 +1,151 @@
+// The attention group: ScaledDotProductAttention, computed blockwise with an
+// online softmax (the [Sq, Sk] score matrix never exists whole), and its
+// backward op, which recomputes the softmax statistics instead of storing
+// them. Kernels live in cpp/kernels/attention/.
+#include "opforge/op.h"
+#include "opforge/shape_inference.h"
+
+namespace opforge {
+namespace {
+
+bool Known(int64_t d) { return !IsUnknownDim(d); }
+
+Status CheckDim(const TensorShape& a, int i, const char* an, const TensorShape& b, int j, const char* bn,
+                const char* what) {
+  if (Known(a.dim(i)) && Known(b.dim(j)) && a.dim(i) != b.dim(j)) {
+    return errors::InvalidArgument("argument '", an, "' ", a.DebugString(), " and argument '", bn, "' ",
+                                   b.DebugString(), " differ in ", what);
+  }
+  return Status::OK();
+}
+
+// q [B, Hq, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv], mask broadcastable to [B, Hq, Sq, Sk].
+Status CheckAttentionInputs(InferenceContext* ctx) {
+  const TensorShape& q = ctx->input_shape(0);
+  const TensorShape& k = ctx->input_shape(1);
+  const TensorShape& v = ctx->input_shape(2);
+  const TensorShape& m = ctx->input_shape(3);
+  const char* names[] = {"query", "key", "value"};
+  const TensorShape* s[] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    if (s[i]->rank() != 4) {
+      return errors::InvalidArgument("argument '", names[i], "' must be 4-D [batch, heads, seq, dim], got ",
+                                     s[i]->DebugString());
+    }
+  }
+  OF_RETURN_IF_ERROR(CheckDim(q, 0, "query", k, 0, "key", "batch"));
+  OF_RETURN_IF_ERROR(CheckDim(q, 0, "query", v, 0, "value", "batch"));
+  OF_RETURN_IF_ERROR(CheckDim(k, 1, "key", v, 1, "value", "heads"));
+  OF_RETURN_IF_ERROR(CheckDim(k, 2, "key", v, 2, "value", "sequence length"));
+  OF_RETURN_IF_ERROR(CheckDim(q, 3, "query", k, 3, "key", "head dim"));
+  if (Known(q.dim(1)) && Known(k.dim(1)) && (k.dim(1) == 0 || q.dim(1) % k.dim(1) != 0)) {
+    return errors::InvalidArgument("argument 'query' has ", q.dim(1), " heads, not a multiple of argument 'key''s ",
+                                   k.dim(1), " (grouped key/value heads must divide the query heads)");
+  }
+  if (m.rank() > 4) return errors::InvalidArgument("argument 'mask' must have rank <= 4, got ", m.DebugString());
+  const int64_t full[4] = {q.dim(0), q.dim(1), q.dim(2), k.dim(2)};
+  for (int i = 0; i < m.rank(); ++i) {
+    const int64_t want = full[4 - m.rank() + i], got = m.dim(i);
+    if (Known(want) && Known(got) && got != 1 && got != want) {
+      return errors::InvalidArgument("argument 'mask' ", m.DebugString(), " does not broadcast to the scores [",
+                                     full[0], ", ", full[1], ", ", full[2], ", ", full[3], "]");
+    }
+  }
+  if (ctx->attr_float("scale") < 0) return errors::InvalidArgument("attr 'scale' must be >= 0 (0: 1/sqrt(dim))");
+  return Status::OK();
+}
+
+Status AttentionShape(InferenceContext* ctx) {
+  OF_RETURN_IF_ERROR(CheckAttentionInputs(ctx));
+  const TensorShape& q = ctx->input_shape(0);
+  ctx->set_output_shape(0, TensorShape({q.dim(0), q.dim(1), q.dim(2), ctx->input_shape(2).dim(3)}));
+  return Status::OK();
+}
+
+Status AttentionGradShape(InferenceContext* ctx) {
+  OF_RETURN_IF_ERROR(CheckAttentionInputs(ctx));
+  for (int i = 4; i < 6; ++i) {  // y and dy: the forward's output shape
+    const TensorShape& q = ctx->input_shape(0);
+    const TensorShape want({q.dim(0), q.dim(1), q.dim(2), ctx->input_shape(2).dim(3)});
+    const TensorShape& got = ctx->input_shape(i);
+    bool ok = got.rank() == 4;
+    for (int d = 0; ok && d < 4; ++d) ok = !Known(want.dim(d)) || !Known(got.dim(d)) || want.dim(d) == got.dim(d);
+    if (!ok) {
+      return errors::InvalidArgument("argument '", i == 4 ? "y" : "dy", "' ", got.DebugString(),
+                                     " must have the attention output's shape ", want.DebugString());
+    }
+  }
+  for (int i = 0; i < 3; ++i) ctx->set_output_shape(i, ctx->input_shape(i));
+  return Status::OK();
+}
+
+}  // namespace
+
+REGISTER_OP("ScaledDotProductAttention")
+    .Input("query: T")
+    .Input("key: T")
+    .Input("value: T")
+    .Input("mask: T")
+    .Output("y: T")
+    .Attr("T: {float32, float64}")
+    .Attr("causal: bool = false")
+    .Attr("scale: float = 0.0")
+    .SetShapeFn(AttentionShape)
+    .Gradient("query, key, value = ScaledDotProductAttentionGrad(query, key, value, mask, y, dy, causal=causal, "
+              "scale=scale)")
+    .Gradient("mask = None")
+    .Doc(R"doc(
+softmax(query @ key^T * scale + mask [+ causal mask]) @ value, computed blockwise.
+
+Key and value blocks stream past each query row with an online softmax (a
+running maximum and sum), so the [Sq, Sk] scores never exist whole. Grouped
+key/value heads (Llama's grouped-query attention): query head h reads key
+and value head h / (Hq / Hkv). The causal mask lets query i see keys
+j <= i + Sk - Sq (aligned at the end, as with a key/value cache). A row that
+sees no key gives zeros. The mask is additive (use -inf to hide a key) and
+has no gradient.
+
+query: [B, Hq, Sq, D].
+key: [B, Hkv, Sk, D], Hkv dividing Hq.
+value: [B, Hkv, Sk, Dv].
+mask: Added to the scores; broadcastable to [B, Hq, Sq, Sk] (a [1] zero for none).
+causal: Hide keys after each query's position.
+scale: The score scale; 0 means 1/sqrt(D).
+y: [B, Hq, Sq, Dv].
+)doc");
+
+REGISTER_OP("ScaledDotProductAttentionGrad")
+    .Input("query: T")
+    .Input("key: T")
+    .Input("value: T")
+    .Input("mask: T")
+    .Input("y: T")
+    .Input("dy: T")
+    .Output("dquery: T")
+    .Output("dkey: T")
+    .Output("dvalue: T")
+    .Attr("T: {float32, float64}")
+    .Attr("causal: bool = false")
+    .Attr("scale: float = 0.0")
+    .SetShapeFn(AttentionGradShape)
+    .NoGradient()  // second derivatives of attention are not implemented
+    .Doc(R"doc(
+The gradients of ScaledDotProductAttention with respect to query, key and value.
+
+Recomputes each row's softmax statistics blockwise (no stored scores), then
+dS = P * (dP - rowsum(dy * y)) as FlashAttention's backward pass does.
+
+query: The forward's query.
+key: The forward's key.
+value: The forward's value.
+mask: The forward's mask.
+y: The forward's output.
+dy: The gradient of the output.
+causal: As in the forward op.
+scale: As in the forward op.
+dquery: Gradient for query.
+dkey: Gradient for key (summed over the query heads sharing it).
+dvalue: Gradient for value (likewise).
+)doc");
+
+}  // namespace opforge

@@ -1,0 +1,152 @@
+"""Function expansion: a node whose operator opforge does not map, but whose
+ONNX schema defines it as a function of other operators (Attention,
+RotaryEmbedding, SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss, ...),
+is replaced by that function's body before mapping; so are calls of the
+model's own local functions (onnx.inliner). Bodies may use operators that
+are functions themselves, so expansion repeats a few rounds.
+
+Context-dependent bodies (Attention's depends on its input types) get the
+input types from onnx's shape inference. The renamed values take the
+node's name as a prefix, so two expansions never collide.
+"""
+
+from opforge.onnx import _node
+
+ROUNDS = 4
+
+
+def _needs(node, opset):
+    """True for a node the map cannot take: no converter, another version, or one its check refuses
+    (Attention with a softcap: the converter fuses only what the fused op computes)."""
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    conv = _node.CONVERTERS.get(node.op_type)
+    version = _node.schema_version(node.op_type, opset)
+    if conv is None or version not in conv.versions:
+        return True
+    if conv.check is not None and getattr(conv.check, "expand_when_refused", False):
+        try:
+            conv.check(_node.NodeCtx(node, version, {}))
+        except Exception:  # noqa: BLE001 -- refused: the function body computes it instead
+            return True
+    return False
+
+
+def _schema(node, opset):
+    import onnx.defs
+    try:
+        return onnx.defs.get_schema(node.op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _pick(versions, opset):
+    fit = [v for v in versions if v <= opset]
+    return max(fit) if fit else None
+
+
+def _body(node, opset, types):
+    """The FunctionProto of node's schema at this opset, or None."""
+    import onnx
+    schema = _schema(node, opset)
+    if schema is None:
+        return None, None
+    v = _pick(list(schema.function_opset_versions), opset)
+    if v is not None:
+        data = schema.get_function_with_opset_version(v)
+    else:
+        v = _pick(list(schema.context_dependent_function_opset_versions), opset)
+        if v is None:
+            return None, None
+        ins = [types.get(name) for name in node.input]
+        if any(t is None for name, t in zip(node.input, ins) if name):
+            return None, None
+        data = schema.get_context_dependent_function_with_opset_version(
+            v, node.SerializeToString(), [(t or onnx.TypeProto()).SerializeToString() for t in ins])
+    fn = onnx.FunctionProto()
+    fn.ParseFromString(data)
+    return (fn, schema) if len(fn.node) else (None, None)
+
+
+def _inline(node, fn, schema, prefix):
+    import onnx
+    attrs = {a.name: a for a in node.attribute}
+    for name, spec in schema.attributes.items():  # defaults the body's references may need
+        if name not in attrs and spec.default_value and spec.default_value.type:
+            attrs[name] = spec.default_value
+    names = {}
+    for i, formal in enumerate(fn.input):
+        names[formal] = node.input[i] if i < len(node.input) else ""
+    for i, formal in enumerate(fn.output):
+        if i < len(node.output) and node.output[i]:
+            names[formal] = node.output[i]
+
+    def rename(v):
+        return "" if v == "" else names.get(v, prefix + v)
+
+    out = []
+    for inner in fn.node:
+        n = onnx.NodeProto()
+        n.CopyFrom(inner)
+        del n.input[:], n.output[:], n.attribute[:]
+        n.input.extend(rename(v) for v in inner.input)
+        n.output.extend(rename(v) for v in inner.output)
+        n.name = prefix + (inner.name or inner.op_type)
+        for a in inner.attribute:
+            if a.ref_attr_name:
+                if a.ref_attr_name in attrs:
+                    b = onnx.AttributeProto()
+                    b.CopyFrom(attrs[a.ref_attr_name])
+                    b.name = a.name
+                    n.attribute.append(b)
+            else:
+                n.attribute.append(a)
+        out.append(n)
+    return out
+
+
+def _value_types(model):
+    import onnx
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 -- no types: context-dependent bodies are then not expanded
+        return {}
+    g = inferred.graph
+    types = {vi.name: vi.type for vi in list(g.input) + list(g.value_info) + list(g.output)}
+    for t in g.initializer:
+        tp = onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
+        types.setdefault(t.name, tp)
+    return types
+
+
+def expand(model, opset):
+    """The model with local functions inlined and unmapped schema functions expanded (a copy if changed)."""
+    import onnx
+    if len(model.functions):
+        from onnx import inliner
+        model = inliner.inline_local_functions(model)
+    for r in range(ROUNDS):
+        if not any(_needs(n, opset) for n in model.graph.node):
+            break
+        types = None
+        nodes, changed = [], False
+        for i, node in enumerate(model.graph.node):
+            if not _needs(node, opset):
+                nodes.append(node)
+                continue
+            if types is None:
+                types = _value_types(model)
+            fn, schema = _body(node, opset, types)
+            if fn is None:
+                nodes.append(node)
+                continue
+            nodes.extend(_inline(node, fn, schema, f"{node.name or node.op_type}__f{r}_{i}__"))
+            changed = True
+        if not changed:
+            break
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        del copy.graph.node[:]
+        copy.graph.node.extend(nodes)
+        model = copy
+    return model
