@@ -42,6 +42,8 @@ ROWS = (
     ("sum_axis1_keepdims", "sum(axis=1, keepdims=True), 16x64",
      "np.sum(m, axis=1, keepdims=True)", "of.sum(m, axis=1, keepdims=True)", "numpy"),
     ("matmul_16", "matmul 16x16", "np.matmul(a, b)", "of.matmul(a, b)", "numpy"),
+    ("protocol_add_1000", "np.add on Tensors, 1000 elements", "np.add(x, y)", "np.add(t, u)", "numpy"),
+    ("protocol_sum_1000", "np.sum on a Tensor, 1000 elements", "np.sum(x)", "np.sum(t)", "numpy"),
     ("taped_add_1", "taped add, 1 element (vs the untaped of.add)", "of.add(x1, y1)", "of.add(g1, y1)",
      "add_1"),
 )
