@@ -17,8 +17,9 @@
   of the averaging time the overlap took off the step.
 
 Each round times every contender once, in rotating order, after a barrier;
-medians of rank 0's wall times. ``python -m bench.distributed [--quick]``
-starts the two processes with the mpich wheel's mpiexec and prints JSON.
+medians of rank 0's wall times. ``python -m bench.distributed [--quick]
+[--overlap-only]`` starts the two processes with the mpich wheel's mpiexec
+and prints JSON.
 """
 import json
 import os
@@ -90,13 +91,19 @@ def _rounds(comm, contenders, rounds):
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def worker(quick):
+def worker(quick, overlap_only=False):
     from mpi4py import MPI  # MPI starts here; opforge.distributed joins it
 
     import opforge.distributed as dist
     dist.init()
     comm = MPI.COMM_WORLD
     rounds = 5 if quick else 25
+    if overlap_only:
+        import opforge as of
+        res = overlap_case(of, dist, comm, rounds, quick)
+        if dist.rank() == 0:
+            print(json.dumps({"overlap_with_backward": res, "load_average": os.getloadavg()}, indent=1), flush=True)
+        return
 
     big = np.random.default_rng(dist.rank()).standard_normal(16 << 20).astype(np.float32)  # 64 MB
     recv = np.empty_like(big)
@@ -148,12 +155,13 @@ def worker(quick):
 def main(argv):
     quick = "--quick" in argv
     if "--worker" in argv:
-        worker(quick)
+        worker(quick, "--overlap-only" in argv)
         return 0
     from opforge.distributed.run import find_mpiexec
     from opforge.distributed._library import library_path
     library_path()
     cmd = [find_mpiexec(), "-n", "2", sys.executable, "-m", "bench.distributed", "--worker"] + (["--quick"] if quick else [])
+    cmd += ["--overlap-only"] if "--overlap-only" in argv else []
     return subprocess.call(cmd, timeout=900)
 
 
