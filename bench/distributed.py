@@ -7,10 +7,19 @@
   one MpiGroupedAllreduce) against 1,000 separate ``allreduce`` calls
   (target >= 3x faster) and against mpi4py reducing one 4 MB buffer, the
   fused size (target: within 1.5x).
+- overlap of averaging with backward: one step (forward, backward, averaged
+  gradients) of an MLP whose gradients fill several fusion buckets, with
+  DistributedOptimizer's overlap (each bucket's allreduce starts as soon as
+  backward has its gradients) and without (all averaging after backward),
+  beside backward alone and averaging alone. Horovod's expectation: with
+  overlap a step costs about max(backward, averaging) plus the last
+  bucket's allreduce, without it backward + averaging; "hidden" is the part
+  of the averaging time the overlap took off the step.
 
 Each round times every contender once, in rotating order, after a barrier;
-medians of rank 0's wall times. ``python -m bench.distributed [--quick]``
-starts the two processes with the mpich wheel's mpiexec and prints JSON.
+medians of rank 0's wall times. ``python -m bench.distributed [--quick]
+[--overlap-only]`` starts the two processes with the mpich wheel's mpiexec
+and prints JSON.
 """
 import json
 import os
@@ -22,6 +31,52 @@ import time
 import numpy as np
 
 TARGETS = {"allreduce_64mb_bw_ratio": 0.9, "fused_vs_separate_speedup": 3.0, "fused_vs_mpi4py_4mb": 1.5}
+OVERLAP_MLP = {"full": (1024, 6, 128), "quick": (256, 4, 32)}  # width, layers, batch
+
+
+def overlap_case(of, dist, comm, rounds, quick):
+    """Step times (forward + backward + averaged gradients) with and without overlap."""
+    width, layers, batch = OVERLAP_MLP["quick" if quick else "full"]
+
+    def mlp():
+        return of.nn.Sequential(*[of.nn.Linear(width, width, seed=k) for k in range(layers)])
+
+    rng = np.random.default_rng(dist.rank())
+    x = rng.standard_normal((batch, width)).astype(np.float32)
+    target = rng.standard_normal((batch, width)).astype(np.float32)
+    # Two copies of one model: the overlapping optimizer's hooks sit on its own parameters.
+    m_over, m_plain = mlp(), mlp()
+    fusion = 2 * width * width * 4  # two layers' weights per bucket: several buckets
+    o_over = dist.DistributedOptimizer(of.optim.SGD(m_over.parameters(), lr=0.0), fusion_bytes=fusion)
+    o_plain = dist.DistributedOptimizer(of.optim.SGD(m_plain.parameters(), lr=0.0), fusion_bytes=fusion,
+                                        overlap=False)
+    buckets = len(o_over._buckets.buckets)
+
+    def step(model, opt, average):
+        opt.zero_grad()
+        of.nn.functional.mse_loss(model(x), target).backward()
+        return opt.synchronize() if average else None
+
+    grads = [p.grad for p in m_plain.parameters()]  # filled by the warm-up below
+    contenders = {
+        "overlap": lambda: step(m_over, o_over, True),
+        "no_overlap": lambda: step(m_plain, o_plain, True),
+        "backward_only": lambda: step(m_plain, o_plain, False),
+        "averaging_only": lambda: o_plain.average_gradients(grads),
+    }
+    for _ in range(2):
+        for k in ("overlap", "no_overlap", "backward_only"):
+            contenders[k]()
+    grads[:] = [p.grad for p in m_plain.parameters()]
+    a = step(m_over, o_over, True)
+    b = step(m_plain, o_plain, True)
+    assert all(np.array_equal(u, v) for u, v in zip(a, b)), "overlap changed the averaged gradients"
+    t = _rounds(comm, contenders, rounds)
+    return {"mlp": f"{layers} x Linear({width}, {width}), batch {batch}, float32", "buckets": buckets,
+            "step_s": t,
+            "hidden_fraction": (t["no_overlap"] - t["overlap"]) / t["averaging_only"],
+            "overlap_speedup": t["no_overlap"] / t["overlap"],
+            "horovod_expectation_s": max(t["backward_only"], t["averaging_only"]) + t["averaging_only"] / buckets}
 
 
 def _rounds(comm, contenders, rounds):
@@ -36,13 +91,19 @@ def _rounds(comm, contenders, rounds):
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def worker(quick):
+def worker(quick, overlap_only=False):
     from mpi4py import MPI  # MPI starts here; opforge.distributed joins it
 
     import opforge.distributed as dist
     dist.init()
     comm = MPI.COMM_WORLD
     rounds = 5 if quick else 25
+    if overlap_only:
+        import opforge as of
+        res = overlap_case(of, dist, comm, rounds, quick)
+        if dist.rank() == 0:
+            print(json.dumps({"overlap_with_backward": res, "load_average": os.getloadavg()}, indent=1), flush=True)
+        return
 
     big = np.random.default_rng(dist.rank()).standard_normal(16 << 20).astype(np.float32)  # 64 MB
     recv = np.empty_like(big)
@@ -72,6 +133,7 @@ def worker(quick):
                       rounds)
     avg = opt.average_gradients(grads)
     assert np.allclose(np.concatenate([a.ravel() for a in avg]), flat_recv / 2)
+    overlap = overlap_case(of, dist, comm, rounds, quick)
 
     if dist.rank() == 0:
         gb = big.nbytes / 1e9
@@ -83,6 +145,7 @@ def worker(quick):
             "1000x4kb_s": t_small,
             "fused_vs_separate_speedup": t_small["separate"] / t_small["fused"],
             "fused_vs_mpi4py_4mb": t_small["fused"] / t_small["mpi4py_4mb"],
+            "overlap_with_backward": overlap,
             "targets": TARGETS,
             "load_average": os.getloadavg(),
         }
@@ -92,12 +155,13 @@ def worker(quick):
 def main(argv):
     quick = "--quick" in argv
     if "--worker" in argv:
-        worker(quick)
+        worker(quick, "--overlap-only" in argv)
         return 0
     from opforge.distributed.run import find_mpiexec
     from opforge.distributed._library import library_path
     library_path()
     cmd = [find_mpiexec(), "-n", "2", sys.executable, "-m", "bench.distributed", "--worker"] + (["--quick"] if quick else [])
+    cmd += ["--overlap-only"] if "--overlap-only" in argv else []
     return subprocess.call(cmd, timeout=900)
 
 

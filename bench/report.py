@@ -2,14 +2,16 @@
 
 LIBS = ("numpy", "opforge", "torch")
 GROUP_TITLES = {
-    "dispatch": "Tiny-op dispatch: time per call (lower is better)",
-    "protocol": "numpy functions on Tensors (opforge: np.add/np.sum called on Tensors): time per call",
+    "dispatch": "Tiny-op dispatch: time per call, thread CPU time (lower is better)",
+    "protocol": ("numpy functions on Tensors (opforge: np.add/np.sum called on Tensors): time per call, "
+                 "thread CPU time"),
     "elementwise": "Large elementwise: GB/s, each input read and output written counted once",
     "reduction": "Reductions: GB/s (input read once)",
     "matmul": "Matmul: GFLOP/s at 2*n^3 flops",
     "backward": "Backward ops: GB/s (each input read and output written once); mat_mul_grad GFLOP/s at 4*m*k*n",
     "training": "Training (issue 12): time per step, or GB/s counting each read and write once",
-    "gradients": "Gradients (issue 9): time per call (a recorded op, a training step, a Hessian-vector product)",
+    "gradients": ("Gradients (issue 9): time per call (a recorded op, a training step, a Hessian-vector product; "
+                  "the one-element adds in thread CPU time)"),
 }
 
 

@@ -57,7 +57,8 @@ def _measure(case, repeats, min_batch_s, settle_s=0.0):
     runnable = {lib: s for lib, s in case.stmts.items() if lib not in raised}
     # Large cases run threaded (BLAS, OpenMP, opforge's pool); tiny ones do not.
     samples = timing.interleaved(runnable, case.namespace, repeats, min_batch_s,
-                                 settle_s if case.unit != "time" else 0.0)
+                                 settle_s if case.unit != "time" else 0.0,
+                                 time.thread_time if case.cpu_time else time.perf_counter)
     for lib, s in samples.items():
         results[lib].update(timing.summarize(s))
         if case.unit != "time":
@@ -70,7 +71,8 @@ def _measure(case, repeats, min_batch_s, settle_s=0.0):
     if "median_s" in of and "median_s" in torch:
         of["speedup_vs_torch"] = torch["median_s"] / of["median_s"]
     out = {"group": case.group, "title": case.title, "shape": list(case.shape),
-           "unit": case.unit, "work": case.work, "results": results}
+           "unit": case.unit, "work": case.work, "results": results,
+           "clock": "thread CPU time" if case.cpu_time else "wall clock"}
     if case.group == "matmul" and "numpy" in samples:
         # Issue 15: also cold and alternating with numpy (bench/interleave.py).
         modes = interleave.measure(runnable, case.namespace, repeats, settle_s,

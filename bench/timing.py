@@ -22,14 +22,17 @@ def calibrate(timer, min_batch_s):
         number *= 4 if number < 1 << 10 else 2
 
 
-def interleaved(stmts, namespace, repeats, min_batch_s, settle_s=0.0):
+def interleaved(stmts, namespace, repeats, min_batch_s, settle_s=0.0, timer=time.perf_counter):
     """stmts: {lib: statement}. Returns {lib: [seconds per call, one per repeat]}.
+
+    timer: the clock (time.thread_time for single-threaded tiny calls on a
+    loaded machine: it leaves out the time the thread was descheduled).
 
     settle_s: pause before each batch so the previous library's BLAS/OpenMP workers,
     which busy-wait for a while after each call, have gone to sleep and do not
     take cores from the next library (on 2 cores this alone can cost 10x).
     """
-    timers = {lib: timeit.Timer(stmt, globals=namespace) for lib, stmt in stmts.items()}
+    timers = {lib: timeit.Timer(stmt, globals=namespace, timer=timer) for lib, stmt in stmts.items()}
     numbers = {lib: calibrate(t, min_batch_s) for lib, t in timers.items()}
     # Warm-up after a settle pause: at least WARMUP_S of calls.
     warmups = {lib: calibrate(t, max(min_batch_s, WARMUP_S)) for lib, t in timers.items()}

@@ -19,6 +19,7 @@
 #include "py_async.h"
 #include "py_autograd.h"
 #include "py_convert.h"
+#include "py_eager.h"
 #include "py_errors.h"
 #include "numpy_api.h"
 #include "py_tensor.h"
@@ -27,20 +28,6 @@
 namespace opforge {
 namespace py {
 namespace {
-
-// Appends default-initialized elements up to n. InlinedVector::resize()
-// value-initializes, which zeroes each element first (a TensorShape,
-// AttrValue or Tensor is 130-150 bytes): on a tiny call that showed up.
-template <typename T, size_t N>
-void GrowTo(InlinedVector<T, N>* v, size_t n) {
-  while (v->size() < n) {
-    T t;
-    v->emplace_back(std::move(t));
-  }
-}
-
-// Below this many input bytes a kernel is over before releasing the GIL pays.
-constexpr size_t kReleaseGilBytes = 1 << 16;
 
 PyObject* op_call_type = nullptr;  // opforge._hooks.OpCall (HooksInit)
 
@@ -106,131 +93,7 @@ bool WantsRecordingChecked(const OpDef& op, PyObject* const* inputs) {
   return WantsRecording(op, inputs);
 }
 
-// One output: a Tensor; several: a tuple of them.
-PyObject* WrapOutputs(InlinedVector<Tensor, 2>& outputs) {
-  if (outputs.size() == 1) return WrapTensor(std::move(outputs[0]));
-  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(outputs.size()));
-  if (!tuple) return nullptr;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    PyObject* t = WrapTensor(std::move(outputs[i]));
-    if (!t) {
-      Py_DECREF(tuple);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), t);
-  }
-  return tuple;
-}
-
-// An OpCall a hook asked to record (call.record): its converted inputs,
-// completed attrs and outputs, as attributes of the call.
-bool SetRecorded(PyObject* call, const OpDef& op, const BoundCall& bc, PyObject* result) {
-  static PyObject *s_flat = PyUnicode_InternFromString("flat_inputs"),
-                  *s_attrs = PyUnicode_InternFromString("completed_attrs"),
-                  *s_outputs = PyUnicode_InternFromString("outputs");
-  PyObject* flat = PyTuple_New(static_cast<Py_ssize_t>(bc.values.size()));
-  PyObject* dict = PyDict_New();
-  bool ok = flat && dict;
-  for (size_t i = 0; ok && i < bc.values.size(); ++i) {
-    PyObject* t = WrapTensor(bc.values[i]);
-    ok = t != nullptr;
-    if (ok) PyTuple_SET_ITEM(flat, static_cast<Py_ssize_t>(i), t);
-  }
-  for (size_t i = 0; ok && i < op.attrs.size(); ++i) {
-    PyObject* v = AttrToPython(op.attrs[i], bc.attrs[i]);
-    ok = v && PyDict_SetItemString(dict, op.attrs[i].name.c_str(), v) == 0;
-    Py_XDECREF(v);
-  }
-  PyObject* outputs = ok ? (PyTuple_Check(result) ? (Py_INCREF(result), result) : PyTuple_Pack(1, result)) : nullptr;
-  ok = ok && outputs && PyObject_SetAttr(call, s_flat, flat) == 0 && PyObject_SetAttr(call, s_attrs, dict) == 0 &&
-       PyObject_SetAttr(call, s_outputs, outputs) == 0;
-  Py_XDECREF(flat);
-  Py_XDECREF(dict);
-  Py_XDECREF(outputs);
-  return ok;
-}
-
-// The eager entry: run the kernel on the bound call, then tape it when an
-// input requires a gradient.
-PyObject* RunEager(const OpDef& op, BoundCall& bc, PyObject* const* py_inputs, PyObject* call) {
-  const size_t n = bc.values.size();
-  // Built element by element (copied or moved from default-initialized
-  // locals): resize() would zero each 150-byte element first.
-  InlinedVector<TensorShape, 2> shapes;
-  InlinedVector<Tensor, 2> outputs;
-  for (size_t o = 0; o < op.outputs.size(); ++o) {
-    shapes.emplace_back(bc.output_shapes[o].dims);
-    Tensor empty;
-    outputs.emplace_back(std::move(empty));
-  }
-  size_t bytes = 0;
-  for (const Tensor& t : bc.values) bytes += t.TotalBytes();
-  Status status;
-  if (bytes >= kReleaseGilBytes) {
-    Py_BEGIN_ALLOW_THREADS
-    status = RunKernel(op, bc.values.data(), static_cast<int>(n), bc.attrs.data(), shapes.data(), outputs.data());
-    Py_END_ALLOW_THREADS
-  } else {
-    status = RunKernel(op, bc.values.data(), static_cast<int>(n), bc.attrs.data(), shapes.data(), outputs.data());
-  }
-  if (!status.ok()) return SetError(status);
-  PyObject* result = WrapOutputs(outputs);
-  if (!result) return nullptr;
-  if (call != nullptr) {
-    static PyObject* s_record = PyUnicode_InternFromString("record");
-    PyObject* rec = PyObject_GetAttr(call, s_record);
-    const int want = rec ? PyObject_IsTrue(rec) : -1;
-    Py_XDECREF(rec);
-    if (want < 0 || (want && !SetRecorded(call, op, bc, result))) {
-      Py_DECREF(result);
-      return nullptr;
-    }
-  }
-  if (bc.autograd && WantsRecording(op, py_inputs) &&
-      !RecordCall(op, py_inputs, bc.values.data(), n, bc.attrs.data(), result)) {
-    Py_CLEAR(result);
-  }
-  return result;
-}
-
 PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyObject* call);
-
-// The inference memo (OpBinding::InferMemo): a hit fills what BindValues
-// would have, from the last call with the same input dtypes and shapes.
-bool MemoHit(const OpBinding& b, BoundCall* bc) {
-  const OpBinding::InferMemo& m = b.memo();
-  if (!m.valid) return false;
-  const size_t n = bc->values.size();
-  for (size_t i = 0; i < n; ++i) {
-    if (bc->values[i].dtype() != m.dtypes[i] || !(bc->values[i].shape() == m.shapes[i])) return false;
-  }
-  bc->op = b.op();
-  // Copy-constructed, not resized: resize() value-initializes, zeroing
-  // each (large) element first, a good part of a tiny call.
-  for (const AttrValue& a : m.attrs) bc->attrs.emplace_back(a);
-  for (size_t o = 0; o < m.output_dtypes.size(); ++o) {
-    bc->output_dtypes.emplace_back(m.output_dtypes[o]);
-    bc->output_shapes.emplace_back(m.output_shapes[o]);
-  }
-  return true;
-}
-
-void MemoStore(const OpBinding& b, const BoundCall& bc) {
-  OpBinding::InferMemo& m = b.memo();
-  m.valid = false;
-  for (size_t o = 0; o < bc.output_shapes.size(); ++o) {
-    if (!bc.output_shapes[o].fully_defined()) return;
-  }
-  for (size_t i = 0; i < bc.values.size(); ++i) {
-    m.dtypes[i] = bc.values[i].dtype();
-    m.shapes[i] = bc.values[i].shape();
-  }
-  m.attrs.assign(bc.attrs.data(), bc.attrs.data() + bc.attrs.size());
-  m.output_dtypes.assign(bc.output_dtypes.data(), bc.output_dtypes.data() + bc.output_dtypes.size());
-  m.output_shapes.clear();
-  for (size_t o = 0; o < bc.output_shapes.size(); ++o) m.output_shapes.push_back(bc.output_shapes[o].dims);
-  m.valid = true;
-}
 
 // A hook entry: the user's function gets an OpCall; its run() goes on
 // below this entry (OpCallRun). A call passed down from a hook above keeps
@@ -301,43 +164,15 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
   InlinedVector<PyObject*, 4> py_inputs(op.inputs.size());
   for (size_t a = 0; a < op.inputs.size(); ++a) py_inputs[a] = UnwrapVariable(args[b.input_pos()[a]]);
   if (mode == Mode::kEager && b.plain()) {
-    // Eager, no list args, every input a Tensor with its value or a numpy
-    // array: BindValues, the binder less the flattening and weak values.
-    BoundCall bc;
-    size_t a = 0;
-    for (; a < op.inputs.size(); ++a) {
-      PyObject* obj = py_inputs[a];
-      if (IsTensor(obj)) {
-        const PyTensor* pt = reinterpret_cast<const PyTensor*>(obj);
-        if (pt->pending) break;
-        bc.values.emplace_back(pt->tensor);
-        bc.autograd |= pt->ag != nullptr;
-      } else if (PyArray_CheckExact(obj)) {
-        Tensor t;  // default-initialized (not zeroed), then moved in
-        if (!TensorFromArray(obj, name, op.inputs[a].name, &t)) return nullptr;
-        bc.values.emplace_back(std::move(t));
-      } else {
-        break;
-      }
-    }
-    if (a == op.inputs.size()) {
-      if (b.memoizable() && MemoHit(b, &bc)) return RunEager(op, bc, py_inputs.data(), call);
-      InlinedVector<AttrValue, 4> attrs;
-      GrowTo(&attrs, op.attrs.size());
-      for (const auto& [i, pos] : b.attr_pos()) {
-        if (!ConvertAnyAttr(args[pos], name, op.attrs[i], &attrs[i])) return nullptr;
-      }
-      Status s = BindValues(op, attrs.data(), &bc);
-      if (!s.ok()) return SetError(s);
-      if (b.memoizable()) MemoStore(b, bc);
-      return RunEager(op, bc, py_inputs.data(), call);
-    }
+    bool handled;
+    PyObject* result = EagerPlain(b, args, py_inputs.data(), call, &handled);
+    if (handled) return result;
   }
   // A call the tape records runs eagerly in every mode (it is taped from
   // the eager execution, once).
   const bool async = mode == Mode::kAsync && !ForcedSync() && !WantsRecordingChecked(op, py_inputs.data());
   InlinedVector<AttrValue, 4> attrs;
-  GrowTo(&attrs, op.attrs.size());
+  attrs.resize(op.attrs.size());
   for (const auto& [i, pos] : b.attr_pos()) {
     if (!ConvertAnyAttr(args[pos], name, op.attrs[i], &attrs[i])) return nullptr;
   }
@@ -352,7 +187,7 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
   Status s = Bind(op, inputs.data(), attrs.data(), &bc);
   if (!s.ok()) return SetError(s);
   if (async) return SubmitBound(bc, CallerLocation());
-  return RunEager(op, bc, py_inputs.data(), call);
+  return RunBound(op, bc, py_inputs.data(), call);
 }
 
 }  // namespace
@@ -374,10 +209,21 @@ void OpBinding::Layout() {
     const int i = op_->FindAttr(op_->params[k]);
     if (i >= 0 && op_->FindInput(op_->params[k]) < 0) attr_pos_.emplace_back(i, static_cast<int>(k));
   }
-  // Memoized inference: no attr the caller gives, every attr a type attr
-  // inferred from the inputs (nothing else can change the result).
-  memoizable_ = plain_ && attr_pos_.empty() && op_->inputs.size() <= kMemoInputs;
-  for (const AttrDef& a : op_->attrs) memoizable_ = memoizable_ && a.type == AttrType::kType && a.inferred;
+  memoizable_ = Memoizable(*op_, plain_, attr_pos_.size());
+}
+
+void OpBinding::set_memo(EagerMemo* m) const {
+  if (memo_ != nullptr) memo_->Unref();
+  memo_ = m;
+}
+
+PyObject* OpBinding::CallFast(PyObject* const* args, Py_ssize_t nargs) const {
+  if (op_ && static_cast<size_t>(nargs) != op_->params.size()) {
+    PyErr_Format(PyExc_TypeError, "%s() takes exactly %zu argument%s (%zd given)", name_.c_str(),
+                 op_->params.size(), op_->params.size() == 1 ? "" : "s", nargs);
+    return nullptr;
+  }
+  return Call(args);
 }
 
 PyObject* OpBinding::Call(PyObject* const* args) const {

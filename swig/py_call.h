@@ -20,6 +20,8 @@
 namespace opforge {
 namespace py {
 
+struct EagerMemo;
+
 class OpBinding {
  public:
   // Resolved once per entry point; an unregistered op fails at call time.
@@ -38,21 +40,14 @@ class OpBinding {
   const std::vector<std::pair<int, int>>& attr_pos() const { return attr_pos_; }
   bool plain() const { return plain_; }  // no list args
 
-  // The eager fast path of an op the caller gives no attrs (add, mul, ...):
-  // what BindValues inferred for the last (dtypes, shapes) of its inputs.
-  // Inference reads only those (and the attrs, all inferred here), so a
-  // call with the same ones reuses it. Touched only under the GIL.
-  static constexpr size_t kMemoInputs = 4;
-  struct InferMemo {
-    bool valid = false;
-    DType dtypes[kMemoInputs];
-    TensorShape shapes[kMemoInputs];
-    std::vector<AttrValue> attrs;  // completed
-    std::vector<DType> output_dtypes;
-    std::vector<TensorShape> output_shapes;
-  };
+  // The eager fast path's memo of the last inference (py_eager.h), or null.
   bool memoizable() const { return memoizable_; }
-  InferMemo& memo() const { return memo_; }
+  EagerMemo* memo() const { return memo_; }
+  void set_memo(EagerMemo* m) const;  // drops the binding's reference to the old one
+
+  // A generated entry point (METH_FASTCALL): checks the argument count,
+  // then Call.
+  PyObject* CallFast(PyObject* const* args, Py_ssize_t nargs) const;
 
  private:
   void Layout();
@@ -62,7 +57,7 @@ class OpBinding {
   std::vector<std::pair<int, int>> attr_pos_;  // (index in op.attrs, position in params)
   bool plain_ = false;
   bool memoizable_ = false;
-  mutable InferMemo memo_;
+  mutable EagerMemo* memo_ = nullptr;
 };
 
 // The binding of a registered op by name (cached; nullptr with NotFoundError set).

@@ -4,9 +4,11 @@
 
 #include <new>
 #include <string>
+#include <vector>
 
 #include "numpy_api.h"
 #include "py_errors.h"
+#include "py_tensor_ops.h"
 
 namespace opforge {
 namespace py {
@@ -168,7 +170,7 @@ PyObject* InitTensorType(PyObject* methods, PyObject* dtypes) {
     Py_INCREF(d);
     Py_XSETREF(dtype_objects[i], d);
   }
-  PyType_Slot slots[] = {
+  std::vector<PyType_Slot> slots = {
       {Py_tp_dealloc, reinterpret_cast<void*>(Dealloc)},
       {Py_tp_new, reinterpret_cast<void*>(New)},
       {Py_tp_getset, kGetSet},
@@ -177,12 +179,13 @@ PyObject* InitTensorType(PyObject* methods, PyObject* dtypes) {
       {Py_bf_getbuffer, reinterpret_cast<void*>(GetBuffer)},
       {Py_bf_releasebuffer, reinterpret_cast<void*>(ReleaseBuffer)},
       {Py_tp_doc, const_cast<char*>("An n-dimensional array computed by opforge ops.")},
-      {0, nullptr},
   };
+  AppendOperatorSlots(&slots);  // + - * / ** @ ... and comparisons (py_tensor_ops.h)
+  slots.push_back({0, nullptr});
   // No Python base class: the type stays out of the cyclic GC (a tensor
   // references no Python objects that could form a cycle), which keeps
   // creating results cheap. The Python-level methods are copied in instead.
-  PyType_Spec spec = {"opforge.Tensor", sizeof(PyTensor), 0, Py_TPFLAGS_DEFAULT, slots};
+  PyType_Spec spec = {"opforge.Tensor", sizeof(PyTensor), 0, Py_TPFLAGS_DEFAULT, slots.data()};
   PyObject* type = PyType_FromSpec(&spec);
   if (!type) return nullptr;
   PyObject* dict = PyObject_GetAttrString(methods, "__dict__");
@@ -198,7 +201,8 @@ PyObject* InitTensorType(PyObject* methods, PyObject* dtypes) {
     const char* name = PyUnicode_AsUTF8(key);
     if (!name) continue;
     const std::string n = name;
-    if (n == "__dict__" || n == "__weakref__" || n == "__slots__" || n == "__module__" || n == "__qualname__") {
+    if (n == "__dict__" || n == "__weakref__" || n == "__slots__" || n == "__module__" || n == "__qualname__" ||
+        IsOperatorSlotName(name)) {
       continue;
     }
     if (PyObject_SetAttr(type, key, value) < 0) {

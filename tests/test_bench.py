@@ -18,7 +18,7 @@ CASES = ["dispatch.add_1", "dispatch.add_1000", "dispatch.sum_1000", "dispatch.m
          "matmul.32", "matmul.64", "protocol.add_1000", "protocol.sum_1000", "backward.softmax_grad",
          "backward.rms_norm_grad", "backward.matmul_grad_mlp", "backward.matmul_grad_tall",
          "backward.matmul_grad_batched", "train.digits_mlp_step", "train.adam_10M",
-         "train.copy_10M", "dispatch.tensor_add_1000", "grad.add_1_recorded", "grad.add_1_beside_tape",
+         "train.copy_10M", "dispatch.tensor_add_1", "dispatch.tensor_add_1000", "grad.add_1_recorded", "grad.add_1_beside_tape",
          "grad.mlp_step", "grad.hvp_mlp"]
 
 

@@ -292,9 +292,11 @@ def test_keyword_names_get_trailing_underscore(data):
     assert '"lambda_",' in py
     compile(py, "gen_math_ops.py", "exec")
     swig_text = files["swig/gen_math_ops.i"]
-    assert "PyObject* Lambda(PyObject* in, PyObject* from, PyObject* default_) {" in swig_text
+    # The C++ entry point takes the parameters as an array (METH_FASTCALL):
+    # no C++ names for them, so keywords need no escaping there.
+    assert "PyObject* Lambda(PyObject*, PyObject* const* args, Py_ssize_t nargs) {" in swig_text
     assert 'static const opforge::py::OpBinding op("Lambda");' in swig_text
-    assert "PyObject* const args[] = {in, from, default_};" in swig_text
+    assert "// Lambda(in, from, default), declared at" in swig_text
     stub = files["python/gen_math_ops.pyi"]
     assert ("def lambda_(in_: TensorLike, from_: int, default: Sequence[float] = (1.5,))"
             " -> Tensor:") in stub
@@ -499,19 +501,20 @@ def test_swig_entry_points(data):
     for group, ops in registry.group_ops():
         text = files[f"swig/{python.module_name(group.name)}.i"]
         for op in ops:
-            m = re.search(rf"^PyObject\* {op.name}\((.*)\) \{{$", text, re.M)
+            # One METH_FASTCALL function per op, its parameters (in order) named above it,
+            # and its row in the group's method table, added to the module at init.
+            m = re.search(rf"^// {op.name}\((.*)\), declared at ", text, re.M)
             assert m, op.name
-            names = [p.split()[-1] for p in m.group(1).split(", ")] if m.group(1) else []
-            assert names == [swig.cpp_ident(p.name) for p in op.params]
+            assert (m.group(1).split(", ") if m.group(1) else []) == [p.name for p in op.params]
+            assert f"PyObject* {op.name}(PyObject*, PyObject* const* args, Py_ssize_t nargs) {{" in text
+            assert f"(opforge::gen::{op.name})), METH_FASTCALL," in text
+        assert f"PyModule_AddFunctions(m, opforge_gen_{group.name}_methods) < 0" in text
     swig_text = files["swig/gen_array_ops.i"]
-    assert ('%feature("docstring") opforge::gen::Fill "Fill(shape, value=0.0, '
-            'dtype=\\"float32\\") -> Tensor\\n\\nReturns a tensor of the given shape '
-            'filled with value.";') in swig_text
-    # Every parameter (inputs and attrs, in order) in one call into the call path.
-    assert "PyObject* const args[] = {shape, value, dtype};" in swig_text  # Fill: an attr first
+    assert ('   "Fill(shape, value=0.0, dtype=\\"float32\\") -> Tensor\\n\\nReturns a tensor of the given shape '
+            'filled with value."},') in swig_text
+    assert "// Fill(shape, value, dtype), declared at" in swig_text  # an attr first
     assert 'static const opforge::py::OpBinding op("Where");' in swig_text
-    assert "PyObject* const args[] = {condition, x, y};" in swig_text  # Where: no attrs
-    assert "  return op.Call(args);\n" in swig_text
+    assert "  return op.CallFast(args, nargs);\n" in swig_text
 
 
 def test_writer_refuses_a_path_twice_and_odd_paths():

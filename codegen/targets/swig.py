@@ -1,10 +1,10 @@
 """The SWIG target: views for generated/swig/gen_<group>_ops.i and the index gen_ops.i.
 
-Each op gets a C++ entry point ``opforge::gen::<Op>(...)`` taking its
-parameters in the op's parameter order: inputs as ``PyObject*``, attrs as
-the ``opforge::py::*Attr`` wrapper types whose typemaps (swig/) convert the
-Python object into their ``AttrValue value`` member. Parameter names that
-are C++ keywords, or names the entry point uses itself, get a trailing ``_``.
+Each op gets a C++ entry point ``opforge::gen::<Op>`` (METH_FASTCALL,
+added to the module at init) taking its parameters as an array in the op's
+parameter order, which OpBinding (swig/py_call.h) binds. Parameter names
+that are C++ keywords, or names the entry point uses itself, get a
+trailing ``_`` (``cpp_name``).
 """
 from __future__ import annotations
 

@@ -12,17 +12,6 @@
 namespace opforge {
 namespace {
 
-// Appends default-initialized elements up to n. InlinedVector::resize()
-// value-initializes, which zeroes each element first (a TensorShape,
-// AttrValue or Tensor is 130-150 bytes): on a tiny call that showed up.
-template <typename T, size_t N>
-void GrowTo(InlinedVector<T, N>* v, size_t n) {
-  while (v->size() < n) {
-    T t;
-    v->emplace_back(std::move(t));
-  }
-}
-
 // The one promotion table. Strong inputs sharing a type attr must match
 // (no implicit promotion: InferOutputs says so, naming both). A weak value
 // (Python scalar or list) of kind bool < int < float may take any dtype of
@@ -126,10 +115,10 @@ Status InferBound(const OpDef& op, BoundCall* out) {
   const bool has_slots = !out->slots.empty();
   // Dtypes, attrs and shapes: the executor's own checks, on (dtype, shape) pairs.
   out->output_dtypes.resize(op.outputs.size());
-  GrowTo(&out->output_shapes, op.outputs.size());
+  out->output_shapes.resize(op.outputs.size());
   InlinedVector<InputSpec, 4> specs(num_slots);
   InlinedVector<TensorShape, 2> shapes;
-  GrowTo(&shapes, op.outputs.size());
+  shapes.resize(op.outputs.size());
   bool unknown_rank = false;
   for (size_t i = 0; i < num_slots; ++i) {
     if (has_slots && out->slots[i].kind == BindInput::kSymbolic) {

@@ -2,112 +2,123 @@
 // registry fingerprint: 991d1e8c90666061
 // The array ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// Cast, declared at ../../cpp/ops/array_ops.cc:239.
-%feature("docstring") opforge::gen::Cast "Cast(x, dtype) -> Tensor\n\nConverts a tensor to another dtype.";
-%inline %{
+// Cast(x, dtype), declared at cpp/ops/array_ops.cc:239.
+%{
 namespace opforge { namespace gen {
-PyObject* Cast(PyObject* x, PyObject* dtype) {
+PyObject* Cast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Cast");
-  PyObject* const args[] = {x, dtype};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Concat, declared at ../../cpp/ops/array_ops.cc:312.
-%feature("docstring") opforge::gen::Concat "Concat(values, axis=0) -> Tensor\n\nJoins a list of tensors along an existing axis.";
-%inline %{
+// Concat(values, axis), declared at cpp/ops/array_ops.cc:312.
+%{
 namespace opforge { namespace gen {
-PyObject* Concat(PyObject* values, PyObject* axis) {
+PyObject* Concat(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Concat");
-  PyObject* const args[] = {values, axis};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Fill, declared at ../../cpp/ops/array_ops.cc:262.
-%feature("docstring") opforge::gen::Fill "Fill(shape, value) -> Tensor\n\nCreates a tensor of the given shape with every element set to one value.";
-%inline %{
+// Fill(shape, value), declared at cpp/ops/array_ops.cc:262.
+%{
 namespace opforge { namespace gen {
-PyObject* Fill(PyObject* shape, PyObject* value) {
+PyObject* Fill(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Fill");
-  PyObject* const args[] = {shape, value};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Identity, declared at ../../cpp/ops/array_ops.cc:355.
-%feature("docstring") opforge::gen::Identity "Identity(x) -> Tensor\n\nReturns its input unchanged, sharing its buffer (zero copy).";
-%inline %{
+// Identity(x), declared at cpp/ops/array_ops.cc:355.
+%{
 namespace opforge { namespace gen {
-PyObject* Identity(PyObject* x) {
+PyObject* Identity(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Identity");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// OnesLike, declared at ../../cpp/ops/array_ops.cc:296.
-%feature("docstring") opforge::gen::OnesLike "OnesLike(x) -> Tensor\n\nReturns a tensor of ones with the shape and dtype of x.";
-%inline %{
+// OnesLike(x), declared at cpp/ops/array_ops.cc:296.
+%{
 namespace opforge { namespace gen {
-PyObject* OnesLike(PyObject* x) {
+PyObject* OnesLike(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("OnesLike");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Reshape, declared at ../../cpp/ops/array_ops.cc:197.
-%feature("docstring") opforge::gen::Reshape "Reshape(x, shape) -> Tensor\n\nGives a tensor a new shape with the same elements, without copying them.";
-%inline %{
+// Reshape(x, shape), declared at cpp/ops/array_ops.cc:197.
+%{
 namespace opforge { namespace gen {
-PyObject* Reshape(PyObject* x, PyObject* shape) {
+PyObject* Reshape(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Reshape");
-  PyObject* const args[] = {x, shape};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Slice, declared at ../../cpp/ops/array_ops.cc:333.
-%feature("docstring") opforge::gen::Slice "Slice(x, begin, size) -> Tensor\n\nExtracts a contiguous block from a tensor.";
-%inline %{
+// Slice(x, begin, size), declared at cpp/ops/array_ops.cc:333.
+%{
 namespace opforge { namespace gen {
-PyObject* Slice(PyObject* x, PyObject* begin, PyObject* size) {
+PyObject* Slice(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Slice");
-  PyObject* const args[] = {x, begin, size};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Transpose, declared at ../../cpp/ops/array_ops.cc:219.
-%feature("docstring") opforge::gen::Transpose "Transpose(x, perm=None) -> Tensor\n\nPermutes the axes of a tensor.";
-%inline %{
+// Transpose(x, perm), declared at cpp/ops/array_ops.cc:219.
+%{
 namespace opforge { namespace gen {
-PyObject* Transpose(PyObject* x, PyObject* perm) {
+PyObject* Transpose(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Transpose");
-  PyObject* const args[] = {x, perm};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ZerosLike, declared at ../../cpp/ops/array_ops.cc:280.
-%feature("docstring") opforge::gen::ZerosLike "ZerosLike(x) -> Tensor\n\nReturns a tensor of zeros with the shape and dtype of x.";
-%inline %{
+// ZerosLike(x), declared at cpp/ops/array_ops.cc:280.
+%{
 namespace opforge { namespace gen {
-PyObject* ZerosLike(PyObject* x) {
+PyObject* ZerosLike(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ZerosLike");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_array_methods[] = {
+  {"Cast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Cast)), METH_FASTCALL,
+   "Cast(x, dtype) -> Tensor\n\nConverts a tensor to another dtype."},
+  {"Concat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Concat)), METH_FASTCALL,
+   "Concat(values, axis=0) -> Tensor\n\nJoins a list of tensors along an existing axis."},
+  {"Fill", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Fill)), METH_FASTCALL,
+   "Fill(shape, value) -> Tensor\n\nCreates a tensor of the given shape with every element set to one value."},
+  {"Identity", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Identity)), METH_FASTCALL,
+   "Identity(x) -> Tensor\n\nReturns its input unchanged, sharing its buffer (zero copy)."},
+  {"OnesLike", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::OnesLike)), METH_FASTCALL,
+   "OnesLike(x) -> Tensor\n\nReturns a tensor of ones with the shape and dtype of x."},
+  {"Reshape", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Reshape)), METH_FASTCALL,
+   "Reshape(x, shape) -> Tensor\n\nGives a tensor a new shape with the same elements, without copying them."},
+  {"Slice", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Slice)), METH_FASTCALL,
+   "Slice(x, begin, size) -> Tensor\n\nExtracts a contiguous block from a tensor."},
+  {"Transpose", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Transpose)), METH_FASTCALL,
+   "Transpose(x, perm=None) -> Tensor\n\nPermutes the axes of a tensor."},
+  {"ZerosLike", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ZerosLike)), METH_FASTCALL,
+   "ZerosLike(x) -> Tensor\n\nReturns a tensor of zeros with the shape and dtype of x."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_array_methods) < 0) return -1;
 %}

@@ -2,40 +2,51 @@
 // registry fingerprint: 8f5d125b8948553d
 // The conv ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// Conv2D, declared at ../../cpp/ops/conv_ops.cc:121.
-%feature("docstring") opforge::gen::Conv2D "Conv2D(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\n2-D cross-correlation over NCHW input, as torch.nn.functional.conv2d and ONNX Conv.";
-%inline %{
+// Conv2D(x, filter, strides, pads, dilations, groups), declared at cpp/ops/conv_ops.cc:121.
+%{
 namespace opforge { namespace gen {
-PyObject* Conv2D(PyObject* x, PyObject* filter, PyObject* strides, PyObject* pads, PyObject* dilations, PyObject* groups) {
+PyObject* Conv2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Conv2D");
-  PyObject* const args[] = {x, filter, strides, pads, dilations, groups};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Conv2DBackpropFilter, declared at ../../cpp/ops/conv_ops.cc:173.
-%feature("docstring") opforge::gen::Conv2DBackpropFilter "Conv2DBackpropFilter(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe backward op of Conv2D for its filter: the correlation of x with dy, summed over the batch.";
-%inline %{
+// Conv2DBackpropFilter(x, filter, dy, strides, pads, dilations, groups), declared at cpp/ops/conv_ops.cc:173.
+%{
 namespace opforge { namespace gen {
-PyObject* Conv2DBackpropFilter(PyObject* x, PyObject* filter, PyObject* dy, PyObject* strides, PyObject* pads, PyObject* dilations, PyObject* groups) {
+PyObject* Conv2DBackpropFilter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Conv2DBackpropFilter");
-  PyObject* const args[] = {x, filter, dy, strides, pads, dilations, groups};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Conv2DBackpropInput, declared at ../../cpp/ops/conv_ops.cc:148.
-%feature("docstring") opforge::gen::Conv2DBackpropInput "Conv2DBackpropInput(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe backward op of Conv2D for its input: the transposed convolution of dy with filter.";
-%inline %{
+// Conv2DBackpropInput(x, filter, dy, strides, pads, dilations, groups), declared at cpp/ops/conv_ops.cc:148.
+%{
 namespace opforge { namespace gen {
-PyObject* Conv2DBackpropInput(PyObject* x, PyObject* filter, PyObject* dy, PyObject* strides, PyObject* pads, PyObject* dilations, PyObject* groups) {
+PyObject* Conv2DBackpropInput(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Conv2DBackpropInput");
-  PyObject* const args[] = {x, filter, dy, strides, pads, dilations, groups};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_conv_methods[] = {
+  {"Conv2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2D)), METH_FASTCALL,
+   "Conv2D(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\n2-D cross-correlation over NCHW input, as torch.nn.functional.conv2d and ONNX Conv."},
+  {"Conv2DBackpropFilter", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DBackpropFilter)), METH_FASTCALL,
+   "Conv2DBackpropFilter(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe backward op of Conv2D for its filter: the correlation of x with dy, summed over the batch."},
+  {"Conv2DBackpropInput", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DBackpropInput)), METH_FASTCALL,
+   "Conv2DBackpropInput(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe backward op of Conv2D for its input: the transposed convolution of dy with filter."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_conv_methods) < 0) return -1;
 %}

@@ -2,100 +2,111 @@
 // registry fingerprint: 9529ae844314fe7b
 // The grad ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// ConcatGrad, declared at ../../cpp/ops/grad_ops.cc:447.
-%feature("docstring") opforge::gen::ConcatGrad "ConcatGrad(grad, values, index, axis=0) -> Tensor\n\nThe gradient of Concat(values, axis) with respect to values[index].";
-%inline %{
+// ConcatGrad(grad, values, index, axis), declared at cpp/ops/grad_ops.cc:447.
+%{
 namespace opforge { namespace gen {
-PyObject* ConcatGrad(PyObject* grad, PyObject* values, PyObject* index, PyObject* axis) {
+PyObject* ConcatGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ConcatGrad");
-  PyObject* const args[] = {grad, values, index, axis};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ConcatGradGrad, declared at ../../cpp/ops/grad_ops.cc:473.
-%feature("docstring") opforge::gen::ConcatGradGrad "ConcatGradGrad(block, values, index, axis=0) -> Tensor\n\nThe gradient of ConcatGrad with respect to its grad: block padded with zeros to the concatenation's shape.";
-%inline %{
+// ConcatGradGrad(block, values, index, axis), declared at cpp/ops/grad_ops.cc:473.
+%{
 namespace opforge { namespace gen {
-PyObject* ConcatGradGrad(PyObject* block, PyObject* values, PyObject* index, PyObject* axis) {
+PyObject* ConcatGradGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ConcatGradGrad");
-  PyObject* const args[] = {block, values, index, axis};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// MatMulGrad, declared at ../../cpp/ops/grad_ops.cc:298.
-%feature("docstring") opforge::gen::MatMulGrad "MatMulGrad(a, b, grad, transpose_a=False, transpose_b=False, compute_grad_a=True, compute_grad_b=True) -> tuple[Tensor, Tensor]\n\nThe gradients of MatMul(a, b, transpose_a, transpose_b) with respect to a and b.";
-%inline %{
+// MatMulGrad(a, b, grad, transpose_a, transpose_b, compute_grad_a, compute_grad_b), declared at cpp/ops/grad_ops.cc:298.
+%{
 namespace opforge { namespace gen {
-PyObject* MatMulGrad(PyObject* a, PyObject* b, PyObject* grad, PyObject* transpose_a, PyObject* transpose_b, PyObject* compute_grad_a, PyObject* compute_grad_b) {
+PyObject* MatMulGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("MatMulGrad");
-  PyObject* const args[] = {a, b, grad, transpose_a, transpose_b, compute_grad_a, compute_grad_b};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ReduceGrad, declared at ../../cpp/ops/grad_ops.cc:344.
-%feature("docstring") opforge::gen::ReduceGrad "ReduceGrad(x, y, grad, reduction, axis=None, keepdims=False) -> Tensor\n\nThe gradient of a reduction (Sum, Mean, Max, Min, Prod) with respect to its input.";
-%inline %{
+// ReduceGrad(x, y, grad, reduction, axis, keepdims), declared at cpp/ops/grad_ops.cc:344.
+%{
 namespace opforge { namespace gen {
-PyObject* ReduceGrad(PyObject* x, PyObject* y, PyObject* grad, PyObject* reduction, PyObject* axis, PyObject* keepdims) {
+PyObject* ReduceGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ReduceGrad");
-  PyObject* const args[] = {x, y, grad, reduction, axis, keepdims};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ReduceGradGrad, declared at ../../cpp/ops/grad_ops.cc:379.
-%feature("docstring") opforge::gen::ReduceGradGrad "ReduceGradGrad(x, y, grad, directions, reduction, axis=None, keepdims=False) -> Tensor\n\nHigher derivatives of a reduction: ReduceGrad's gradient with respect to x (one direction), and its gradients.";
-%inline %{
+// ReduceGradGrad(x, y, grad, directions, reduction, axis, keepdims), declared at cpp/ops/grad_ops.cc:379.
+%{
 namespace opforge { namespace gen {
-PyObject* ReduceGradGrad(PyObject* x, PyObject* y, PyObject* grad, PyObject* directions, PyObject* reduction, PyObject* axis, PyObject* keepdims) {
+PyObject* ReduceGradGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ReduceGradGrad");
-  PyObject* const args[] = {x, y, grad, directions, reduction, axis, keepdims};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// RmsNormGrad, declared at ../../cpp/ops/grad_ops.cc:251.
-%feature("docstring") opforge::gen::RmsNormGrad "RmsNormGrad(x, weight, grad, epsilon=1e-06) -> tuple[Tensor, Tensor]\n\nThe gradients of RmsNorm(x, weight, epsilon) with respect to x and weight.";
-%inline %{
+// RmsNormGrad(x, weight, grad, epsilon), declared at cpp/ops/grad_ops.cc:251.
+%{
 namespace opforge { namespace gen {
-PyObject* RmsNormGrad(PyObject* x, PyObject* weight, PyObject* grad, PyObject* epsilon) {
+PyObject* RmsNormGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("RmsNormGrad");
-  PyObject* const args[] = {x, weight, grad, epsilon};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// SliceGrad, declared at ../../cpp/ops/grad_ops.cc:424.
-%feature("docstring") opforge::gen::SliceGrad "SliceGrad(x, grad, begin, size) -> Tensor\n\nThe gradient of Slice(x, begin, size) with respect to x.";
-%inline %{
+// SliceGrad(x, grad, begin, size), declared at cpp/ops/grad_ops.cc:424.
+%{
 namespace opforge { namespace gen {
-PyObject* SliceGrad(PyObject* x, PyObject* grad, PyObject* begin, PyObject* size) {
+PyObject* SliceGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("SliceGrad");
-  PyObject* const args[] = {x, grad, begin, size};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// SoftmaxGrad, declared at ../../cpp/ops/grad_ops.cc:224.
-%feature("docstring") opforge::gen::SoftmaxGrad "SoftmaxGrad(softmax, grad, axis=-1) -> Tensor\n\nThe gradient of Softmax with respect to its logits.";
-%inline %{
+// SoftmaxGrad(softmax, grad, axis), declared at cpp/ops/grad_ops.cc:224.
+%{
 namespace opforge { namespace gen {
-PyObject* SoftmaxGrad(PyObject* softmax, PyObject* grad, PyObject* axis) {
+PyObject* SoftmaxGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("SoftmaxGrad");
-  PyObject* const args[] = {softmax, grad, axis};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_grad_methods[] = {
+  {"ConcatGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConcatGrad)), METH_FASTCALL,
+   "ConcatGrad(grad, values, index, axis=0) -> Tensor\n\nThe gradient of Concat(values, axis) with respect to values[index]."},
+  {"ConcatGradGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConcatGradGrad)), METH_FASTCALL,
+   "ConcatGradGrad(block, values, index, axis=0) -> Tensor\n\nThe gradient of ConcatGrad with respect to its grad: block padded with zeros to the concatenation's shape."},
+  {"MatMulGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MatMulGrad)), METH_FASTCALL,
+   "MatMulGrad(a, b, grad, transpose_a=False, transpose_b=False, compute_grad_a=True, compute_grad_b=True) -> tuple[Tensor, Tensor]\n\nThe gradients of MatMul(a, b, transpose_a, transpose_b) with respect to a and b."},
+  {"ReduceGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReduceGrad)), METH_FASTCALL,
+   "ReduceGrad(x, y, grad, reduction, axis=None, keepdims=False) -> Tensor\n\nThe gradient of a reduction (Sum, Mean, Max, Min, Prod) with respect to its input."},
+  {"ReduceGradGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReduceGradGrad)), METH_FASTCALL,
+   "ReduceGradGrad(x, y, grad, directions, reduction, axis=None, keepdims=False) -> Tensor\n\nHigher derivatives of a reduction: ReduceGrad's gradient with respect to x (one direction), and its gradients."},
+  {"RmsNormGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RmsNormGrad)), METH_FASTCALL,
+   "RmsNormGrad(x, weight, grad, epsilon=1e-06) -> tuple[Tensor, Tensor]\n\nThe gradients of RmsNorm(x, weight, epsilon) with respect to x and weight."},
+  {"SliceGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::SliceGrad)), METH_FASTCALL,
+   "SliceGrad(x, grad, begin, size) -> Tensor\n\nThe gradient of Slice(x, begin, size) with respect to x."},
+  {"SoftmaxGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::SoftmaxGrad)), METH_FASTCALL,
+   "SoftmaxGrad(softmax, grad, axis=-1) -> Tensor\n\nThe gradient of Softmax with respect to its logits."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_grad_methods) < 0) return -1;
 %}

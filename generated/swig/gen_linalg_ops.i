@@ -2,28 +2,39 @@
 // registry fingerprint: e61742535d939418
 // The linalg ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// FusedMatMul, declared at ../../cpp/ops/linalg_ops.cc:109.
-%feature("docstring") opforge::gen::FusedMatMul "FusedMatMul(a, b, bias, transpose_a=False, transpose_b=False, activation=\"none\") -> Tensor\n\nactivation(a @ b + bias) in one pass: the bias and the activation are applied to each output tile of the GEMM while it is still in cache.";
-%inline %{
+// FusedMatMul(a, b, bias, transpose_a, transpose_b, activation), declared at cpp/ops/linalg_ops.cc:109.
+%{
 namespace opforge { namespace gen {
-PyObject* FusedMatMul(PyObject* a, PyObject* b, PyObject* bias, PyObject* transpose_a, PyObject* transpose_b, PyObject* activation) {
+PyObject* FusedMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("FusedMatMul");
-  PyObject* const args[] = {a, b, bias, transpose_a, transpose_b, activation};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// MatMul, declared at ../../cpp/ops/linalg_ops.cc:136.
-%feature("docstring") opforge::gen::MatMul "MatMul(a, b, transpose_a=False, transpose_b=False) -> Tensor\n\nMultiplies matrices, with numpy.matmul semantics.";
-%inline %{
+// MatMul(a, b, transpose_a, transpose_b), declared at cpp/ops/linalg_ops.cc:136.
+%{
 namespace opforge { namespace gen {
-PyObject* MatMul(PyObject* a, PyObject* b, PyObject* transpose_a, PyObject* transpose_b) {
+PyObject* MatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("MatMul");
-  PyObject* const args[] = {a, b, transpose_a, transpose_b};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_linalg_methods[] = {
+  {"FusedMatMul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedMatMul)), METH_FASTCALL,
+   "FusedMatMul(a, b, bias, transpose_a=False, transpose_b=False, activation=\"none\") -> Tensor\n\nactivation(a @ b + bias) in one pass: the bias and the activation are applied to each output tile of the GEMM while it is still in cache."},
+  {"MatMul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MatMul)), METH_FASTCALL,
+   "MatMul(a, b, transpose_a=False, transpose_b=False) -> Tensor\n\nMultiplies matrices, with numpy.matmul semantics."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_linalg_methods) < 0) return -1;
 %}

@@ -2,340 +2,351 @@
 // registry fingerprint: afd46bd9c69013ab
 // The math ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// Abs, declared at ../../cpp/ops/math_ops.cc:173.
-%feature("docstring") opforge::gen::Abs "Abs(x) -> Tensor\n\nReturns the absolute value of x element-wise.";
-%inline %{
+// Abs(x), declared at cpp/ops/math_ops.cc:173.
+%{
 namespace opforge { namespace gen {
-PyObject* Abs(PyObject* x) {
+PyObject* Abs(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Abs");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Add, declared at ../../cpp/ops/math_ops.cc:10.
-%feature("docstring") opforge::gen::Add "Add(x, y) -> Tensor\n\nReturns x + y element-wise, with numpy broadcasting.";
-%inline %{
+// Add(x, y), declared at cpp/ops/math_ops.cc:10.
+%{
 namespace opforge { namespace gen {
-PyObject* Add(PyObject* x, PyObject* y) {
+PyObject* Add(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Add");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Cos, declared at ../../cpp/ops/math_ops.cc:289.
-%feature("docstring") opforge::gen::Cos "Cos(x) -> Tensor\n\nReturns the cosine of x element-wise.";
-%inline %{
+// Cos(x), declared at cpp/ops/math_ops.cc:289.
+%{
 namespace opforge { namespace gen {
-PyObject* Cos(PyObject* x) {
+PyObject* Cos(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Cos");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Div, declared at ../../cpp/ops/math_ops.cc:70.
-%feature("docstring") opforge::gen::Div "Div(x, y) -> Tensor\n\nReturns x / y element-wise (true division), with numpy broadcasting.";
-%inline %{
+// Div(x, y), declared at cpp/ops/math_ops.cc:70.
+%{
 namespace opforge { namespace gen {
-PyObject* Div(PyObject* x, PyObject* y) {
+PyObject* Div(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Div");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Equal, declared at ../../cpp/ops/math_ops.cc:340.
-%feature("docstring") opforge::gen::Equal "Equal(x, y) -> Tensor\n\nReturns the truth value of x == y element-wise, with numpy broadcasting.";
-%inline %{
+// Equal(x, y), declared at cpp/ops/math_ops.cc:340.
+%{
 namespace opforge { namespace gen {
-PyObject* Equal(PyObject* x, PyObject* y) {
+PyObject* Equal(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Equal");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Exp, declared at ../../cpp/ops/math_ops.cc:222.
-%feature("docstring") opforge::gen::Exp "Exp(x) -> Tensor\n\nReturns e raised to the power x element-wise.";
-%inline %{
+// Exp(x), declared at cpp/ops/math_ops.cc:222.
+%{
 namespace opforge { namespace gen {
-PyObject* Exp(PyObject* x) {
+PyObject* Exp(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Exp");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Greater, declared at ../../cpp/ops/math_ops.cc:416.
-%feature("docstring") opforge::gen::Greater "Greater(x, y) -> Tensor\n\nReturns the truth value of x > y element-wise, with numpy broadcasting.";
-%inline %{
+// Greater(x, y), declared at cpp/ops/math_ops.cc:416.
+%{
 namespace opforge { namespace gen {
-PyObject* Greater(PyObject* x, PyObject* y) {
+PyObject* Greater(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Greater");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// GreaterEqual, declared at ../../cpp/ops/math_ops.cc:435.
-%feature("docstring") opforge::gen::GreaterEqual "GreaterEqual(x, y) -> Tensor\n\nReturns the truth value of x >= y element-wise, with numpy broadcasting.";
-%inline %{
+// GreaterEqual(x, y), declared at cpp/ops/math_ops.cc:435.
+%{
 namespace opforge { namespace gen {
-PyObject* GreaterEqual(PyObject* x, PyObject* y) {
+PyObject* GreaterEqual(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("GreaterEqual");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Less, declared at ../../cpp/ops/math_ops.cc:378.
-%feature("docstring") opforge::gen::Less "Less(x, y) -> Tensor\n\nReturns the truth value of x < y element-wise, with numpy broadcasting.";
-%inline %{
+// Less(x, y), declared at cpp/ops/math_ops.cc:378.
+%{
 namespace opforge { namespace gen {
-PyObject* Less(PyObject* x, PyObject* y) {
+PyObject* Less(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Less");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// LessEqual, declared at ../../cpp/ops/math_ops.cc:397.
-%feature("docstring") opforge::gen::LessEqual "LessEqual(x, y) -> Tensor\n\nReturns the truth value of x <= y element-wise, with numpy broadcasting.";
-%inline %{
+// LessEqual(x, y), declared at cpp/ops/math_ops.cc:397.
+%{
 namespace opforge { namespace gen {
-PyObject* LessEqual(PyObject* x, PyObject* y) {
+PyObject* LessEqual(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("LessEqual");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Log, declared at ../../cpp/ops/math_ops.cc:239.
-%feature("docstring") opforge::gen::Log "Log(x) -> Tensor\n\nReturns the natural logarithm of x element-wise.";
-%inline %{
+// Log(x), declared at cpp/ops/math_ops.cc:239.
+%{
 namespace opforge { namespace gen {
-PyObject* Log(PyObject* x) {
+PyObject* Log(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Log");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// LogicalAnd, declared at ../../cpp/ops/math_ops.cc:456.
-%feature("docstring") opforge::gen::LogicalAnd "LogicalAnd(x, y) -> Tensor\n\nReturns the truth value of x AND y element-wise, with numpy broadcasting.";
-%inline %{
+// LogicalAnd(x, y), declared at cpp/ops/math_ops.cc:456.
+%{
 namespace opforge { namespace gen {
-PyObject* LogicalAnd(PyObject* x, PyObject* y) {
+PyObject* LogicalAnd(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("LogicalAnd");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// LogicalNot, declared at ../../cpp/ops/math_ops.cc:492.
-%feature("docstring") opforge::gen::LogicalNot "LogicalNot(x) -> Tensor\n\nReturns the truth value of NOT x element-wise.";
-%inline %{
+// LogicalNot(x), declared at cpp/ops/math_ops.cc:492.
+%{
 namespace opforge { namespace gen {
-PyObject* LogicalNot(PyObject* x) {
+PyObject* LogicalNot(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("LogicalNot");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// LogicalOr, declared at ../../cpp/ops/math_ops.cc:474.
-%feature("docstring") opforge::gen::LogicalOr "LogicalOr(x, y) -> Tensor\n\nReturns the truth value of x OR y element-wise, with numpy broadcasting.";
-%inline %{
+// LogicalOr(x, y), declared at cpp/ops/math_ops.cc:474.
+%{
 namespace opforge { namespace gen {
-PyObject* LogicalOr(PyObject* x, PyObject* y) {
+PyObject* LogicalOr(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("LogicalOr");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Maximum, declared at ../../cpp/ops/math_ops.cc:91.
-%feature("docstring") opforge::gen::Maximum "Maximum(x, y) -> Tensor\n\nReturns the element-wise maximum of x and y, with numpy broadcasting.";
-%inline %{
+// Maximum(x, y), declared at cpp/ops/math_ops.cc:91.
+%{
 namespace opforge { namespace gen {
-PyObject* Maximum(PyObject* x, PyObject* y) {
+PyObject* Maximum(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Maximum");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Minimum, declared at ../../cpp/ops/math_ops.cc:111.
-%feature("docstring") opforge::gen::Minimum "Minimum(x, y) -> Tensor\n\nReturns the element-wise minimum of x and y, with numpy broadcasting.";
-%inline %{
+// Minimum(x, y), declared at cpp/ops/math_ops.cc:111.
+%{
 namespace opforge { namespace gen {
-PyObject* Minimum(PyObject* x, PyObject* y) {
+PyObject* Minimum(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Minimum");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Mul, declared at ../../cpp/ops/math_ops.cc:50.
-%feature("docstring") opforge::gen::Mul "Mul(x, y) -> Tensor\n\nReturns x * y element-wise, with numpy broadcasting.";
-%inline %{
+// Mul(x, y), declared at cpp/ops/math_ops.cc:50.
+%{
 namespace opforge { namespace gen {
-PyObject* Mul(PyObject* x, PyObject* y) {
+PyObject* Mul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Mul");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Neg, declared at ../../cpp/ops/math_ops.cc:156.
-%feature("docstring") opforge::gen::Neg "Neg(x) -> Tensor\n\nReturns -x element-wise.";
-%inline %{
+// Neg(x), declared at cpp/ops/math_ops.cc:156.
+%{
 namespace opforge { namespace gen {
-PyObject* Neg(PyObject* x) {
+PyObject* Neg(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Neg");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// NotEqual, declared at ../../cpp/ops/math_ops.cc:359.
-%feature("docstring") opforge::gen::NotEqual "NotEqual(x, y) -> Tensor\n\nReturns the truth value of x != y element-wise, with numpy broadcasting.";
-%inline %{
+// NotEqual(x, y), declared at cpp/ops/math_ops.cc:359.
+%{
 namespace opforge { namespace gen {
-PyObject* NotEqual(PyObject* x, PyObject* y) {
+PyObject* NotEqual(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("NotEqual");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Pow, declared at ../../cpp/ops/math_ops.cc:131.
-%feature("docstring") opforge::gen::Pow "Pow(x, y) -> Tensor\n\nReturns x raised to the power y element-wise, with numpy broadcasting.";
-%inline %{
+// Pow(x, y), declared at cpp/ops/math_ops.cc:131.
+%{
 namespace opforge { namespace gen {
-PyObject* Pow(PyObject* x, PyObject* y) {
+PyObject* Pow(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Pow");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Relu, declared at ../../cpp/ops/math_ops.cc:206.
-%feature("docstring") opforge::gen::Relu "Relu(x) -> Tensor\n\nReturns the rectified linear unit max(x, 0) element-wise.";
-%inline %{
+// Relu(x), declared at cpp/ops/math_ops.cc:206.
+%{
 namespace opforge { namespace gen {
-PyObject* Relu(PyObject* x) {
+PyObject* Relu(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Relu");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Select, declared at ../../cpp/ops/math_ops.cc:509.
-%feature("docstring") opforge::gen::Select "Select(condition, x, y) -> Tensor\n\nPicks elements from x where condition is True and from y elsewhere.";
-%inline %{
+// Select(condition, x, y), declared at cpp/ops/math_ops.cc:509.
+%{
 namespace opforge { namespace gen {
-PyObject* Select(PyObject* condition, PyObject* x, PyObject* y) {
+PyObject* Select(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Select");
-  PyObject* const args[] = {condition, x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Sigmoid, declared at ../../cpp/ops/math_ops.cc:321.
-%feature("docstring") opforge::gen::Sigmoid "Sigmoid(x) -> Tensor\n\nReturns the logistic sigmoid 1 / (1 + exp(-x)) element-wise.";
-%inline %{
+// Sigmoid(x), declared at cpp/ops/math_ops.cc:321.
+%{
 namespace opforge { namespace gen {
-PyObject* Sigmoid(PyObject* x) {
+PyObject* Sigmoid(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Sigmoid");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Sin, declared at ../../cpp/ops/math_ops.cc:273.
-%feature("docstring") opforge::gen::Sin "Sin(x) -> Tensor\n\nReturns the sine of x element-wise.";
-%inline %{
+// Sin(x), declared at cpp/ops/math_ops.cc:273.
+%{
 namespace opforge { namespace gen {
-PyObject* Sin(PyObject* x) {
+PyObject* Sin(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Sin");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Sqrt, declared at ../../cpp/ops/math_ops.cc:256.
-%feature("docstring") opforge::gen::Sqrt "Sqrt(x) -> Tensor\n\nReturns the non-negative square root of x element-wise.";
-%inline %{
+// Sqrt(x), declared at cpp/ops/math_ops.cc:256.
+%{
 namespace opforge { namespace gen {
-PyObject* Sqrt(PyObject* x) {
+PyObject* Sqrt(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Sqrt");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Square, declared at ../../cpp/ops/math_ops.cc:190.
-%feature("docstring") opforge::gen::Square "Square(x) -> Tensor\n\nReturns x * x element-wise.";
-%inline %{
+// Square(x), declared at cpp/ops/math_ops.cc:190.
+%{
 namespace opforge { namespace gen {
-PyObject* Square(PyObject* x) {
+PyObject* Square(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Square");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Sub, declared at ../../cpp/ops/math_ops.cc:30.
-%feature("docstring") opforge::gen::Sub "Sub(x, y) -> Tensor\n\nReturns x - y element-wise, with numpy broadcasting.";
-%inline %{
+// Sub(x, y), declared at cpp/ops/math_ops.cc:30.
+%{
 namespace opforge { namespace gen {
-PyObject* Sub(PyObject* x, PyObject* y) {
+PyObject* Sub(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Sub");
-  PyObject* const args[] = {x, y};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Tanh, declared at ../../cpp/ops/math_ops.cc:305.
-%feature("docstring") opforge::gen::Tanh "Tanh(x) -> Tensor\n\nReturns the hyperbolic tangent of x element-wise.";
-%inline %{
+// Tanh(x), declared at cpp/ops/math_ops.cc:305.
+%{
 namespace opforge { namespace gen {
-PyObject* Tanh(PyObject* x) {
+PyObject* Tanh(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Tanh");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_math_methods[] = {
+  {"Abs", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Abs)), METH_FASTCALL,
+   "Abs(x) -> Tensor\n\nReturns the absolute value of x element-wise."},
+  {"Add", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Add)), METH_FASTCALL,
+   "Add(x, y) -> Tensor\n\nReturns x + y element-wise, with numpy broadcasting."},
+  {"Cos", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Cos)), METH_FASTCALL,
+   "Cos(x) -> Tensor\n\nReturns the cosine of x element-wise."},
+  {"Div", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Div)), METH_FASTCALL,
+   "Div(x, y) -> Tensor\n\nReturns x / y element-wise (true division), with numpy broadcasting."},
+  {"Equal", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Equal)), METH_FASTCALL,
+   "Equal(x, y) -> Tensor\n\nReturns the truth value of x == y element-wise, with numpy broadcasting."},
+  {"Exp", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Exp)), METH_FASTCALL,
+   "Exp(x) -> Tensor\n\nReturns e raised to the power x element-wise."},
+  {"Greater", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Greater)), METH_FASTCALL,
+   "Greater(x, y) -> Tensor\n\nReturns the truth value of x > y element-wise, with numpy broadcasting."},
+  {"GreaterEqual", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GreaterEqual)), METH_FASTCALL,
+   "GreaterEqual(x, y) -> Tensor\n\nReturns the truth value of x >= y element-wise, with numpy broadcasting."},
+  {"Less", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Less)), METH_FASTCALL,
+   "Less(x, y) -> Tensor\n\nReturns the truth value of x < y element-wise, with numpy broadcasting."},
+  {"LessEqual", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LessEqual)), METH_FASTCALL,
+   "LessEqual(x, y) -> Tensor\n\nReturns the truth value of x <= y element-wise, with numpy broadcasting."},
+  {"Log", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Log)), METH_FASTCALL,
+   "Log(x) -> Tensor\n\nReturns the natural logarithm of x element-wise."},
+  {"LogicalAnd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LogicalAnd)), METH_FASTCALL,
+   "LogicalAnd(x, y) -> Tensor\n\nReturns the truth value of x AND y element-wise, with numpy broadcasting."},
+  {"LogicalNot", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LogicalNot)), METH_FASTCALL,
+   "LogicalNot(x) -> Tensor\n\nReturns the truth value of NOT x element-wise."},
+  {"LogicalOr", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LogicalOr)), METH_FASTCALL,
+   "LogicalOr(x, y) -> Tensor\n\nReturns the truth value of x OR y element-wise, with numpy broadcasting."},
+  {"Maximum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Maximum)), METH_FASTCALL,
+   "Maximum(x, y) -> Tensor\n\nReturns the element-wise maximum of x and y, with numpy broadcasting."},
+  {"Minimum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Minimum)), METH_FASTCALL,
+   "Minimum(x, y) -> Tensor\n\nReturns the element-wise minimum of x and y, with numpy broadcasting."},
+  {"Mul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Mul)), METH_FASTCALL,
+   "Mul(x, y) -> Tensor\n\nReturns x * y element-wise, with numpy broadcasting."},
+  {"Neg", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Neg)), METH_FASTCALL,
+   "Neg(x) -> Tensor\n\nReturns -x element-wise."},
+  {"NotEqual", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::NotEqual)), METH_FASTCALL,
+   "NotEqual(x, y) -> Tensor\n\nReturns the truth value of x != y element-wise, with numpy broadcasting."},
+  {"Pow", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Pow)), METH_FASTCALL,
+   "Pow(x, y) -> Tensor\n\nReturns x raised to the power y element-wise, with numpy broadcasting."},
+  {"Relu", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Relu)), METH_FASTCALL,
+   "Relu(x) -> Tensor\n\nReturns the rectified linear unit max(x, 0) element-wise."},
+  {"Select", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Select)), METH_FASTCALL,
+   "Select(condition, x, y) -> Tensor\n\nPicks elements from x where condition is True and from y elsewhere."},
+  {"Sigmoid", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sigmoid)), METH_FASTCALL,
+   "Sigmoid(x) -> Tensor\n\nReturns the logistic sigmoid 1 / (1 + exp(-x)) element-wise."},
+  {"Sin", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sin)), METH_FASTCALL,
+   "Sin(x) -> Tensor\n\nReturns the sine of x element-wise."},
+  {"Sqrt", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sqrt)), METH_FASTCALL,
+   "Sqrt(x) -> Tensor\n\nReturns the non-negative square root of x element-wise."},
+  {"Square", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Square)), METH_FASTCALL,
+   "Square(x) -> Tensor\n\nReturns x * x element-wise."},
+  {"Sub", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sub)), METH_FASTCALL,
+   "Sub(x, y) -> Tensor\n\nReturns x - y element-wise, with numpy broadcasting."},
+  {"Tanh", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Tanh)), METH_FASTCALL,
+   "Tanh(x) -> Tensor\n\nReturns the hyperbolic tangent of x element-wise."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_math_methods) < 0) return -1;
 %}

@@ -2,136 +2,147 @@
 // registry fingerprint: 57d503f8bafc350b
 // The nn ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// DropoutMask, declared at ../../cpp/ops/nn_ops.cc:398.
-%feature("docstring") opforge::gen::DropoutMask "DropoutMask(x, rate, seed=0) -> Tensor\n\nA dropout mask for x: each element is 0 with probability rate, else 1 / (1 - rate).";
-%inline %{
+// DropoutMask(x, rate, seed), declared at cpp/ops/nn_ops.cc:398.
+%{
 namespace opforge { namespace gen {
-PyObject* DropoutMask(PyObject* x, PyObject* rate, PyObject* seed) {
+PyObject* DropoutMask(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("DropoutMask");
-  PyObject* const args[] = {x, rate, seed};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Gather, declared at ../../cpp/ops/nn_ops.cc:325.
-%feature("docstring") opforge::gen::Gather "Gather(params, indices) -> Tensor\n\nGathers rows of params (axis 0) at the given indices: an embedding lookup.";
-%inline %{
+// Gather(params, indices), declared at cpp/ops/nn_ops.cc:325.
+%{
 namespace opforge { namespace gen {
-PyObject* Gather(PyObject* params, PyObject* indices) {
+PyObject* Gather(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Gather");
-  PyObject* const args[] = {params, indices};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// GatherGrad, declared at ../../cpp/ops/nn_ops.cc:346.
-%feature("docstring") opforge::gen::GatherGrad "GatherGrad(params, indices, dy) -> Tensor\n\nThe backward op of Gather: scatter-adds the rows of dy into a zero tensor of params' shape.";
-%inline %{
+// GatherGrad(params, indices, dy), declared at cpp/ops/nn_ops.cc:346.
+%{
 namespace opforge { namespace gen {
-PyObject* GatherGrad(PyObject* params, PyObject* indices, PyObject* dy) {
+PyObject* GatherGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("GatherGrad");
-  PyObject* const args[] = {params, indices, dy};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Gelu, declared at ../../cpp/ops/nn_ops.cc:221.
-%feature("docstring") opforge::gen::Gelu "Gelu(x) -> Tensor\n\nComputes the exact (erf-based) Gaussian error linear unit element-wise.";
-%inline %{
+// Gelu(x), declared at cpp/ops/nn_ops.cc:221.
+%{
 namespace opforge { namespace gen {
-PyObject* Gelu(PyObject* x) {
+PyObject* Gelu(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Gelu");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// GeluGrad, declared at ../../cpp/ops/nn_ops.cc:238.
-%feature("docstring") opforge::gen::GeluGrad "GeluGrad(dy, x) -> Tensor\n\nThe backward op of Gelu: dy * (Phi(x) + x * phi(x)), Phi and phi the standard normal CDF and density.";
-%inline %{
+// GeluGrad(dy, x), declared at cpp/ops/nn_ops.cc:238.
+%{
 namespace opforge { namespace gen {
-PyObject* GeluGrad(PyObject* dy, PyObject* x) {
+PyObject* GeluGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("GeluGrad");
-  PyObject* const args[] = {dy, x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// LayerNorm, declared at ../../cpp/ops/nn_ops.cc:256.
-%feature("docstring") opforge::gen::LayerNorm "LayerNorm(x, weight, bias, epsilon=1e-05) -> Tensor\n\nNormalises over the last axis to zero mean and unit variance, then scales and shifts per feature.";
-%inline %{
+// LayerNorm(x, weight, bias, epsilon), declared at cpp/ops/nn_ops.cc:256.
+%{
 namespace opforge { namespace gen {
-PyObject* LayerNorm(PyObject* x, PyObject* weight, PyObject* bias, PyObject* epsilon) {
+PyObject* LayerNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("LayerNorm");
-  PyObject* const args[] = {x, weight, bias, epsilon};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// LayerNormGrad, declared at ../../cpp/ops/nn_ops.cc:280.
-%feature("docstring") opforge::gen::LayerNormGrad "LayerNormGrad(dy, x, weight, epsilon=1e-05) -> tuple[Tensor, Tensor, Tensor]\n\nThe backward op of LayerNorm: the gradients with respect to x, weight and bias, in one pass over the rows.";
-%inline %{
+// LayerNormGrad(dy, x, weight, epsilon), declared at cpp/ops/nn_ops.cc:280.
+%{
 namespace opforge { namespace gen {
-PyObject* LayerNormGrad(PyObject* dy, PyObject* x, PyObject* weight, PyObject* epsilon) {
+PyObject* LayerNormGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("LayerNormGrad");
-  PyObject* const args[] = {dy, x, weight, epsilon};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// LogSoftmax, declared at ../../cpp/ops/nn_ops.cc:59.
-%feature("docstring") opforge::gen::LogSoftmax "LogSoftmax(logits, axis=-1) -> Tensor\n\nComputes log(softmax(logits)) along one axis, without forming softmax.";
-%inline %{
+// LogSoftmax(logits, axis), declared at cpp/ops/nn_ops.cc:59.
+%{
 namespace opforge { namespace gen {
-PyObject* LogSoftmax(PyObject* logits, PyObject* axis) {
+PyObject* LogSoftmax(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("LogSoftmax");
-  PyObject* const args[] = {logits, axis};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// RmsNorm, declared at ../../cpp/ops/nn_ops.cc:82.
-%feature("docstring") opforge::gen::RmsNorm "RmsNorm(x, weight, epsilon=1e-06) -> Tensor\n\nApplies root-mean-square normalisation over the last axis, then a per-feature scale.";
-%inline %{
+// RmsNorm(x, weight, epsilon), declared at cpp/ops/nn_ops.cc:82.
+%{
 namespace opforge { namespace gen {
-PyObject* RmsNorm(PyObject* x, PyObject* weight, PyObject* epsilon) {
+PyObject* RmsNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("RmsNorm");
-  PyObject* const args[] = {x, weight, epsilon};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Softmax, declared at ../../cpp/ops/nn_ops.cc:35.
-%feature("docstring") opforge::gen::Softmax "Softmax(logits, axis=-1) -> Tensor\n\nComputes softmax along one axis: exp(logits) normalised to sum to 1.";
-%inline %{
+// Softmax(logits, axis), declared at cpp/ops/nn_ops.cc:35.
+%{
 namespace opforge { namespace gen {
-PyObject* Softmax(PyObject* logits, PyObject* axis) {
+PyObject* Softmax(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Softmax");
-  PyObject* const args[] = {logits, axis};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// SparseSoftmaxCrossEntropyWithLogits, declared at ../../cpp/ops/nn_ops.cc:370.
-%feature("docstring") opforge::gen::SparseSoftmaxCrossEntropyWithLogits "SparseSoftmaxCrossEntropyWithLogits(features, labels) -> tuple[Tensor, Tensor]\n\nSoftmax cross-entropy with integer class labels, per example, and its gradient, in one numerically stable pass.";
-%inline %{
+// SparseSoftmaxCrossEntropyWithLogits(features, labels), declared at cpp/ops/nn_ops.cc:370.
+%{
 namespace opforge { namespace gen {
-PyObject* SparseSoftmaxCrossEntropyWithLogits(PyObject* features, PyObject* labels) {
+PyObject* SparseSoftmaxCrossEntropyWithLogits(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("SparseSoftmaxCrossEntropyWithLogits");
-  PyObject* const args[] = {features, labels};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_nn_methods[] = {
+  {"DropoutMask", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::DropoutMask)), METH_FASTCALL,
+   "DropoutMask(x, rate, seed=0) -> Tensor\n\nA dropout mask for x: each element is 0 with probability rate, else 1 / (1 - rate)."},
+  {"Gather", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Gather)), METH_FASTCALL,
+   "Gather(params, indices) -> Tensor\n\nGathers rows of params (axis 0) at the given indices: an embedding lookup."},
+  {"GatherGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GatherGrad)), METH_FASTCALL,
+   "GatherGrad(params, indices, dy) -> Tensor\n\nThe backward op of Gather: scatter-adds the rows of dy into a zero tensor of params' shape."},
+  {"Gelu", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Gelu)), METH_FASTCALL,
+   "Gelu(x) -> Tensor\n\nComputes the exact (erf-based) Gaussian error linear unit element-wise."},
+  {"GeluGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GeluGrad)), METH_FASTCALL,
+   "GeluGrad(dy, x) -> Tensor\n\nThe backward op of Gelu: dy * (Phi(x) + x * phi(x)), Phi and phi the standard normal CDF and density."},
+  {"LayerNorm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LayerNorm)), METH_FASTCALL,
+   "LayerNorm(x, weight, bias, epsilon=1e-05) -> Tensor\n\nNormalises over the last axis to zero mean and unit variance, then scales and shifts per feature."},
+  {"LayerNormGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LayerNormGrad)), METH_FASTCALL,
+   "LayerNormGrad(dy, x, weight, epsilon=1e-05) -> tuple[Tensor, Tensor, Tensor]\n\nThe backward op of LayerNorm: the gradients with respect to x, weight and bias, in one pass over the rows."},
+  {"LogSoftmax", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LogSoftmax)), METH_FASTCALL,
+   "LogSoftmax(logits, axis=-1) -> Tensor\n\nComputes log(softmax(logits)) along one axis, without forming softmax."},
+  {"RmsNorm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RmsNorm)), METH_FASTCALL,
+   "RmsNorm(x, weight, epsilon=1e-06) -> Tensor\n\nApplies root-mean-square normalisation over the last axis, then a per-feature scale."},
+  {"Softmax", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Softmax)), METH_FASTCALL,
+   "Softmax(logits, axis=-1) -> Tensor\n\nComputes softmax along one axis: exp(logits) normalised to sum to 1."},
+  {"SparseSoftmaxCrossEntropyWithLogits", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::SparseSoftmaxCrossEntropyWithLogits)), METH_FASTCALL,
+   "SparseSoftmaxCrossEntropyWithLogits(features, labels) -> tuple[Tensor, Tensor]\n\nSoftmax cross-entropy with integer class labels, per example, and its gradient, in one numerically stable pass."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_nn_methods) < 0) return -1;
 %}

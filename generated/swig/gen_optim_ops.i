@@ -2,40 +2,51 @@
 // registry fingerprint: b6690ebb919135f3
 // The optim ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// ApplyAdam, declared at ../../cpp/ops/optim_ops.cc:107.
-%feature("docstring") opforge::gen::ApplyAdam "ApplyAdam(var, m, v, grad, lr, step=1, beta1=0.9, beta2=0.999, epsilon=1e-08, weight_decay=0.0) -> Tensor\n\nOne Adam step (PyTorch's rule, bias-corrected), var, m and v updated in place in one pass.";
-%inline %{
+// ApplyAdam(var, m, v, grad, lr, step, beta1, beta2, epsilon, weight_decay), declared at cpp/ops/optim_ops.cc:107.
+%{
 namespace opforge { namespace gen {
-PyObject* ApplyAdam(PyObject* var, PyObject* m, PyObject* v, PyObject* grad, PyObject* lr, PyObject* step, PyObject* beta1, PyObject* beta2, PyObject* epsilon, PyObject* weight_decay) {
+PyObject* ApplyAdam(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ApplyAdam");
-  PyObject* const args[] = {var, m, v, grad, lr, step, beta1, beta2, epsilon, weight_decay};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ApplyGradientDescent, declared at ../../cpp/ops/optim_ops.cc:59.
-%feature("docstring") opforge::gen::ApplyGradientDescent "ApplyGradientDescent(var, grad, lr, weight_decay=0.0) -> Tensor\n\nPlain SGD step, updated in place: var -= lr * (grad + weight_decay * var).";
-%inline %{
+// ApplyGradientDescent(var, grad, lr, weight_decay), declared at cpp/ops/optim_ops.cc:59.
+%{
 namespace opforge { namespace gen {
-PyObject* ApplyGradientDescent(PyObject* var, PyObject* grad, PyObject* lr, PyObject* weight_decay) {
+PyObject* ApplyGradientDescent(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ApplyGradientDescent");
-  PyObject* const args[] = {var, grad, lr, weight_decay};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ApplyMomentum, declared at ../../cpp/ops/optim_ops.cc:78.
-%feature("docstring") opforge::gen::ApplyMomentum "ApplyMomentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=False) -> Tensor\n\nSGD with momentum (PyTorch's rule), var and accum updated in place.";
-%inline %{
+// ApplyMomentum(var, accum, grad, lr, momentum, weight_decay, nesterov), declared at cpp/ops/optim_ops.cc:78.
+%{
 namespace opforge { namespace gen {
-PyObject* ApplyMomentum(PyObject* var, PyObject* accum, PyObject* grad, PyObject* lr, PyObject* momentum, PyObject* weight_decay, PyObject* nesterov) {
+PyObject* ApplyMomentum(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ApplyMomentum");
-  PyObject* const args[] = {var, accum, grad, lr, momentum, weight_decay, nesterov};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_optim_methods[] = {
+  {"ApplyAdam", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ApplyAdam)), METH_FASTCALL,
+   "ApplyAdam(var, m, v, grad, lr, step=1, beta1=0.9, beta2=0.999, epsilon=1e-08, weight_decay=0.0) -> Tensor\n\nOne Adam step (PyTorch's rule, bias-corrected), var, m and v updated in place in one pass."},
+  {"ApplyGradientDescent", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ApplyGradientDescent)), METH_FASTCALL,
+   "ApplyGradientDescent(var, grad, lr, weight_decay=0.0) -> Tensor\n\nPlain SGD step, updated in place: var -= lr * (grad + weight_decay * var)."},
+  {"ApplyMomentum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ApplyMomentum)), METH_FASTCALL,
+   "ApplyMomentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=False) -> Tensor\n\nSGD with momentum (PyTorch's rule), var and accum updated in place."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_optim_methods) < 0) return -1;
 %}

@@ -2,76 +2,87 @@
 // registry fingerprint: 86d7fe20fe89b815
 // The pool ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// AdaptiveAvgPool2D, declared at ../../cpp/ops/pool_ops.cc:242.
-%feature("docstring") opforge::gen::AdaptiveAvgPool2D "AdaptiveAvgPool2D(x, output_size) -> Tensor\n\nAverage pooling to a given output size, as torch.nn.functional.adaptive_avg_pool2d.";
-%inline %{
+// AdaptiveAvgPool2D(x, output_size), declared at cpp/ops/pool_ops.cc:242.
+%{
 namespace opforge { namespace gen {
-PyObject* AdaptiveAvgPool2D(PyObject* x, PyObject* output_size) {
+PyObject* AdaptiveAvgPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("AdaptiveAvgPool2D");
-  PyObject* const args[] = {x, output_size};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// AdaptiveAvgPool2DGrad, declared at ../../cpp/ops/pool_ops.cc:260.
-%feature("docstring") opforge::gen::AdaptiveAvgPool2DGrad "AdaptiveAvgPool2DGrad(x, dy, output_size) -> Tensor\n\nThe backward op of AdaptiveAvgPool2D: each dy spread evenly over its window.";
-%inline %{
+// AdaptiveAvgPool2DGrad(x, dy, output_size), declared at cpp/ops/pool_ops.cc:260.
+%{
 namespace opforge { namespace gen {
-PyObject* AdaptiveAvgPool2DGrad(PyObject* x, PyObject* dy, PyObject* output_size) {
+PyObject* AdaptiveAvgPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("AdaptiveAvgPool2DGrad");
-  PyObject* const args[] = {x, dy, output_size};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// AvgPool2D, declared at ../../cpp/ops/pool_ops.cc:186.
-%feature("docstring") opforge::gen::AvgPool2D "AvgPool2D(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, count_include_pad=False) -> Tensor\n\n2-D average pooling over NCHW input, as torch.nn.functional.avg_pool2d and ONNX AveragePool.";
-%inline %{
+// AvgPool2D(x, ksize, strides, pads, ceil_mode, count_include_pad), declared at cpp/ops/pool_ops.cc:186.
+%{
 namespace opforge { namespace gen {
-PyObject* AvgPool2D(PyObject* x, PyObject* ksize, PyObject* strides, PyObject* pads, PyObject* ceil_mode, PyObject* count_include_pad) {
+PyObject* AvgPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("AvgPool2D");
-  PyObject* const args[] = {x, ksize, strides, pads, ceil_mode, count_include_pad};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// AvgPool2DGrad, declared at ../../cpp/ops/pool_ops.cc:214.
-%feature("docstring") opforge::gen::AvgPool2DGrad "AvgPool2DGrad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, count_include_pad=False) -> Tensor\n\nThe backward op of AvgPool2D: each dy spread evenly over its window (by the same divisor).";
-%inline %{
+// AvgPool2DGrad(x, dy, ksize, strides, pads, ceil_mode, count_include_pad), declared at cpp/ops/pool_ops.cc:214.
+%{
 namespace opforge { namespace gen {
-PyObject* AvgPool2DGrad(PyObject* x, PyObject* dy, PyObject* ksize, PyObject* strides, PyObject* pads, PyObject* ceil_mode, PyObject* count_include_pad) {
+PyObject* AvgPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("AvgPool2DGrad");
-  PyObject* const args[] = {x, dy, ksize, strides, pads, ceil_mode, count_include_pad};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// MaxPool2D, declared at ../../cpp/ops/pool_ops.cc:133.
-%feature("docstring") opforge::gen::MaxPool2D "MaxPool2D(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False) -> Tensor\n\n2-D max pooling over NCHW input, as torch.nn.functional.max_pool2d and ONNX MaxPool.";
-%inline %{
+// MaxPool2D(x, ksize, strides, pads, dilations, ceil_mode), declared at cpp/ops/pool_ops.cc:133.
+%{
 namespace opforge { namespace gen {
-PyObject* MaxPool2D(PyObject* x, PyObject* ksize, PyObject* strides, PyObject* pads, PyObject* dilations, PyObject* ceil_mode) {
+PyObject* MaxPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("MaxPool2D");
-  PyObject* const args[] = {x, ksize, strides, pads, dilations, ceil_mode};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// MaxPool2DGrad, declared at ../../cpp/ops/pool_ops.cc:159.
-%feature("docstring") opforge::gen::MaxPool2DGrad "MaxPool2DGrad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False) -> Tensor\n\nThe backward op of MaxPool2D: each dy goes to the first maximum of its window in x.";
-%inline %{
+// MaxPool2DGrad(x, dy, ksize, strides, pads, dilations, ceil_mode), declared at cpp/ops/pool_ops.cc:159.
+%{
 namespace opforge { namespace gen {
-PyObject* MaxPool2DGrad(PyObject* x, PyObject* dy, PyObject* ksize, PyObject* strides, PyObject* pads, PyObject* dilations, PyObject* ceil_mode) {
+PyObject* MaxPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("MaxPool2DGrad");
-  PyObject* const args[] = {x, dy, ksize, strides, pads, dilations, ceil_mode};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_pool_methods[] = {
+  {"AdaptiveAvgPool2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AdaptiveAvgPool2D)), METH_FASTCALL,
+   "AdaptiveAvgPool2D(x, output_size) -> Tensor\n\nAverage pooling to a given output size, as torch.nn.functional.adaptive_avg_pool2d."},
+  {"AdaptiveAvgPool2DGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AdaptiveAvgPool2DGrad)), METH_FASTCALL,
+   "AdaptiveAvgPool2DGrad(x, dy, output_size) -> Tensor\n\nThe backward op of AdaptiveAvgPool2D: each dy spread evenly over its window."},
+  {"AvgPool2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AvgPool2D)), METH_FASTCALL,
+   "AvgPool2D(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, count_include_pad=False) -> Tensor\n\n2-D average pooling over NCHW input, as torch.nn.functional.avg_pool2d and ONNX AveragePool."},
+  {"AvgPool2DGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AvgPool2DGrad)), METH_FASTCALL,
+   "AvgPool2DGrad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, count_include_pad=False) -> Tensor\n\nThe backward op of AvgPool2D: each dy spread evenly over its window (by the same divisor)."},
+  {"MaxPool2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MaxPool2D)), METH_FASTCALL,
+   "MaxPool2D(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False) -> Tensor\n\n2-D max pooling over NCHW input, as torch.nn.functional.max_pool2d and ONNX MaxPool."},
+  {"MaxPool2DGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MaxPool2DGrad)), METH_FASTCALL,
+   "MaxPool2DGrad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False) -> Tensor\n\nThe backward op of MaxPool2D: each dy goes to the first maximum of its window in x."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_pool_methods) < 0) return -1;
 %}

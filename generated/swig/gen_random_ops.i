@@ -2,64 +2,75 @@
 // registry fingerprint: eb1f28eb971e6e1e
 // The random ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// RandomShuffle, declared at ../../cpp/ops/random_ops.cc:132.
-%feature("docstring") opforge::gen::RandomShuffle "RandomShuffle(x, seed=0, seed2=0) -> Tensor\n\nx with its rows (dim 0) in a random order (Fisher-Yates over Philox4x32-10).";
-%inline %{
+// RandomShuffle(x, seed, seed2), declared at cpp/ops/random_ops.cc:132.
+%{
 namespace opforge { namespace gen {
-PyObject* RandomShuffle(PyObject* x, PyObject* seed, PyObject* seed2) {
+PyObject* RandomShuffle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("RandomShuffle");
-  PyObject* const args[] = {x, seed, seed2};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// RandomStandardNormal, declared at ../../cpp/ops/random_ops.cc:72.
-%feature("docstring") opforge::gen::RandomStandardNormal "RandomStandardNormal(shape, dtype=\"float32\", seed=0, seed2=0) -> Tensor\n\nStandard normal random values (mean 0, standard deviation 1), by Box-Muller over Philox4x32-10.";
-%inline %{
+// RandomStandardNormal(shape, dtype, seed, seed2), declared at cpp/ops/random_ops.cc:72.
+%{
 namespace opforge { namespace gen {
-PyObject* RandomStandardNormal(PyObject* shape, PyObject* dtype, PyObject* seed, PyObject* seed2) {
+PyObject* RandomStandardNormal(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("RandomStandardNormal");
-  PyObject* const args[] = {shape, dtype, seed, seed2};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// RandomUniform, declared at ../../cpp/ops/random_ops.cc:51.
-%feature("docstring") opforge::gen::RandomUniform "RandomUniform(shape, dtype=\"float32\", seed=0, seed2=0) -> Tensor\n\nUniform random values in [0, 1) (24 random bits for float32, 53 for float64).";
-%inline %{
+// RandomUniform(shape, dtype, seed, seed2), declared at cpp/ops/random_ops.cc:51.
+%{
 namespace opforge { namespace gen {
-PyObject* RandomUniform(PyObject* shape, PyObject* dtype, PyObject* seed, PyObject* seed2) {
+PyObject* RandomUniform(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("RandomUniform");
-  PyObject* const args[] = {shape, dtype, seed, seed2};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// RandomUniformInt, declared at ../../cpp/ops/random_ops.cc:110.
-%feature("docstring") opforge::gen::RandomUniformInt "RandomUniformInt(shape, minval, maxval, dtype=\"int64\", seed=0, seed2=0) -> Tensor\n\nUniform random integers in [minval, maxval).";
-%inline %{
+// RandomUniformInt(shape, minval, maxval, dtype, seed, seed2), declared at cpp/ops/random_ops.cc:110.
+%{
 namespace opforge { namespace gen {
-PyObject* RandomUniformInt(PyObject* shape, PyObject* minval, PyObject* maxval, PyObject* dtype, PyObject* seed, PyObject* seed2) {
+PyObject* RandomUniformInt(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("RandomUniformInt");
-  PyObject* const args[] = {shape, minval, maxval, dtype, seed, seed2};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// TruncatedNormal, declared at ../../cpp/ops/random_ops.cc:90.
-%feature("docstring") opforge::gen::TruncatedNormal "TruncatedNormal(shape, dtype=\"float32\", seed=0, seed2=0) -> Tensor\n\nStandard normal values restricted to [-2, 2] (redrawn outside), as TensorFlow's truncated_normal.";
-%inline %{
+// TruncatedNormal(shape, dtype, seed, seed2), declared at cpp/ops/random_ops.cc:90.
+%{
 namespace opforge { namespace gen {
-PyObject* TruncatedNormal(PyObject* shape, PyObject* dtype, PyObject* seed, PyObject* seed2) {
+PyObject* TruncatedNormal(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("TruncatedNormal");
-  PyObject* const args[] = {shape, dtype, seed, seed2};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_random_methods[] = {
+  {"RandomShuffle", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RandomShuffle)), METH_FASTCALL,
+   "RandomShuffle(x, seed=0, seed2=0) -> Tensor\n\nx with its rows (dim 0) in a random order (Fisher-Yates over Philox4x32-10)."},
+  {"RandomStandardNormal", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RandomStandardNormal)), METH_FASTCALL,
+   "RandomStandardNormal(shape, dtype=\"float32\", seed=0, seed2=0) -> Tensor\n\nStandard normal random values (mean 0, standard deviation 1), by Box-Muller over Philox4x32-10."},
+  {"RandomUniform", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RandomUniform)), METH_FASTCALL,
+   "RandomUniform(shape, dtype=\"float32\", seed=0, seed2=0) -> Tensor\n\nUniform random values in [0, 1) (24 random bits for float32, 53 for float64)."},
+  {"RandomUniformInt", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RandomUniformInt)), METH_FASTCALL,
+   "RandomUniformInt(shape, minval, maxval, dtype=\"int64\", seed=0, seed2=0) -> Tensor\n\nUniform random integers in [minval, maxval)."},
+  {"TruncatedNormal", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::TruncatedNormal)), METH_FASTCALL,
+   "TruncatedNormal(shape, dtype=\"float32\", seed=0, seed2=0) -> Tensor\n\nStandard normal values restricted to [-2, 2] (redrawn outside), as TensorFlow's truncated_normal."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_random_methods) < 0) return -1;
 %}

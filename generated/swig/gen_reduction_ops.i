@@ -2,88 +2,99 @@
 // registry fingerprint: e5702372c04e7df3
 // The reduction ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// ArgMax, declared at ../../cpp/ops/reduction_ops.cc:213.
-%feature("docstring") opforge::gen::ArgMax "ArgMax(x, axis=None, keepdims=False) -> Tensor\n\nReturns the index of the largest element along an axis.";
-%inline %{
+// ArgMax(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:213.
+%{
 namespace opforge { namespace gen {
-PyObject* ArgMax(PyObject* x, PyObject* axis, PyObject* keepdims) {
+PyObject* ArgMax(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ArgMax");
-  PyObject* const args[] = {x, axis, keepdims};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ArgMin, declared at ../../cpp/ops/reduction_ops.cc:236.
-%feature("docstring") opforge::gen::ArgMin "ArgMin(x, axis=None, keepdims=False) -> Tensor\n\nReturns the index of the smallest element along an axis.";
-%inline %{
+// ArgMin(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:236.
+%{
 namespace opforge { namespace gen {
-PyObject* ArgMin(PyObject* x, PyObject* axis, PyObject* keepdims) {
+PyObject* ArgMin(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ArgMin");
-  PyObject* const args[] = {x, axis, keepdims};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Max, declared at ../../cpp/ops/reduction_ops.cc:147.
-%feature("docstring") opforge::gen::Max "Max(x, axis=None, keepdims=False) -> Tensor\n\nReturns the largest element of a tensor over the given axes.";
-%inline %{
+// Max(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:147.
+%{
 namespace opforge { namespace gen {
-PyObject* Max(PyObject* x, PyObject* axis, PyObject* keepdims) {
+PyObject* Max(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Max");
-  PyObject* const args[] = {x, axis, keepdims};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Mean, declared at ../../cpp/ops/reduction_ops.cc:191.
-%feature("docstring") opforge::gen::Mean "Mean(x, axis=None, keepdims=False) -> Tensor\n\nAverages the elements of a tensor over the given axes.";
-%inline %{
+// Mean(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:191.
+%{
 namespace opforge { namespace gen {
-PyObject* Mean(PyObject* x, PyObject* axis, PyObject* keepdims) {
+PyObject* Mean(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Mean");
-  PyObject* const args[] = {x, axis, keepdims};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Min, declared at ../../cpp/ops/reduction_ops.cc:169.
-%feature("docstring") opforge::gen::Min "Min(x, axis=None, keepdims=False) -> Tensor\n\nReturns the smallest element of a tensor over the given axes.";
-%inline %{
+// Min(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:169.
+%{
 namespace opforge { namespace gen {
-PyObject* Min(PyObject* x, PyObject* axis, PyObject* keepdims) {
+PyObject* Min(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Min");
-  PyObject* const args[] = {x, axis, keepdims};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Prod, declared at ../../cpp/ops/reduction_ops.cc:125.
-%feature("docstring") opforge::gen::Prod "Prod(x, axis=None, keepdims=False) -> Tensor\n\nMultiplies the elements of a tensor over the given axes.";
-%inline %{
+// Prod(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:125.
+%{
 namespace opforge { namespace gen {
-PyObject* Prod(PyObject* x, PyObject* axis, PyObject* keepdims) {
+PyObject* Prod(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Prod");
-  PyObject* const args[] = {x, axis, keepdims};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Sum, declared at ../../cpp/ops/reduction_ops.cc:101.
-%feature("docstring") opforge::gen::Sum "Sum(x, axis=None, keepdims=False) -> Tensor\n\nSums the elements of a tensor over the given axes.";
-%inline %{
+// Sum(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:101.
+%{
 namespace opforge { namespace gen {
-PyObject* Sum(PyObject* x, PyObject* axis, PyObject* keepdims) {
+PyObject* Sum(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Sum");
-  PyObject* const args[] = {x, axis, keepdims};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_reduction_methods[] = {
+  {"ArgMax", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ArgMax)), METH_FASTCALL,
+   "ArgMax(x, axis=None, keepdims=False) -> Tensor\n\nReturns the index of the largest element along an axis."},
+  {"ArgMin", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ArgMin)), METH_FASTCALL,
+   "ArgMin(x, axis=None, keepdims=False) -> Tensor\n\nReturns the index of the smallest element along an axis."},
+  {"Max", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Max)), METH_FASTCALL,
+   "Max(x, axis=None, keepdims=False) -> Tensor\n\nReturns the largest element of a tensor over the given axes."},
+  {"Mean", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Mean)), METH_FASTCALL,
+   "Mean(x, axis=None, keepdims=False) -> Tensor\n\nAverages the elements of a tensor over the given axes."},
+  {"Min", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Min)), METH_FASTCALL,
+   "Min(x, axis=None, keepdims=False) -> Tensor\n\nReturns the smallest element of a tensor over the given axes."},
+  {"Prod", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Prod)), METH_FASTCALL,
+   "Prod(x, axis=None, keepdims=False) -> Tensor\n\nMultiplies the elements of a tensor over the given axes."},
+  {"Sum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sum)), METH_FASTCALL,
+   "Sum(x, axis=None, keepdims=False) -> Tensor\n\nSums the elements of a tensor over the given axes."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_reduction_methods) < 0) return -1;
 %}

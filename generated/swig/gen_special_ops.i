@@ -2,88 +2,99 @@
 // registry fingerprint: 9ff53b04370530e0
 // The special ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// Ceil, declared at ../../cpp/ops/special_ops.cc:42.
-%feature("docstring") opforge::gen::Ceil "Ceil(x) -> Tensor\n\nReturns the smallest integer not less than x, element-wise.";
-%inline %{
+// Ceil(x), declared at cpp/ops/special_ops.cc:42.
+%{
 namespace opforge { namespace gen {
-PyObject* Ceil(PyObject* x) {
+PyObject* Ceil(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Ceil");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Erf, declared at ../../cpp/ops/special_ops.cc:9.
-%feature("docstring") opforge::gen::Erf "Erf(x) -> Tensor\n\nReturns the Gauss error function erf(x) element-wise.";
-%inline %{
+// Erf(x), declared at cpp/ops/special_ops.cc:9.
+%{
 namespace opforge { namespace gen {
-PyObject* Erf(PyObject* x) {
+PyObject* Erf(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Erf");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Floor, declared at ../../cpp/ops/special_ops.cc:25.
-%feature("docstring") opforge::gen::Floor "Floor(x) -> Tensor\n\nReturns the largest integer not greater than x, element-wise.";
-%inline %{
+// Floor(x), declared at cpp/ops/special_ops.cc:25.
+%{
 namespace opforge { namespace gen {
-PyObject* Floor(PyObject* x) {
+PyObject* Floor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Floor");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// IsInf, declared at ../../cpp/ops/special_ops.cc:109.
-%feature("docstring") opforge::gen::IsInf "IsInf(x) -> Tensor\n\nReturns whether each element of x is +inf or -inf.";
-%inline %{
+// IsInf(x), declared at cpp/ops/special_ops.cc:109.
+%{
 namespace opforge { namespace gen {
-PyObject* IsInf(PyObject* x) {
+PyObject* IsInf(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("IsInf");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// IsNan, declared at ../../cpp/ops/special_ops.cc:93.
-%feature("docstring") opforge::gen::IsNan "IsNan(x) -> Tensor\n\nReturns whether each element of x is NaN.";
-%inline %{
+// IsNan(x), declared at cpp/ops/special_ops.cc:93.
+%{
 namespace opforge { namespace gen {
-PyObject* IsNan(PyObject* x) {
+PyObject* IsNan(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("IsNan");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Round, declared at ../../cpp/ops/special_ops.cc:59.
-%feature("docstring") opforge::gen::Round "Round(x) -> Tensor\n\nRounds x to the nearest integer element-wise, halves to even.";
-%inline %{
+// Round(x), declared at cpp/ops/special_ops.cc:59.
+%{
 namespace opforge { namespace gen {
-PyObject* Round(PyObject* x) {
+PyObject* Round(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Round");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Sign, declared at ../../cpp/ops/special_ops.cc:76.
-%feature("docstring") opforge::gen::Sign "Sign(x) -> Tensor\n\nReturns -1, 0 or 1 by the sign of x, element-wise.";
-%inline %{
+// Sign(x), declared at cpp/ops/special_ops.cc:76.
+%{
 namespace opforge { namespace gen {
-PyObject* Sign(PyObject* x) {
+PyObject* Sign(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Sign");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_special_methods[] = {
+  {"Ceil", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Ceil)), METH_FASTCALL,
+   "Ceil(x) -> Tensor\n\nReturns the smallest integer not less than x, element-wise."},
+  {"Erf", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Erf)), METH_FASTCALL,
+   "Erf(x) -> Tensor\n\nReturns the Gauss error function erf(x) element-wise."},
+  {"Floor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Floor)), METH_FASTCALL,
+   "Floor(x) -> Tensor\n\nReturns the largest integer not greater than x, element-wise."},
+  {"IsInf", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::IsInf)), METH_FASTCALL,
+   "IsInf(x) -> Tensor\n\nReturns whether each element of x is +inf or -inf."},
+  {"IsNan", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::IsNan)), METH_FASTCALL,
+   "IsNan(x) -> Tensor\n\nReturns whether each element of x is NaN."},
+  {"Round", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Round)), METH_FASTCALL,
+   "Round(x) -> Tensor\n\nRounds x to the nearest integer element-wise, halves to even."},
+  {"Sign", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sign)), METH_FASTCALL,
+   "Sign(x) -> Tensor\n\nReturns -1, 0 or 1 by the sign of x, element-wise."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_special_methods) < 0) return -1;
 %}

@@ -14,7 +14,7 @@ from opforge import errors as _errors
 
 from opforge import ops as _ops  # the generated wrappers (they do not import this module)
 
-# Bound once: an operator costs one call of the wrapper, no lookup.
+# Bound once: a reflected operator costs one call of the wrapper, no lookup.
 _add, _sub, _mul, _div, _pow = _ops.add, _ops.sub, _ops.mul, _ops.div, _ops.pow
 _matmul, _and, _or = _ops.mat_mul, _ops.logical_and, _ops.logical_or
 
@@ -167,6 +167,9 @@ class _TensorMethods:
     def min(self, axis=None, keepdims=False):
         return _ops.min(self, axis, keepdims)
 
+    # The operators, for SymbolicTensor (graph views) and other subclasses:
+    # opforge.Tensor has them as C slots that call the ops directly
+    # (swig/py_tensor_ops.cc), and these are not copied onto it.
     __add__ = _ops.add
     __sub__ = _ops.sub
     __mul__ = _ops.mul
@@ -228,6 +231,13 @@ class _TensorMethods:
     def backward(self, grad=None, create_graph=False):
         """Accumulates d(self)/d(leaf) into the .grad of every leaf that requires it."""
         _autodiff().backward(self, grad, create_graph)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Calls hook(self) each time backward has stored this leaf's final
+        gradient in .grad, while the rest of backward still runs (PyTorch's
+        hook of that name). Returns a handle; handle.remove() undoes it."""
+        from opforge.autodiff import tape
+        return tape.register_post_accumulate_grad_hook(self, hook)
 
     def detach(self):
         """The same memory, cut from the gradient graph."""

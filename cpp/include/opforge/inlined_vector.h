@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 namespace opforge {
@@ -39,10 +40,20 @@ class InlinedVector {
   }
   void push_back(T v) { emplace_back(std::move(v)); }
 
-  // Default-constructs new elements.
+  // Default-initializes new elements. A class with a constructor or member
+  // initializers runs them and nothing more: `T()` would first zero the
+  // whole object (a TensorShape's 128 bytes of dims, an AttrValue, on every
+  // op call). Unlike std::vector, a member with neither is left unset.
+  // Scalars and trivial structs (no constructor at all) start zeroed.
   void resize(size_t n) {
     if (n > capacity_) Grow(n);
-    while (size_ < n) new (data_ + size_++) T();
+    while (size_ < n) {
+      if constexpr (!std::is_trivially_default_constructible_v<T>) {
+        new (data_ + size_++) T;
+      } else {
+        new (data_ + size_++) T();
+      }
+    }
     while (size_ > n) data_[--size_].~T();
   }
   void clear() { resize(0); }

@@ -88,6 +88,7 @@ Turn::Turn(const std::string& name) {
     return;
   }
   q.busy = locked_ = true;
+  status_ = CheckReady();
 }
 
 Turn::~Turn() {
@@ -129,8 +130,13 @@ Status Wait(MPI_Request* req, const char* what) {
     int done = 0;
     OF_RETURN_IF_ERROR(FromMpi(MPI_Test(req, &done, MPI_STATUS_IGNORE), what));
     if (done) return Status::OK();
-    // Check the clock now and then; after a while yield the core (the peers
-    // may share it) while still polling often enough for MPI's progress.
+    // Poll hot for a moment (a peer that is almost there), then yield the
+    // core between polls: a collective queued in async mode waits on a pool
+    // thread while this process's backward pass computes on the others (or
+    // on the same core), and a spinning wait took their time. After 20 ms,
+    // sleep between polls (the peers may share the core), still often
+    // enough for MPI's progress.
+    if (spin >= 1024) std::this_thread::yield();
     if ((spin & 255) == 0) {
       const auto waited = Clock::now() - start;
       if (waited > limit) {

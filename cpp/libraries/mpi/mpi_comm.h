@@ -23,7 +23,8 @@ MPI_Comm Comm();
 // Python front queued by name (opforge_mpi_enqueue, in program order, the
 // same on every rank) run in that order even when the async engine starts
 // them out of order. A name not queued (graph runs, gradient ops) just waits
-// for the lock. Held for the kernel's whole run.
+// for the lock. Held for the kernel's whole run. status() also says whether
+// MPI is up (CheckReady), so a kernel's prologue is the turn and its status.
 class Turn {
  public:
   explicit Turn(const std::string& name);

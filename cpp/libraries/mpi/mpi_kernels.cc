@@ -1,5 +1,5 @@
-// CPU kernels of the collectives. Each one: take the collective lock, check
-// MPI is up, exchange metadata with every rank (bounded wait; a mismatch
+// CPU kernels of the collectives. Each one: take its turn (the collective
+// lock, which also checks MPI is up: mpi::Turn), exchange metadata with every rank (bounded wait; a mismatch
 // fails everywhere before data moves), then move the data with MPI.
 #include <algorithm>
 #include <climits>
@@ -71,7 +71,6 @@ template <typename T>
 Status AllreduceKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(mpi::CheckReady());
   Reduce r;
   OF_RETURN_IF_ERROR(ParseReduce(ctx->attr("op").s, true, &r));
   const double pre = ctx->attr_float("prescale"), post = ctx->attr_float("postscale");
@@ -109,7 +108,6 @@ template <typename T>
 Status AllreduceGradKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(mpi::CheckReady());
   Reduce r;
   OF_RETURN_IF_ERROR(ParseReduce(ctx->attr("op").s, true, &r));
   const double pre = ctx->attr_float("prescale"), post = ctx->attr_float("postscale");
@@ -144,7 +142,6 @@ template <typename T>
 Status AllgatherKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(mpi::CheckReady());
   const Tensor& x = ctx->input(0);
   const std::string what = What(ctx);
   const int size = mpi::Size();
@@ -180,7 +177,6 @@ template <typename T>
 Status AllgatherGradKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(mpi::CheckReady());
   const Tensor &x = ctx->input(0), &dy = ctx->input(1);
   const std::string what = What(ctx);
   const int size = mpi::Size();
@@ -222,7 +218,6 @@ template <typename T>
 Status BroadcastKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(mpi::CheckReady());
   OF_RETURN_IF_ERROR(CheckRoot(ctx));
   const Tensor& x = ctx->input(0);
   const std::string what = What(ctx);
@@ -244,7 +239,6 @@ template <typename T>
 Status BroadcastGradKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(mpi::CheckReady());
   OF_RETURN_IF_ERROR(CheckRoot(ctx));
   const Tensor& dy = ctx->input(0);
   const std::string what = What(ctx);
@@ -266,7 +260,6 @@ template <typename T>
 Status AlltoallKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(mpi::CheckReady());
   const Tensor& x = ctx->input(0);
   const std::string what = What(ctx);
   OF_RETURN_IF_ERROR(mpi::Handshake(what.c_str(), MakeMeta(ctx, x, "", false), nullptr));
@@ -286,7 +279,6 @@ template <typename T>
 Status BarrierKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(mpi::CheckReady());
   // The handshake is the barrier: every rank's record must arrive (bounded wait).
   mpi::Meta m;
   m.key = "barrier|" + ctx->attr("name").s;
@@ -300,7 +292,6 @@ template <typename T>
 Status GroupedAllreduceKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(mpi::CheckReady());
   Reduce r;
   OF_RETURN_IF_ERROR(ParseReduce(ctx->attr("op").s, false, &r));
   const int n = ctx->num_inputs();

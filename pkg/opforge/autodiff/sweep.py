@@ -20,6 +20,11 @@ read that picture; the sweep does the rest:
 A node whose outputs got no gradient at all, or none of whose inputs needs
 one, is skipped (its edges still count down), so branches that do not
 lead to a seed build nothing.
+
+Leaves are counted too: a leaf's gradient is final once every node with an
+edge into it has run, and ``on_leaf`` hears of it then, while the sweep goes
+on (the tape's post-accumulate hooks; DistributedOptimizer starts averaging
+the gradients of the last layers while the first ones are still computed).
 """
 
 from opforge import errors as _errors
@@ -94,14 +99,17 @@ def sum_to_shape(grad, shape, op_type, index):
     return ops.reshape(grad, list(shape))
 
 
-def sweep(adapter, seeds, targets=()):
+def sweep(adapter, seeds, targets=(), on_leaf=None):
     """Backpropagates `seeds` ((value, gradient) pairs).
 
     Returns (leaf_grads, captured): leaf_grads maps id(leaf value) to
     (value, total gradient) for leaves reached; captured maps id(value) to
     the total gradient that reached each value in `targets` (None: none).
+    on_leaf(value, gradient), if given, is called once per leaf in
+    leaf_grads as soon as its gradient is final, in the sweep's order.
     """
     deps, stack, seen = {}, [], set()
+    leaf_edges = {}  # id(leaf value) -> edges into it still to run (on_leaf only)
     for value, _ in seeds:
         node = adapter.producer(value)[0]
         if node is not None and id(node) not in seen:
@@ -117,6 +125,8 @@ def sweep(adapter, seeds, targets=()):
                 continue
             fn = adapter.producer(value)[0]
             if fn is None:
+                if on_leaf is not None:
+                    leaf_edges[id(value)] = leaf_edges.get(id(value), 0) + 1
                 continue
             deps[fn] = deps.get(fn, 0) + 1
             if id(fn) not in seen:
@@ -143,8 +153,17 @@ def sweep(adapter, seeds, targets=()):
         prev = slots[index]
         slots[index] = grad if prev is None else prev + grad
 
+    def leaf_done(key):
+        entry = leaf_grads.get(key)
+        if entry is not None:
+            on_leaf(*entry)
+
     for value, grad in seeds:
         add(value, grad)
+    if on_leaf is not None:  # seeds that are leaves no node leads to are final already
+        for key in dict.fromkeys(id(v) for v, _ in seeds if adapter.producer(v)[0] is None):
+            if key not in leaf_edges:
+                leaf_done(key)
     ready = [n for n, d in deps.items() if d == 0]
     while ready:
         node = ready.pop()
@@ -183,4 +202,9 @@ def sweep(adapter, seeds, targets=()):
                 deps[fn] -= 1
                 if deps[fn] == 0:
                     ready.append(fn)
+            elif on_leaf is not None:
+                key = id(value)
+                leaf_edges[key] -= 1
+                if leaf_edges[key] == 0:
+                    leaf_done(key)
     return leaf_grads, captured

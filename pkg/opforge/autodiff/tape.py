@@ -10,7 +10,14 @@ reference cycle), ``get_attr(name)`` (the completed attrs), ``edges``
 (per input, its Meta or None) and ``needs_input_grad`` (per input, whether
 its edge requires a gradient: PyTorch's name). ``backward`` runs the one
 backward sweep (sweep.py, shared with ``opforge.gradients``) over the Nodes.
+
+A leaf may carry post-accumulate hooks (PyTorch's
+``register_post_accumulate_grad_hook``): backward stores such a leaf's
+``.grad`` as soon as its gradient is final and calls its hooks then, while
+the sweep goes on; other leaves get theirs when the sweep ends.
 """
+
+import weakref
 
 import numpy as np
 
@@ -93,6 +100,52 @@ def set_grad(t, value):
     ag.grad = value
 
 
+# Meta -> [(weakref to the tensor, hook or weakref to a bound method's target)].
+# Weak keys and tensors: a hook never keeps its tensor alive (it receives it).
+_post_hooks: weakref.WeakKeyDictionary[object, list] = weakref.WeakKeyDictionary()
+
+
+class _HookHandle:
+    __slots__ = ("_meta", "_entry")
+
+    def __init__(self, meta, entry):
+        self._meta, self._entry = weakref.ref(meta), entry
+
+    def remove(self):
+        meta = self._meta()
+        hooks = _post_hooks.get(meta) if meta is not None else None
+        if hooks and self._entry in hooks:
+            hooks.remove(self._entry)
+            if not hooks:
+                del _post_hooks[meta]
+
+
+def register_post_accumulate_grad_hook(t, hook):
+    """Calls hook(t) each time backward has stored t's final gradient in
+    ``t.grad`` (t: a leaf that requires grad), while the rest of the
+    backward sweep still runs. A bound method is held weakly (its object
+    going away removes the hook). Returns a handle whose remove() undoes it."""
+    ag = t._ag
+    if ag is None or not ag.requires_grad or ag.grad_fn is not None:
+        raise _errors.InvalidArgumentError(
+            "register_post_accumulate_grad_hook: the tensor must be a leaf that requires grad "
+            "(of.tensor(..., requires_grad=True))")
+    if not callable(hook):
+        raise _errors.InvalidArgumentError(
+            f"register_post_accumulate_grad_hook: hook must be callable, got {type(hook).__name__}")
+    target = weakref.WeakMethod(hook) if hasattr(hook, "__self__") and hasattr(hook, "__func__") else hook
+    entry = (weakref.ref(t), target, target is not hook)
+    _post_hooks.setdefault(ag, []).append(entry)
+    return _HookHandle(ag, entry)
+
+
+def _run_post_hooks(meta):
+    for tensor_ref, target, weak in list(_post_hooks.get(meta, ())):
+        t, hook = tensor_ref(), (target() if weak else target)
+        if t is not None and hook is not None:
+            hook(t)
+
+
 def _ones_like(t):
     from opforge import ops
     return ops.ones_like(t)
@@ -143,18 +196,32 @@ def backward(roots, grads, create_graph=False, capture=None):
                 "backward: the tensor does not require gradients (no input of the ops that computed it "
                 "requires them): create leaves with of.tensor(..., requires_grad=True)")
         metas.append(ag)
+    stored = set()
+
+    def store(meta, g):
+        if not create_graph:
+            g = _pw.to_tensor(g, None)  # detached
+        meta.grad = g if meta.grad is None else _accumulate(meta.grad, g, create_graph)
+
+    def on_leaf(meta, g):  # a hooked leaf's gradient is final: store it and tell the hooks now
+        if meta in _post_hooks:
+            store(meta, g)
+            stored.add(id(meta))
+            _run_post_hooks(meta)
+
+    hooked = capture is None and len(_post_hooks) > 0
     previous_mode = state.set_grad_enabled(create_graph)
     try:
         leaf_grads, captured = sweep_mod.sweep(_TapeAdapter(create_graph), list(zip(metas, grads)),
-                                               capture if capture is not None else ())
+                                               capture if capture is not None else (),
+                                               on_leaf if hooked else None)
     finally:
         state.set_grad_enabled(previous_mode)
     if capture is not None:
         return [captured[id(m)] for m in capture]
     for meta, g in leaf_grads.values():
-        if not create_graph:
-            g = _pw.to_tensor(g, None)  # detached
-        meta.grad = g if meta.grad is None else _accumulate(meta.grad, g, create_graph)
+        if id(meta) not in stored:
+            store(meta, g)
     return None
 
 

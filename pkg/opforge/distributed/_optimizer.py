@@ -5,11 +5,13 @@ dtype go to one MpiGroupedAllreduce call, which packs them into one buffer
 and reduces it in chunks of ``fusion_bytes``; the optimizer then updates
 from numpy views of that buffer (no copies, no per-tensor calls).
 
-Overlap with backward: the tape hands leaf gradients over only when the
-whole sweep ends (autodiff/tape.py has no per-leaf hook), so averaging
-starts after backward. In async mode (``of.execution_mode("async")``) the
-fused allreduce is queued and returns a pending tensor, so Python goes on
-while it runs.
+Overlap with backward (``overlap=True``, the default): the parameters are
+bucketed and each bucket's fused allreduce starts, queued in async mode, as
+soon as backward has made its last gradient final (a post-accumulate hook
+per parameter, _overlap.py), while the sweep goes on with the earlier
+layers; ``step()`` waits for the buckets and updates from their results.
+With ``overlap=False`` (or gradients passed to ``step``) averaging starts
+at ``step()``: one fused call per dtype.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 
 from opforge import errors
 from opforge.distributed import _collectives as C
+from opforge.distributed._overlap import GradientBuckets
 
 
 class DistributedOptimizer:
@@ -29,7 +32,8 @@ class DistributedOptimizer:
     optimizer's.
     """
 
-    def __init__(self, optimizer, fusion_bytes: int = 4 << 20, op: str = "average", name: str = "gradients"):
+    def __init__(self, optimizer, fusion_bytes: int = 4 << 20, op: str = "average", name: str = "gradients",
+                 overlap: bool = True):
         if not hasattr(optimizer, "step") or not hasattr(optimizer, "params"):
             raise errors.InvalidArgumentError(
                 f"DistributedOptimizer: expected an opforge.optim optimizer, got {type(optimizer).__name__}")
@@ -41,6 +45,7 @@ class DistributedOptimizer:
         self.fusion_bytes = int(fusion_bytes)
         self.op = op
         self.name = name
+        self._buckets = GradientBuckets(optimizer.params, self.fusion_bytes, op, name) if overlap else None
 
     def __getattr__(self, attr):
         return getattr(self.__dict__["optimizer"], attr)
@@ -64,15 +69,24 @@ class DistributedOptimizer:
     def synchronize(self):
         """The cross-process averages of the parameters' .grad (numpy views,
         None where a parameter has none); .grad itself is left as it is."""
-        return self.average_gradients([getattr(p, "grad", None) for p in self.optimizer.params])
+        averaged = self._buckets.collect() if self._buckets is not None else None
+        if averaged is None:
+            averaged = self.average_gradients([getattr(p, "grad", None) for p in self.optimizer.params])
+        return averaged
 
     def step(self, grads=None):
         """Averages the gradients (the .grad attributes, or `grads`), then steps."""
-        if grads is None:
-            grads = [getattr(p, "grad", None) for p in self.optimizer.params]
-        self.optimizer.step(grads=self.average_gradients(list(grads)))
+        if grads is not None:
+            if self._buckets is not None:
+                self._buckets.reset()  # launched buckets finish on every process; their results go unused
+            averaged = self.average_gradients(list(grads))
+        else:
+            averaged = self.synchronize()
+        self.optimizer.step(grads=averaged)
 
     def zero_grad(self):
+        if self._buckets is not None:
+            self._buckets.reset()
         self.optimizer.zero_grad()
 
 
