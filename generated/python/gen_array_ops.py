@@ -46,7 +46,7 @@ def cast(x, dtype):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/array_ops.cc:239 (op Cast).
+    Declared at cpp/ops/array_ops.cc:239 (op Cast).
     """
     return _Cast(x, dtype)
 
@@ -77,7 +77,7 @@ def concat(values, axis=0):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/array_ops.cc:312 (op Concat).
+    Declared at cpp/ops/array_ops.cc:312 (op Concat).
     """
     return _Concat(values, axis)
 
@@ -105,7 +105,7 @@ def fill(shape, value):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/array_ops.cc:262 (op Fill).
+    Declared at cpp/ops/array_ops.cc:262 (op Fill).
     """
     return _Fill(shape, value)
 
@@ -130,7 +130,7 @@ def identity(x):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/array_ops.cc:355 (op Identity).
+    Declared at cpp/ops/array_ops.cc:355 (op Identity).
     """
     return _Identity(x)
 
@@ -155,7 +155,7 @@ def ones_like(x):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/array_ops.cc:296 (op OnesLike).
+    Declared at cpp/ops/array_ops.cc:296 (op OnesLike).
     """
     return _OnesLike(x)
 
@@ -186,7 +186,7 @@ def reshape(x, shape):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/array_ops.cc:197 (op Reshape).
+    Declared at cpp/ops/array_ops.cc:197 (op Reshape).
     """
     return _Reshape(x, shape)
 
@@ -218,7 +218,7 @@ def slice(x, begin, size):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/array_ops.cc:333 (op Slice).
+    Declared at cpp/ops/array_ops.cc:333 (op Slice).
     """
     return _Slice(x, begin, size)
 
@@ -248,7 +248,7 @@ def transpose(x, perm=None):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/array_ops.cc:219 (op Transpose).
+    Declared at cpp/ops/array_ops.cc:219 (op Transpose).
     """
     return _Transpose(x, perm)
 
@@ -273,6 +273,6 @@ def zeros_like(x):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/array_ops.cc:280 (op ZerosLike).
+    Declared at cpp/ops/array_ops.cc:280 (op ZerosLike).
     """
     return _ZerosLike(x)

@@ -44,7 +44,7 @@ def scaled_dot_product_attention(query, key, value, mask, causal=False, scale=0.
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/attention_ops.cc:84 (op ScaledDotProductAttention).
+    Declared at cpp/ops/attention_ops.cc:84 (op ScaledDotProductAttention).
     """
     return _ScaledDotProductAttention(query, key, value, mask, causal, scale)
 
@@ -81,6 +81,6 @@ def scaled_dot_product_attention_grad(query, key, value, mask, y, dy, causal=Fal
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/attention_ops.cc:117 (op ScaledDotProductAttentionGrad).
+    Declared at cpp/ops/attention_ops.cc:117 (op ScaledDotProductAttentionGrad).
     """
     return _ScaledDotProductAttentionGrad(query, key, value, mask, y, dy, causal, scale)

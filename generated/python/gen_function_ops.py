@@ -38,6 +38,6 @@ def python_function(xs, y, key, index=0):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/function_ops.cc:18 (op PythonFunction).
+    Declared at cpp/ops/function_ops.cc:18 (op PythonFunction).
     """
     return _PythonFunction(xs, y, key, index)

@@ -48,7 +48,7 @@ def concat_grad(grad, values, index, axis=0):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/grad_ops.cc:447 (op ConcatGrad).
+    Declared at cpp/ops/grad_ops.cc:447 (op ConcatGrad).
     """
     return _ConcatGrad(grad, values, index, axis)
 
@@ -82,7 +82,7 @@ def concat_grad_grad(block, values, index, axis=0):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/grad_ops.cc:473 (op ConcatGradGrad).
+    Declared at cpp/ops/grad_ops.cc:473 (op ConcatGradGrad).
     """
     return _ConcatGradGrad(block, values, index, axis)
 
@@ -129,7 +129,7 @@ def mat_mul_grad(a, b, grad, transpose_a=False, transpose_b=False, compute_grad_
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/grad_ops.cc:298 (op MatMulGrad).
+    Declared at cpp/ops/grad_ops.cc:298 (op MatMulGrad).
     """
     return _MatMulGrad(a, b, grad, transpose_a, transpose_b, compute_grad_a, compute_grad_b)
 
@@ -170,7 +170,7 @@ def reduce_grad(x, y, grad, reduction, axis=None, keepdims=False):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/grad_ops.cc:344 (op ReduceGrad).
+    Declared at cpp/ops/grad_ops.cc:344 (op ReduceGrad).
     """
     return _ReduceGrad(x, y, grad, reduction, axis, keepdims)
 
@@ -216,7 +216,7 @@ def reduce_grad_grad(x, y, grad, directions, reduction, axis=None, keepdims=Fals
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/grad_ops.cc:379 (op ReduceGradGrad).
+    Declared at cpp/ops/grad_ops.cc:379 (op ReduceGradGrad).
     """
     return _ReduceGradGrad(x, y, grad, directions, reduction, axis, keepdims)
 
@@ -256,7 +256,7 @@ def rms_norm_grad(x, weight, grad, epsilon=1e-06):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/grad_ops.cc:251 (op RmsNormGrad).
+    Declared at cpp/ops/grad_ops.cc:251 (op RmsNormGrad).
     """
     return _RmsNormGrad(x, weight, grad, epsilon)
 
@@ -288,7 +288,7 @@ def slice_grad(x, grad, begin, size):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/grad_ops.cc:424 (op SliceGrad).
+    Declared at cpp/ops/grad_ops.cc:424 (op SliceGrad).
     """
     return _SliceGrad(x, grad, begin, size)
 
@@ -321,6 +321,6 @@ def softmax_grad(softmax, grad, axis=-1):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/grad_ops.cc:224 (op SoftmaxGrad).
+    Declared at cpp/ops/grad_ops.cc:224 (op SoftmaxGrad).
     """
     return _SoftmaxGrad(softmax, grad, axis)

@@ -41,7 +41,7 @@ def gather_elements(params, indices, axis=0):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/index_ops.cc:185 (op GatherElements).
+    Declared at cpp/ops/index_ops.cc:185 (op GatherElements).
     """
     return _GatherElements(params, indices, axis)
 
@@ -71,7 +71,7 @@ def gather_nd(params, indices):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/index_ops.cc:139 (op GatherND).
+    Declared at cpp/ops/index_ops.cc:139 (op GatherND).
     """
     return _GatherND(params, indices)
 
@@ -99,7 +99,7 @@ def non_zero(x, count):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/index_ops.cc:260 (op NonZero).
+    Declared at cpp/ops/index_ops.cc:260 (op NonZero).
     """
     return _NonZero(x, count)
 
@@ -131,7 +131,7 @@ def scatter_elements(data, indices, updates, axis=0, reduction="none"):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/index_ops.cc:207 (op ScatterElements).
+    Declared at cpp/ops/index_ops.cc:207 (op ScatterElements).
     """
     return _ScatterElements(data, indices, updates, axis, reduction)
 
@@ -164,7 +164,7 @@ def scatter_nd(data, indices, updates, reduction="none"):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/index_ops.cc:160 (op ScatterND).
+    Declared at cpp/ops/index_ops.cc:160 (op ScatterND).
     """
     return _ScatterND(data, indices, updates, reduction)
 
@@ -198,6 +198,6 @@ def top_k(x, k, axis=-1, largest=True, sorted=True):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/index_ops.cc:234 (op TopK).
+    Declared at cpp/ops/index_ops.cc:234 (op TopK).
     """
     return _TopK(x, k, axis, largest, sorted)

@@ -60,7 +60,7 @@ def abs(x):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/math_ops.cc:173 (op Abs).
+    Declared at cpp/ops/math_ops.cc:173 (op Abs).
     """
     return _Abs(x)
 
@@ -88,7 +88,7 @@ def add(x, y):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/math_ops.cc:10 (op Add).
+    Declared at cpp/ops/math_ops.cc:10 (op Add).
     """
     return _Add(x, y)
 
@@ -112,7 +112,7 @@ def cos(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/math_ops.cc:289 (op Cos).
+    Declared at cpp/ops/math_ops.cc:289 (op Cos).
     """
     return _Cos(x)
 
@@ -141,7 +141,7 @@ def div(x, y):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/math_ops.cc:70 (op Div).
+    Declared at cpp/ops/math_ops.cc:70 (op Div).
     """
     return _Div(x, y)
 
@@ -169,7 +169,7 @@ def equal(x, y):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/math_ops.cc:340 (op Equal).
+    Declared at cpp/ops/math_ops.cc:340 (op Equal).
     """
     return _Equal(x, y)
 
@@ -194,7 +194,7 @@ def exp(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/math_ops.cc:222 (op Exp).
+    Declared at cpp/ops/math_ops.cc:222 (op Exp).
     """
     return _Exp(x)
 
@@ -222,7 +222,7 @@ def greater(x, y):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/math_ops.cc:416 (op Greater).
+    Declared at cpp/ops/math_ops.cc:416 (op Greater).
     """
     return _Greater(x, y)
 
@@ -250,7 +250,7 @@ def greater_equal(x, y):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/math_ops.cc:435 (op GreaterEqual).
+    Declared at cpp/ops/math_ops.cc:435 (op GreaterEqual).
     """
     return _GreaterEqual(x, y)
 
@@ -278,7 +278,7 @@ def less(x, y):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/math_ops.cc:378 (op Less).
+    Declared at cpp/ops/math_ops.cc:378 (op Less).
     """
     return _Less(x, y)
 
@@ -306,7 +306,7 @@ def less_equal(x, y):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/math_ops.cc:397 (op LessEqual).
+    Declared at cpp/ops/math_ops.cc:397 (op LessEqual).
     """
     return _LessEqual(x, y)
 
@@ -332,7 +332,7 @@ def log(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/math_ops.cc:239 (op Log).
+    Declared at cpp/ops/math_ops.cc:239 (op Log).
     """
     return _Log(x)
 
@@ -357,7 +357,7 @@ def logical_and(x, y):
 
     Kernels: cpu (bool).
 
-    Declared at ../../cpp/ops/math_ops.cc:456 (op LogicalAnd).
+    Declared at cpp/ops/math_ops.cc:456 (op LogicalAnd).
     """
     return _LogicalAnd(x, y)
 
@@ -379,7 +379,7 @@ def logical_not(x):
 
     Kernels: cpu (bool).
 
-    Declared at ../../cpp/ops/math_ops.cc:492 (op LogicalNot).
+    Declared at cpp/ops/math_ops.cc:492 (op LogicalNot).
     """
     return _LogicalNot(x)
 
@@ -404,7 +404,7 @@ def logical_or(x, y):
 
     Kernels: cpu (bool).
 
-    Declared at ../../cpp/ops/math_ops.cc:474 (op LogicalOr).
+    Declared at cpp/ops/math_ops.cc:474 (op LogicalOr).
     """
     return _LogicalOr(x, y)
 
@@ -432,7 +432,7 @@ def maximum(x, y):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/math_ops.cc:91 (op Maximum).
+    Declared at cpp/ops/math_ops.cc:91 (op Maximum).
     """
     return _Maximum(x, y)
 
@@ -460,7 +460,7 @@ def minimum(x, y):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/math_ops.cc:111 (op Minimum).
+    Declared at cpp/ops/math_ops.cc:111 (op Minimum).
     """
     return _Minimum(x, y)
 
@@ -488,7 +488,7 @@ def mul(x, y):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/math_ops.cc:50 (op Mul).
+    Declared at cpp/ops/math_ops.cc:50 (op Mul).
     """
     return _Mul(x, y)
 
@@ -514,7 +514,7 @@ def neg(x):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/math_ops.cc:156 (op Neg).
+    Declared at cpp/ops/math_ops.cc:156 (op Neg).
     """
     return _Neg(x)
 
@@ -542,7 +542,7 @@ def not_equal(x, y):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/math_ops.cc:359 (op NotEqual).
+    Declared at cpp/ops/math_ops.cc:359 (op NotEqual).
     """
     return _NotEqual(x, y)
 
@@ -573,7 +573,7 @@ def pow(x, y):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/math_ops.cc:131 (op Pow).
+    Declared at cpp/ops/math_ops.cc:131 (op Pow).
     """
     return _Pow(x, y)
 
@@ -598,7 +598,7 @@ def relu(x):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/math_ops.cc:206 (op Relu).
+    Declared at cpp/ops/math_ops.cc:206 (op Relu).
     """
     return _Relu(x)
 
@@ -630,7 +630,7 @@ def select(condition, x, y):
 
     Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Declared at ../../cpp/ops/math_ops.cc:509 (op Select).
+    Declared at cpp/ops/math_ops.cc:509 (op Select).
     """
     return _Select(condition, x, y)
 
@@ -656,7 +656,7 @@ def sigmoid(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/math_ops.cc:321 (op Sigmoid).
+    Declared at cpp/ops/math_ops.cc:321 (op Sigmoid).
     """
     return _Sigmoid(x)
 
@@ -680,7 +680,7 @@ def sin(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/math_ops.cc:273 (op Sin).
+    Declared at cpp/ops/math_ops.cc:273 (op Sin).
     """
     return _Sin(x)
 
@@ -706,7 +706,7 @@ def sqrt(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/math_ops.cc:256 (op Sqrt).
+    Declared at cpp/ops/math_ops.cc:256 (op Sqrt).
     """
     return _Sqrt(x)
 
@@ -730,7 +730,7 @@ def square(x):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/math_ops.cc:190 (op Square).
+    Declared at cpp/ops/math_ops.cc:190 (op Square).
     """
     return _Square(x)
 
@@ -758,7 +758,7 @@ def sub(x, y):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/math_ops.cc:30 (op Sub).
+    Declared at cpp/ops/math_ops.cc:30 (op Sub).
     """
     return _Sub(x, y)
 
@@ -783,6 +783,6 @@ def tanh(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/math_ops.cc:305 (op Tanh).
+    Declared at cpp/ops/math_ops.cc:305 (op Tanh).
     """
     return _Tanh(x)

@@ -46,7 +46,7 @@ def dropout_mask(x, rate, seed=0):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/nn_ops.cc:398 (op DropoutMask).
+    Declared at cpp/ops/nn_ops.cc:398 (op DropoutMask).
     """
     return _DropoutMask(x, rate, seed)
 
@@ -75,7 +75,7 @@ def gather(params, indices):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/nn_ops.cc:325 (op Gather).
+    Declared at cpp/ops/nn_ops.cc:325 (op Gather).
     """
     return _Gather(params, indices)
 
@@ -106,7 +106,7 @@ def gather_grad(params, indices, dy):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/nn_ops.cc:346 (op GatherGrad).
+    Declared at cpp/ops/nn_ops.cc:346 (op GatherGrad).
     """
     return _GatherGrad(params, indices, dy)
 
@@ -132,7 +132,7 @@ def gelu(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/nn_ops.cc:221 (op Gelu).
+    Declared at cpp/ops/nn_ops.cc:221 (op Gelu).
     """
     return _Gelu(x)
 
@@ -156,7 +156,7 @@ def gelu_grad(dy, x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/nn_ops.cc:238 (op GeluGrad).
+    Declared at cpp/ops/nn_ops.cc:238 (op GeluGrad).
     """
     return _GeluGrad(dy, x)
 
@@ -190,7 +190,7 @@ def layer_norm(x, weight, bias, epsilon=1e-05):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/nn_ops.cc:256 (op LayerNorm).
+    Declared at cpp/ops/nn_ops.cc:256 (op LayerNorm).
     """
     return _LayerNorm(x, weight, bias, epsilon)
 
@@ -221,7 +221,7 @@ def layer_norm_grad(dy, x, weight, epsilon=1e-05):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/nn_ops.cc:280 (op LayerNormGrad).
+    Declared at cpp/ops/nn_ops.cc:280 (op LayerNormGrad).
     """
     return _LayerNormGrad(dy, x, weight, epsilon)
 
@@ -255,7 +255,7 @@ def log_softmax(logits, axis=-1):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/nn_ops.cc:59 (op LogSoftmax).
+    Declared at cpp/ops/nn_ops.cc:59 (op LogSoftmax).
     """
     return _LogSoftmax(logits, axis)
 
@@ -288,7 +288,7 @@ def rms_norm(x, weight, epsilon=1e-06):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/nn_ops.cc:82 (op RmsNorm).
+    Declared at cpp/ops/nn_ops.cc:82 (op RmsNorm).
     """
     return _RmsNorm(x, weight, epsilon)
 
@@ -322,7 +322,7 @@ def softmax(logits, axis=-1):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/nn_ops.cc:35 (op Softmax).
+    Declared at cpp/ops/nn_ops.cc:35 (op Softmax).
     """
     return _Softmax(logits, axis)
 
@@ -357,6 +357,6 @@ def sparse_softmax_cross_entropy_with_logits(features, labels):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/nn_ops.cc:370 (op SparseSoftmaxCrossEntropyWithLogits).
+    Declared at cpp/ops/nn_ops.cc:370 (op SparseSoftmaxCrossEntropyWithLogits).
     """
     return _SparseSoftmaxCrossEntropyWithLogits(features, labels)

@@ -52,7 +52,7 @@ def apply_adam(var, m, v, grad, lr, step=1, beta1=0.9, beta2=0.999, epsilon=1e-0
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/optim_ops.cc:107 (op ApplyAdam).
+    Declared at cpp/ops/optim_ops.cc:107 (op ApplyAdam).
     """
     return _ApplyAdam(var, m, v, grad, lr, step, beta1, beta2, epsilon, weight_decay)
 
@@ -81,7 +81,7 @@ def apply_gradient_descent(var, grad, lr, weight_decay=0.0):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/optim_ops.cc:59 (op ApplyGradientDescent).
+    Declared at cpp/ops/optim_ops.cc:59 (op ApplyGradientDescent).
     """
     return _ApplyGradientDescent(var, grad, lr, weight_decay)
 
@@ -118,6 +118,6 @@ def apply_momentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=Fa
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/optim_ops.cc:78 (op ApplyMomentum).
+    Declared at cpp/ops/optim_ops.cc:78 (op ApplyMomentum).
     """
     return _ApplyMomentum(var, accum, grad, lr, momentum, weight_decay, nesterov)

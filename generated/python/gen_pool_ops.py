@@ -41,7 +41,7 @@ def adaptive_avg_pool2d(x, output_size):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/pool_ops.cc:242 (op AdaptiveAvgPool2D).
+    Declared at cpp/ops/pool_ops.cc:242 (op AdaptiveAvgPool2D).
     """
     return _AdaptiveAvgPool2D(x, output_size)
 
@@ -69,7 +69,7 @@ def adaptive_avg_pool2d_grad(x, dy, output_size):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/pool_ops.cc:260 (op AdaptiveAvgPool2DGrad).
+    Declared at cpp/ops/pool_ops.cc:260 (op AdaptiveAvgPool2DGrad).
     """
     return _AdaptiveAvgPool2DGrad(x, dy, output_size)
 
@@ -106,7 +106,7 @@ def avg_pool2d(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, cou
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/pool_ops.cc:186 (op AvgPool2D).
+    Declared at cpp/ops/pool_ops.cc:186 (op AvgPool2D).
     """
     return _AvgPool2D(x, ksize, strides, pads, ceil_mode, count_include_pad)
 
@@ -140,7 +140,7 @@ def avg_pool2d_grad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=F
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/pool_ops.cc:214 (op AvgPool2DGrad).
+    Declared at cpp/ops/pool_ops.cc:214 (op AvgPool2DGrad).
     """
     return _AvgPool2DGrad(x, dy, ksize, strides, pads, ceil_mode, count_include_pad)
 
@@ -176,7 +176,7 @@ def max_pool2d(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ce
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/pool_ops.cc:133 (op MaxPool2D).
+    Declared at cpp/ops/pool_ops.cc:133 (op MaxPool2D).
     """
     return _MaxPool2D(x, ksize, strides, pads, dilations, ceil_mode)
 
@@ -209,6 +209,6 @@ def max_pool2d_grad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/pool_ops.cc:159 (op MaxPool2DGrad).
+    Declared at cpp/ops/pool_ops.cc:159 (op MaxPool2DGrad).
     """
     return _MaxPool2DGrad(x, dy, ksize, strides, pads, dilations, ceil_mode)

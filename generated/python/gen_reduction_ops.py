@@ -45,7 +45,7 @@ def arg_max(x, axis=None, keepdims=False):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/reduction_ops.cc:213 (op ArgMax).
+    Declared at cpp/ops/reduction_ops.cc:213 (op ArgMax).
     """
     return _ArgMax(x, axis, keepdims)
 
@@ -77,7 +77,7 @@ def arg_min(x, axis=None, keepdims=False):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/reduction_ops.cc:236 (op ArgMin).
+    Declared at cpp/ops/reduction_ops.cc:236 (op ArgMin).
     """
     return _ArgMin(x, axis, keepdims)
 
@@ -110,7 +110,7 @@ def max(x, axis=None, keepdims=False):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/reduction_ops.cc:147 (op Max).
+    Declared at cpp/ops/reduction_ops.cc:147 (op Max).
     """
     return _Max(x, axis, keepdims)
 
@@ -142,7 +142,7 @@ def mean(x, axis=None, keepdims=False):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/reduction_ops.cc:191 (op Mean).
+    Declared at cpp/ops/reduction_ops.cc:191 (op Mean).
     """
     return _Mean(x, axis, keepdims)
 
@@ -175,7 +175,7 @@ def min(x, axis=None, keepdims=False):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/reduction_ops.cc:169 (op Min).
+    Declared at cpp/ops/reduction_ops.cc:169 (op Min).
     """
     return _Min(x, axis, keepdims)
 
@@ -207,7 +207,7 @@ def prod(x, axis=None, keepdims=False):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/reduction_ops.cc:125 (op Prod).
+    Declared at cpp/ops/reduction_ops.cc:125 (op Prod).
     """
     return _Prod(x, axis, keepdims)
 
@@ -241,6 +241,6 @@ def sum(x, axis=None, keepdims=False):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/reduction_ops.cc:101 (op Sum).
+    Declared at cpp/ops/reduction_ops.cc:101 (op Sum).
     """
     return _Sum(x, axis, keepdims)

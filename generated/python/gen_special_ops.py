@@ -39,7 +39,7 @@ def ceil(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/special_ops.cc:42 (op Ceil).
+    Declared at cpp/ops/special_ops.cc:42 (op Ceil).
     """
     return _Ceil(x)
 
@@ -64,7 +64,7 @@ def erf(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/special_ops.cc:9 (op Erf).
+    Declared at cpp/ops/special_ops.cc:9 (op Erf).
     """
     return _Erf(x)
 
@@ -89,7 +89,7 @@ def floor(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/special_ops.cc:25 (op Floor).
+    Declared at cpp/ops/special_ops.cc:25 (op Floor).
     """
     return _Floor(x)
 
@@ -113,7 +113,7 @@ def is_inf(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/special_ops.cc:109 (op IsInf).
+    Declared at cpp/ops/special_ops.cc:109 (op IsInf).
     """
     return _IsInf(x)
 
@@ -137,7 +137,7 @@ def is_nan(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/special_ops.cc:93 (op IsNan).
+    Declared at cpp/ops/special_ops.cc:93 (op IsNan).
     """
     return _IsNan(x)
 
@@ -163,7 +163,7 @@ def round(x):
 
     Kernels: cpu (float32, float64).
 
-    Declared at ../../cpp/ops/special_ops.cc:59 (op Round).
+    Declared at cpp/ops/special_ops.cc:59 (op Round).
     """
     return _Round(x)
 
@@ -188,6 +188,6 @@ def sign(x):
 
     Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at ../../cpp/ops/special_ops.cc:76 (op Sign).
+    Declared at cpp/ops/special_ops.cc:76 (op Sign).
     """
     return _Sign(x)

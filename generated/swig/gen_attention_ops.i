@@ -2,28 +2,39 @@
 // registry fingerprint: e55fcd55daf47120
 // The attention ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// ScaledDotProductAttention, declared at ../../cpp/ops/attention_ops.cc:84.
-%feature("docstring") opforge::gen::ScaledDotProductAttention "ScaledDotProductAttention(query, key, value, mask, causal=False, scale=0.0) -> Tensor\n\nsoftmax(query @ key^T * scale + mask [+ causal mask]) @ value, computed blockwise.";
-%inline %{
+// ScaledDotProductAttention(query, key, value, mask, causal, scale), declared at cpp/ops/attention_ops.cc:84.
+%{
 namespace opforge { namespace gen {
-PyObject* ScaledDotProductAttention(PyObject* query, PyObject* key, PyObject* value, PyObject* mask, PyObject* causal, PyObject* scale) {
+PyObject* ScaledDotProductAttention(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ScaledDotProductAttention");
-  PyObject* const args[] = {query, key, value, mask, causal, scale};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ScaledDotProductAttentionGrad, declared at ../../cpp/ops/attention_ops.cc:117.
-%feature("docstring") opforge::gen::ScaledDotProductAttentionGrad "ScaledDotProductAttentionGrad(query, key, value, mask, y, dy, causal=False, scale=0.0) -> tuple[Tensor, Tensor, Tensor]\n\nThe gradients of ScaledDotProductAttention with respect to query, key and value.";
-%inline %{
+// ScaledDotProductAttentionGrad(query, key, value, mask, y, dy, causal, scale), declared at cpp/ops/attention_ops.cc:117.
+%{
 namespace opforge { namespace gen {
-PyObject* ScaledDotProductAttentionGrad(PyObject* query, PyObject* key, PyObject* value, PyObject* mask, PyObject* y, PyObject* dy, PyObject* causal, PyObject* scale) {
+PyObject* ScaledDotProductAttentionGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ScaledDotProductAttentionGrad");
-  PyObject* const args[] = {query, key, value, mask, y, dy, causal, scale};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_attention_methods[] = {
+  {"ScaledDotProductAttention", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ScaledDotProductAttention)), METH_FASTCALL,
+   "ScaledDotProductAttention(query, key, value, mask, causal=False, scale=0.0) -> Tensor\n\nsoftmax(query @ key^T * scale + mask [+ causal mask]) @ value, computed blockwise."},
+  {"ScaledDotProductAttentionGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ScaledDotProductAttentionGrad)), METH_FASTCALL,
+   "ScaledDotProductAttentionGrad(query, key, value, mask, y, dy, causal=False, scale=0.0) -> tuple[Tensor, Tensor, Tensor]\n\nThe gradients of ScaledDotProductAttention with respect to query, key and value."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_attention_methods) < 0) return -1;
 %}

@@ -2,76 +2,87 @@
 // registry fingerprint: ee05c7e1943fc456
 // The index ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// GatherElements, declared at ../../cpp/ops/index_ops.cc:185.
-%feature("docstring") opforge::gen::GatherElements "GatherElements(params, indices, axis=0) -> Tensor\n\nPicks one element of params along axis per element of indices.";
-%inline %{
+// GatherElements(params, indices, axis), declared at cpp/ops/index_ops.cc:185.
+%{
 namespace opforge { namespace gen {
-PyObject* GatherElements(PyObject* params, PyObject* indices, PyObject* axis) {
+PyObject* GatherElements(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("GatherElements");
-  PyObject* const args[] = {params, indices, axis};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// GatherND, declared at ../../cpp/ops/index_ops.cc:139.
-%feature("docstring") opforge::gen::GatherND "GatherND(params, indices) -> Tensor\n\nGathers slices of params addressed by the index tuples in the last dim of indices.";
-%inline %{
+// GatherND(params, indices), declared at cpp/ops/index_ops.cc:139.
+%{
 namespace opforge { namespace gen {
-PyObject* GatherND(PyObject* params, PyObject* indices) {
+PyObject* GatherND(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("GatherND");
-  PyObject* const args[] = {params, indices};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// NonZero, declared at ../../cpp/ops/index_ops.cc:260.
-%feature("docstring") opforge::gen::NonZero "NonZero(x, count) -> Tensor\n\nThe positions of the nonzero elements of x, one column per element, in row-major order.";
-%inline %{
+// NonZero(x, count), declared at cpp/ops/index_ops.cc:260.
+%{
 namespace opforge { namespace gen {
-PyObject* NonZero(PyObject* x, PyObject* count) {
+PyObject* NonZero(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("NonZero");
-  PyObject* const args[] = {x, count};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ScatterElements, declared at ../../cpp/ops/index_ops.cc:207.
-%feature("docstring") opforge::gen::ScatterElements "ScatterElements(data, indices, updates, axis=0, reduction=\"none\") -> Tensor\n\nReturns a copy of data with updates written along axis at the positions indices give.";
-%inline %{
+// ScatterElements(data, indices, updates, axis, reduction), declared at cpp/ops/index_ops.cc:207.
+%{
 namespace opforge { namespace gen {
-PyObject* ScatterElements(PyObject* data, PyObject* indices, PyObject* updates, PyObject* axis, PyObject* reduction) {
+PyObject* ScatterElements(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ScatterElements");
-  PyObject* const args[] = {data, indices, updates, axis, reduction};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ScatterND, declared at ../../cpp/ops/index_ops.cc:160.
-%feature("docstring") opforge::gen::ScatterND "ScatterND(data, indices, updates, reduction=\"none\") -> Tensor\n\nReturns a copy of data with the slices addressed by indices replaced by (or combined with) updates.";
-%inline %{
+// ScatterND(data, indices, updates, reduction), declared at cpp/ops/index_ops.cc:160.
+%{
 namespace opforge { namespace gen {
-PyObject* ScatterND(PyObject* data, PyObject* indices, PyObject* updates, PyObject* reduction) {
+PyObject* ScatterND(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ScatterND");
-  PyObject* const args[] = {data, indices, updates, reduction};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// TopK, declared at ../../cpp/ops/index_ops.cc:234.
-%feature("docstring") opforge::gen::TopK "TopK(x, k, axis=-1, largest=True, sorted=True) -> tuple[Tensor, Tensor]\n\nThe k largest (or smallest) elements along axis and their positions.";
-%inline %{
+// TopK(x, k, axis, largest, sorted), declared at cpp/ops/index_ops.cc:234.
+%{
 namespace opforge { namespace gen {
-PyObject* TopK(PyObject* x, PyObject* k, PyObject* axis, PyObject* largest, PyObject* sorted) {
+PyObject* TopK(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("TopK");
-  PyObject* const args[] = {x, k, axis, largest, sorted};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_index_methods[] = {
+  {"GatherElements", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GatherElements)), METH_FASTCALL,
+   "GatherElements(params, indices, axis=0) -> Tensor\n\nPicks one element of params along axis per element of indices."},
+  {"GatherND", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GatherND)), METH_FASTCALL,
+   "GatherND(params, indices) -> Tensor\n\nGathers slices of params addressed by the index tuples in the last dim of indices."},
+  {"NonZero", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::NonZero)), METH_FASTCALL,
+   "NonZero(x, count) -> Tensor\n\nThe positions of the nonzero elements of x, one column per element, in row-major order."},
+  {"ScatterElements", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ScatterElements)), METH_FASTCALL,
+   "ScatterElements(data, indices, updates, axis=0, reduction=\"none\") -> Tensor\n\nReturns a copy of data with updates written along axis at the positions indices give."},
+  {"ScatterND", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ScatterND)), METH_FASTCALL,
+   "ScatterND(data, indices, updates, reduction=\"none\") -> Tensor\n\nReturns a copy of data with the slices addressed by indices replaced by (or combined with) updates."},
+  {"TopK", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::TopK)), METH_FASTCALL,
+   "TopK(x, k, axis=-1, largest=True, sorted=True) -> tuple[Tensor, Tensor]\n\nThe k largest (or smallest) elements along axis and their positions."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_index_methods) < 0) return -1;
 %}

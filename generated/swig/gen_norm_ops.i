@@ -2,28 +2,39 @@
 // registry fingerprint: d00d2210998c47ef
 // The norm ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// BatchNorm, declared at cpp/ops/norm_ops.cc:67.
-%feature("docstring") opforge::gen::BatchNorm "BatchNorm(x, scale, offset, mean, variance, epsilon=1e-05, training=False) -> tuple[Tensor, Tensor, Tensor]\n\nBatch normalization over axis 1 of [N, C, ...] input, as torch.nn.functional.batch_norm and ONNX BatchNormalization.";
-%inline %{
+// BatchNorm(x, scale, offset, mean, variance, epsilon, training), declared at cpp/ops/norm_ops.cc:67.
+%{
 namespace opforge { namespace gen {
-PyObject* BatchNorm(PyObject* x, PyObject* scale, PyObject* offset, PyObject* mean, PyObject* variance, PyObject* epsilon, PyObject* training) {
+PyObject* BatchNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("BatchNorm");
-  PyObject* const args[] = {x, scale, offset, mean, variance, epsilon, training};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// BatchNormGrad, declared at cpp/ops/norm_ops.cc:102.
-%feature("docstring") opforge::gen::BatchNormGrad "BatchNormGrad(dy, x, scale, mean, variance, dbatch_mean, dbatch_var, epsilon=1e-05, training=False) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]\n\nThe backward op of BatchNorm: the gradients of x, scale, offset, mean and variance.";
-%inline %{
+// BatchNormGrad(dy, x, scale, mean, variance, dbatch_mean, dbatch_var, epsilon, training), declared at cpp/ops/norm_ops.cc:102.
+%{
 namespace opforge { namespace gen {
-PyObject* BatchNormGrad(PyObject* dy, PyObject* x, PyObject* scale, PyObject* mean, PyObject* variance, PyObject* dbatch_mean, PyObject* dbatch_var, PyObject* epsilon, PyObject* training) {
+PyObject* BatchNormGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("BatchNormGrad");
-  PyObject* const args[] = {dy, x, scale, mean, variance, dbatch_mean, dbatch_var, epsilon, training};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_norm_methods[] = {
+  {"BatchNorm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BatchNorm)), METH_FASTCALL,
+   "BatchNorm(x, scale, offset, mean, variance, epsilon=1e-05, training=False) -> tuple[Tensor, Tensor, Tensor]\n\nBatch normalization over axis 1 of [N, C, ...] input, as torch.nn.functional.batch_norm and ONNX BatchNormalization."},
+  {"BatchNormGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BatchNormGrad)), METH_FASTCALL,
+   "BatchNormGrad(dy, x, scale, mean, variance, dbatch_mean, dbatch_var, epsilon=1e-05, training=False) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]\n\nThe backward op of BatchNorm: the gradients of x, scale, offset, mean and variance."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_norm_methods) < 0) return -1;
 %}

@@ -2,28 +2,39 @@
 // registry fingerprint: 573503cadd2f009d
 // The pad ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// Pad, declared at cpp/ops/pad_ops.cc:80.
-%feature("docstring") opforge::gen::Pad "Pad(x, pads, mode=\"constant\", constant_value=0.0) -> Tensor\n\nPads every axis of x, as ONNX Pad and numpy.pad with mode 'constant', 'reflect', 'edge' or 'wrap'.";
-%inline %{
+// Pad(x, pads, mode, constant_value), declared at cpp/ops/pad_ops.cc:80.
+%{
 namespace opforge { namespace gen {
-PyObject* Pad(PyObject* x, PyObject* pads, PyObject* mode, PyObject* constant_value) {
+PyObject* Pad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Pad");
-  PyObject* const args[] = {x, pads, mode, constant_value};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// PadGrad, declared at cpp/ops/pad_ops.cc:104.
-%feature("docstring") opforge::gen::PadGrad "PadGrad(x, dy, pads, mode=\"constant\") -> Tensor\n\nThe backward op of Pad: each element of dy is added to the element of x it was copied from (constant fill is dropped).";
-%inline %{
+// PadGrad(x, dy, pads, mode), declared at cpp/ops/pad_ops.cc:104.
+%{
 namespace opforge { namespace gen {
-PyObject* PadGrad(PyObject* x, PyObject* dy, PyObject* pads, PyObject* mode) {
+PyObject* PadGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("PadGrad");
-  PyObject* const args[] = {x, dy, pads, mode};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_pad_methods[] = {
+  {"Pad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Pad)), METH_FASTCALL,
+   "Pad(x, pads, mode=\"constant\", constant_value=0.0) -> Tensor\n\nPads every axis of x, as ONNX Pad and numpy.pad with mode 'constant', 'reflect', 'edge' or 'wrap'."},
+  {"PadGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PadGrad)), METH_FASTCALL,
+   "PadGrad(x, dy, pads, mode=\"constant\") -> Tensor\n\nThe backward op of Pad: each element of dy is added to the element of x it was copied from (constant fill is dropped)."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_pad_methods) < 0) return -1;
 %}

@@ -2,28 +2,39 @@
 // registry fingerprint: 702282accef698ac
 // The resize ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// ResizeBilinear, declared at cpp/ops/resize_ops.cc:72.
-%feature("docstring") opforge::gen::ResizeBilinear "ResizeBilinear(x, size, coordinate_mode=\"half_pixel\", scales=()) -> Tensor\n\nBilinear resize of the height and width of NCHW input, as ONNX Resize (mode 'linear') and torch.nn.functional.interpolate(mode='bilinear').";
-%inline %{
+// ResizeBilinear(x, size, coordinate_mode, scales), declared at cpp/ops/resize_ops.cc:72.
+%{
 namespace opforge { namespace gen {
-PyObject* ResizeBilinear(PyObject* x, PyObject* size, PyObject* coordinate_mode, PyObject* scales) {
+PyObject* ResizeBilinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ResizeBilinear");
-  PyObject* const args[] = {x, size, coordinate_mode, scales};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ResizeBilinearGrad, declared at cpp/ops/resize_ops.cc:95.
-%feature("docstring") opforge::gen::ResizeBilinearGrad "ResizeBilinearGrad(x, dy, size, coordinate_mode=\"half_pixel\", scales=()) -> Tensor\n\nThe backward op of ResizeBilinear: each dy is split over the four input pixels it was mixed from.";
-%inline %{
+// ResizeBilinearGrad(x, dy, size, coordinate_mode, scales), declared at cpp/ops/resize_ops.cc:95.
+%{
 namespace opforge { namespace gen {
-PyObject* ResizeBilinearGrad(PyObject* x, PyObject* dy, PyObject* size, PyObject* coordinate_mode, PyObject* scales) {
+PyObject* ResizeBilinearGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ResizeBilinearGrad");
-  PyObject* const args[] = {x, dy, size, coordinate_mode, scales};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_resize_methods[] = {
+  {"ResizeBilinear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResizeBilinear)), METH_FASTCALL,
+   "ResizeBilinear(x, size, coordinate_mode=\"half_pixel\", scales=()) -> Tensor\n\nBilinear resize of the height and width of NCHW input, as ONNX Resize (mode 'linear') and torch.nn.functional.interpolate(mode='bilinear')."},
+  {"ResizeBilinearGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResizeBilinearGrad)), METH_FASTCALL,
+   "ResizeBilinearGrad(x, dy, size, coordinate_mode=\"half_pixel\", scales=()) -> Tensor\n\nThe backward op of ResizeBilinear: each dy is split over the four input pixels it was mixed from."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_resize_methods) < 0) return -1;
 %}

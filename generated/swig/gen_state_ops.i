@@ -2,111 +2,123 @@
 // registry fingerprint: 20312b48293ba064
 // The state ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// AssignAddVariable, declared at cpp/ops/state_ops.cc:75.
-%feature("docstring") opforge::gen::AssignAddVariable "AssignAddVariable(var, delta) -> Tensor\n\nAdds `delta` to variable `var` in place.";
-%inline %{
+// AssignAddVariable(var, delta), declared at cpp/ops/state_ops.cc:75.
+%{
 namespace opforge { namespace gen {
-PyObject* AssignAddVariable(PyObject* var, PyObject* delta) {
+PyObject* AssignAddVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("AssignAddVariable");
-  PyObject* const args[] = {var, delta};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// AssignSubVariable, declared at cpp/ops/state_ops.cc:91.
-%feature("docstring") opforge::gen::AssignSubVariable "AssignSubVariable(var, delta) -> Tensor\n\nSubtracts `delta` from variable `var` in place.";
-%inline %{
+// AssignSubVariable(var, delta), declared at cpp/ops/state_ops.cc:91.
+%{
 namespace opforge { namespace gen {
-PyObject* AssignSubVariable(PyObject* var, PyObject* delta) {
+PyObject* AssignSubVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("AssignSubVariable");
-  PyObject* const args[] = {var, delta};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// AssignVariable, declared at cpp/ops/state_ops.cc:35.
-%feature("docstring") opforge::gen::AssignVariable "AssignVariable(var, value, alias=False) -> Tensor\n\nSets variable `var` to `value`, creating (initializing) it if needed.";
-%inline %{
+// AssignVariable(var, value, alias), declared at cpp/ops/state_ops.cc:35.
+%{
 namespace opforge { namespace gen {
-PyObject* AssignVariable(PyObject* var, PyObject* value, PyObject* alias) {
+PyObject* AssignVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("AssignVariable");
-  PyObject* const args[] = {var, value, alias};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// Group, declared at cpp/ops/state_ops.cc:120.
-%feature("docstring") opforge::gen::Group "Group() -> Tensor\n\nDoes nothing; runs after its control inputs (opforge.group, a training step's one op).";
-%inline %{
+// Group(), declared at cpp/ops/state_ops.cc:120.
+%{
 namespace opforge { namespace gen {
-PyObject* Group() {
+PyObject* Group(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("Group");
-  return op.Call(nullptr);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ReadVariable, declared at cpp/ops/state_ops.cc:56.
-%feature("docstring") opforge::gen::ReadVariable "ReadVariable(var, dtype, shape) -> Tensor\n\nA copy of variable `var`'s value.";
-%inline %{
+// ReadVariable(var, dtype, shape), declared at cpp/ops/state_ops.cc:56.
+%{
 namespace opforge { namespace gen {
-PyObject* ReadVariable(PyObject* var, PyObject* dtype, PyObject* shape) {
+PyObject* ReadVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ReadVariable");
-  PyObject* const args[] = {var, dtype, shape};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ResourceApplyAdam, declared at cpp/ops/state_ops.cc:177.
-%feature("docstring") opforge::gen::ResourceApplyAdam "ResourceApplyAdam(var, m, v, grad, step, lr, beta1=0.9, beta2=0.999, epsilon=1e-08, weight_decay=0.0) -> Tensor\n\nAdam's update (PyTorch's, bias-corrected for `step`) on variables var, m and v in place (ApplyAdam's update).";
-%inline %{
+// ResourceApplyAdam(var, m, v, grad, step, lr, beta1, beta2, epsilon, weight_decay), declared at cpp/ops/state_ops.cc:177.
+%{
 namespace opforge { namespace gen {
-PyObject* ResourceApplyAdam(PyObject* var, PyObject* m, PyObject* v, PyObject* grad, PyObject* step, PyObject* lr, PyObject* beta1, PyObject* beta2, PyObject* epsilon, PyObject* weight_decay) {
+PyObject* ResourceApplyAdam(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ResourceApplyAdam");
-  PyObject* const args[] = {var, m, v, grad, step, lr, beta1, beta2, epsilon, weight_decay};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ResourceApplyGradientDescent, declared at cpp/ops/state_ops.cc:131.
-%feature("docstring") opforge::gen::ResourceApplyGradientDescent "ResourceApplyGradientDescent(var, grad, lr, weight_decay=0.0) -> Tensor\n\nvar -= lr * (grad + weight_decay * var), on the variable in place (ApplyGradientDescent's update).";
-%inline %{
+// ResourceApplyGradientDescent(var, grad, lr, weight_decay), declared at cpp/ops/state_ops.cc:131.
+%{
 namespace opforge { namespace gen {
-PyObject* ResourceApplyGradientDescent(PyObject* var, PyObject* grad, PyObject* lr, PyObject* weight_decay) {
+PyObject* ResourceApplyGradientDescent(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ResourceApplyGradientDescent");
-  PyObject* const args[] = {var, grad, lr, weight_decay};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// ResourceApplyMomentum, declared at cpp/ops/state_ops.cc:151.
-%feature("docstring") opforge::gen::ResourceApplyMomentum "ResourceApplyMomentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=False) -> Tensor\n\nPyTorch's SGD momentum update on variables var and accum in place (ApplyMomentum's update).";
-%inline %{
+// ResourceApplyMomentum(var, accum, grad, lr, momentum, weight_decay, nesterov), declared at cpp/ops/state_ops.cc:151.
+%{
 namespace opforge { namespace gen {
-PyObject* ResourceApplyMomentum(PyObject* var, PyObject* accum, PyObject* grad, PyObject* lr, PyObject* momentum, PyObject* weight_decay, PyObject* nesterov) {
+PyObject* ResourceApplyMomentum(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ResourceApplyMomentum");
-  PyObject* const args[] = {var, accum, grad, lr, momentum, weight_decay, nesterov};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// VariableIsInitialized, declared at cpp/ops/state_ops.cc:107.
-%feature("docstring") opforge::gen::VariableIsInitialized "VariableIsInitialized(var) -> Tensor\n\nWhether variable `var` holds a value.";
-%inline %{
+// VariableIsInitialized(var), declared at cpp/ops/state_ops.cc:107.
+%{
 namespace opforge { namespace gen {
-PyObject* VariableIsInitialized(PyObject* var) {
+PyObject* VariableIsInitialized(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("VariableIsInitialized");
-  PyObject* const args[] = {var};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_state_methods[] = {
+  {"AssignAddVariable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AssignAddVariable)), METH_FASTCALL,
+   "AssignAddVariable(var, delta) -> Tensor\n\nAdds `delta` to variable `var` in place."},
+  {"AssignSubVariable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AssignSubVariable)), METH_FASTCALL,
+   "AssignSubVariable(var, delta) -> Tensor\n\nSubtracts `delta` from variable `var` in place."},
+  {"AssignVariable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AssignVariable)), METH_FASTCALL,
+   "AssignVariable(var, value, alias=False) -> Tensor\n\nSets variable `var` to `value`, creating (initializing) it if needed."},
+  {"Group", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Group)), METH_FASTCALL,
+   "Group() -> Tensor\n\nDoes nothing; runs after its control inputs (opforge.group, a training step's one op)."},
+  {"ReadVariable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReadVariable)), METH_FASTCALL,
+   "ReadVariable(var, dtype, shape) -> Tensor\n\nA copy of variable `var`'s value."},
+  {"ResourceApplyAdam", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResourceApplyAdam)), METH_FASTCALL,
+   "ResourceApplyAdam(var, m, v, grad, step, lr, beta1=0.9, beta2=0.999, epsilon=1e-08, weight_decay=0.0) -> Tensor\n\nAdam's update (PyTorch's, bias-corrected for `step`) on variables var, m and v in place (ApplyAdam's update)."},
+  {"ResourceApplyGradientDescent", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResourceApplyGradientDescent)), METH_FASTCALL,
+   "ResourceApplyGradientDescent(var, grad, lr, weight_decay=0.0) -> Tensor\n\nvar -= lr * (grad + weight_decay * var), on the variable in place (ApplyGradientDescent's update)."},
+  {"ResourceApplyMomentum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResourceApplyMomentum)), METH_FASTCALL,
+   "ResourceApplyMomentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=False) -> Tensor\n\nPyTorch's SGD momentum update on variables var and accum in place (ApplyMomentum's update)."},
+  {"VariableIsInitialized", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::VariableIsInitialized)), METH_FASTCALL,
+   "VariableIsInitialized(var) -> Tensor\n\nWhether variable `var` holds a value."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_state_methods) < 0) return -1;
 %}
