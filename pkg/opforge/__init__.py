@@ -21,6 +21,9 @@ if _registration_errors:
 from opforge import dtypes as dtypes, errors as errors  # noqa: E402
 from opforge.dtypes import (DType as DType, as_dtype as as_dtype, bool_ as bool_,  # noqa: E402
                             float32 as float32, float64 as float64, int32 as int32, int64 as int64)
+from opforge.dtypes import (bfloat16 as bfloat16, float16 as float16, int8 as int8, int16 as int16,  # noqa: E402
+                            promote_types as promote_types, result_type as result_type, uint8 as uint8,
+                            uint16 as uint16, uint32 as uint32, uint64 as uint64)
 from opforge.tensor import Tensor as Tensor, from_dlpack as from_dlpack, tensor as tensor  # noqa: E402
 from opforge import ops as ops  # noqa: E402
 from opforge import config as config, sysconfig as sysconfig  # noqa: E402
