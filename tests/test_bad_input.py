@@ -54,7 +54,7 @@ snake_case = naming.op_python_name  # codegen's rule, not a copy of it
 
 # Ops of the built-in groups; ops from loaded libraries have no of.<name>.
 PUBLIC = sorted(n for n, op in REGISTRY.items() if hasattr(of.ops, f"gen_{op['group']}_ops"))
-ALL_DTYPES = list(NP_NAMES)
+ALL_DTYPES = list(NP)
 
 CASES = collections.Counter()    # op -> examples run
 CLASSES = collections.defaultdict(collections.Counter)  # class -> op -> examples

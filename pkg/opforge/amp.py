@@ -65,9 +65,10 @@ def cast_weights(layer, dtype):
         own.update(saved)
 
 
-def call(layer, xs):
+def call(layer, xs, kwargs):
     """Layer.__call__ under autocast: inputs and the layer's weights in the autocast dtype."""
     dtype = autocast_dtype()
     xs = tuple(_cast_in(x, dtype) for x in xs)
+    kwargs = {k: _cast_in(v, dtype) for k, v in kwargs.items()}
     with cast_weights(layer, dtype):
-        return layer.forward(*xs)
+        return layer.forward(*xs, **kwargs)

@@ -288,11 +288,11 @@ class Layer:
     def forward(self, *xs):
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
-    def __call__(self, *xs):
+    def __call__(self, *xs, **kwargs):
         from opforge import amp
         if amp.autocast_dtype() is not None:
-            return amp.call(self, xs)
-        return self.forward(*xs)
+            return amp.call(self, xs, kwargs)
+        return self.forward(*xs, **kwargs)
 
     # -- precision
     def to(self, dtype=None, device=None):
