@@ -188,6 +188,7 @@ def test_doc_prose_that_is_no_label_is_fine():
                      "uint16", "uint32", "uint64"]),
     ("T: halftype", ["float16", "bfloat16"]),
     ("T: {floattype, halftype}", ["float32", "float64", "float16", "bfloat16"]),
+    ("T: {numbertype, halftype}", ["float32", "float64", "int32", "int64", "float16", "bfloat16"]),
     ("T: {floattype, bool}", ["float32", "float64", "bool"]),
 ])
 def test_dtype_set_shorthands(spec, allowed):
@@ -195,7 +196,7 @@ def test_dtype_set_shorthands(spec, allowed):
     # The built-in ops use them; the JSON carries the expanded set.
     ops = {op["name"]: op for op in registry()["ops"]}
     shorthand = spec.split(": ")[1]
-    users = {"numbertype": "Add", "floattype": "Div", "alltypes": "Identity"}
+    users = {"alltypes": "Identity", "{numbertype, halftype}": "Add", "{floattype, halftype}": "Div"}
     if shorthand in users:
         assert next(a for a in ops[users[shorthand]]["attrs"] if a["name"] == "T")["allowed"] == allowed
 
