@@ -98,7 +98,8 @@ def test_op_in_half_precision_matches_float32_numpy_rounded(op, dtype):
     ran = []
 
     # Convolution draws are mostly invalid shapes (the error cases): draw more.
-    examples = 400 if "Backprop" in op or op.startswith("ConcatGrad") else 100 if op.startswith("Conv") or "Grad" in op else 30
+    rare = "Backprop" in op or op.startswith("ConcatGrad")
+    examples = 400 if rare else 100 if op.startswith("Conv") or "Grad" in op else 30
 
     @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
