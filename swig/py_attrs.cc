@@ -4,6 +4,7 @@
 
 #include "numpy_api.h"
 #include "py_convert.h"
+#include "py_dtypes.h"
 #include "py_errors.h"
 #include "py_tensor.h"
 
@@ -96,15 +97,9 @@ bool ToDType(PyObject* o, DType* out) {
     PyErr_Clear();
     return false;
   }
-  const int size = static_cast<int>(PyDataType_ELSIZE(descr));
-  const char k = descr->kind;
+  const bool known = DTypeFromDescr(descr, out);
   Py_DECREF(descr);
-  *out = k == 'f' && size == 4   ? DType::kFloat32
-         : k == 'f' && size == 8 ? DType::kFloat64
-         : k == 'i' && size == 4 ? DType::kInt32
-         : k == 'i' && size == 8 ? DType::kInt64
-         : k == 'b'              ? DType::kBool
-                                 : DType::kInvalid;
+  if (!known) *out = DType::kInvalid;
   return *out != DType::kInvalid;
 }
 

@@ -108,5 +108,24 @@ PyObject* DTypeTable() {
   return out;
 }
 
+PyObject* PromotionTable() {
+  PyObject* out = PyTuple_New(kNumDTypes - 1);
+  if (!out) return nullptr;
+  for (int a = 1; a < kNumDTypes; ++a) {
+    PyObject* row = PyTuple_New(kNumDTypes - 1);
+    if (!row) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    for (int b = 1; b < kNumDTypes; ++b) {
+      DType r = DType::kInvalid;
+      PromoteTypes(static_cast<DType>(a), static_cast<DType>(b), &r);
+      PyTuple_SET_ITEM(row, b - 1, PyLong_FromLong(static_cast<int>(r)));
+    }
+    PyTuple_SET_ITEM(out, a - 1, row);
+  }
+  return out;
+}
+
 }  // namespace py
 }  // namespace opforge

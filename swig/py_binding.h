@@ -28,6 +28,8 @@ PyObject* RegistrationErrors();
 PyObject* ValidateDeclaration(const char* name, PyObject* specs);
 // (name, value, numpy name, size, is_floating, is_integer) per dtype.
 PyObject* DTypeTable();
+// PromoteTypes for every pair: row a-1 holds, for b = 1.., the result's value (0: none).
+PyObject* PromotionTable();
 
 }  // namespace py
 }  // namespace opforge

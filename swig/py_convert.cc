@@ -5,6 +5,7 @@
 
 #include "numpy_api.h"
 #include "numpy_buffer.h"
+#include "py_dtypes.h"
 #include "py_errors.h"
 #include "py_graph.h"
 #include "py_state.h"
@@ -14,25 +15,12 @@ namespace opforge {
 namespace py {
 namespace {
 
-bool DTypeFromDescr(PyArray_Descr* d, DType* out) {
-  const int size = static_cast<int>(PyDataType_ELSIZE(d));
-  switch (d->kind) {
-    case 'f': *out = size == 4 ? DType::kFloat32 : size == 8 ? DType::kFloat64 : DType::kInvalid; break;
-    case 'i': *out = size == 4 ? DType::kInt32 : size == 8 ? DType::kInt64 : DType::kInvalid; break;
-    case 'b': *out = DType::kBool; break;
-    default: *out = DType::kInvalid;
-  }
-  return *out != DType::kInvalid;
-}
-
 // 0 bool, 1 integer, 2 floating: a value of one kind may become any dtype of
 // the same or a higher kind (True -> 1.0 is fine, 1.5 -> int is not).
 int KindRank(DType t) { return t == DType::kBool ? 0 : IsInteger(t) ? 1 : 2; }
 const char* KindName(int rank) { return rank == 0 ? "bool" : rank == 1 ? "int" : "float"; }
 
 std::string TypeName(PyObject* o) { return Py_TYPE(o)->tp_name; }
-
-const char* kSupported = "float32, float64, int32, int64 or bool";
 
 template <typename T>
 void Store(Tensor* t, T v) { *t->data<T>() = v; }
@@ -125,7 +113,7 @@ bool TensorFromArray(PyObject* obj, const char* op, const std::string& arg, Tens
     Py_XDECREF(repr);
     PyErr_Clear();
     SetInvalidArgument(op, "argument '" + arg + "' has numpy dtype " + name + ", which opforge does not support (" +
-                               kSupported + "); convert it with astype() first");
+                               SupportedNumpyDTypes() + "); convert it with astype() first");
     return false;
   }
   const int rank = PyArray_NDIM(arr);
@@ -139,7 +127,8 @@ bool TensorFromArray(PyObject* obj, const char* op, const std::string& arg, Tens
   PyArrayObject* source = arr;
   if (!(PyArray_IS_C_CONTIGUOUS(arr) && PyArray_ISALIGNED(arr) && PyArray_ISNOTSWAPPED(arr))) {
     // Strided, misaligned or byte-swapped: one copy into a native C array.
-    PyArray_Descr* descr = PyArray_DescrFromType(NumpyTypeNum(dtype));
+    PyArray_Descr* descr = NumpyDescr(dtype);  // DTypeFromDescr knew it: no import can fail here
+    if (!descr) return false;
     source = reinterpret_cast<PyArrayObject*>(
         PyArray_FromArray(arr, descr, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST));
     if (!source) return CopyFailed(op, arg);
@@ -221,7 +210,7 @@ bool WeakList(PyObject* obj, const char* op, const std::string& label, BindInput
     return false;
   }
   const DType natural = k == 'b' ? DType::kBool : k == 'f' ? DType::kFloat64 : DType::kInt64;
-  PyObject* cast = PyArray_FromArray(arr, PyArray_DescrFromType(NumpyTypeNum(natural)),
+  PyObject* cast = PyArray_FromArray(arr, NumpyDescr(natural),
                                      NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST);
   Py_DECREF(arr);
   if (!cast) return false;

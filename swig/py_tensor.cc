@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "numpy_api.h"
+#include "py_dtypes.h"
 #include "py_errors.h"
 #include "py_tensor_ops.h"
 
@@ -25,17 +26,6 @@ constexpr int kFreeListMax = 64;
 PyObject* free_list[kFreeListMax];
 int free_count = 0;
 PyObject* dtype_objects[kNumDTypes] = {};
-
-const char* BufferFormat(DType t) {
-  switch (t) {
-    case DType::kFloat32: return "f";
-    case DType::kFloat64: return "d";
-    case DType::kInt32: return "i";
-    case DType::kInt64: return "q";
-    case DType::kBool: return "?";
-    default: return "B";
-  }
-}
 
 void Dealloc(PyObject* self) {
   PyTypeObject* type = Py_TYPE(self);
@@ -148,17 +138,6 @@ PyMemberDef kMembers[] = {
 };
 
 }  // namespace
-
-int NumpyTypeNum(DType t) {
-  switch (t) {
-    case DType::kFloat32: return NPY_FLOAT32;
-    case DType::kFloat64: return NPY_FLOAT64;
-    case DType::kInt32: return NPY_INT32;
-    case DType::kInt64: return NPY_INT64;
-    case DType::kBool: return NPY_BOOL;
-    default: return -1;
-  }
-}
 
 PyObject* InitTensorType(PyObject* methods, PyObject* dtypes) {
   if (!PyTuple_Check(dtypes) || PyTuple_GET_SIZE(dtypes) != kNumDTypes || !PyType_Check(methods)) {
@@ -276,8 +255,10 @@ PyObject* TensorToNumpy(const Tensor& t, PyObject* owner) {
   for (int i = 0; i < t.rank(); ++i) dims[i] = static_cast<npy_intp>(t.dim(i));
   int flags = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED;
   if (t.buffer() && t.buffer()->writable()) flags |= NPY_ARRAY_WRITEABLE;
-  PyObject* arr = PyArray_New(&PyArray_Type, t.rank(), dims, NumpyTypeNum(t.dtype()), nullptr, t.raw_data(), 0,
-                              flags, nullptr);
+  PyArray_Descr* descr = NumpyDescr(t.dtype());
+  if (!descr) return nullptr;
+  // Steals descr.
+  PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, descr, t.rank(), dims, nullptr, t.raw_data(), flags, nullptr);
   if (!arr) return nullptr;
   Py_INCREF(owner);
   if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(arr), owner) < 0) {

@@ -46,9 +46,6 @@ bool ResolvePending(PyObject* obj);
 // The opforge.DType object for a dtype (borrowed reference), or Py_None.
 PyObject* DTypeObject(DType t);
 
-// The numpy type number of a dtype (-1 for kInvalid).
-int NumpyTypeNum(DType t);
-
 // A numpy view of the tensor's memory that keeps `owner` alive.
 PyObject* TensorToNumpy(const Tensor& t, PyObject* owner);
 

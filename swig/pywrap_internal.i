@@ -72,6 +72,7 @@ PyObject* Stamp();
   "infer(op_type, inputs, attrs) -> (output_dtypes, output_shapes, completed_attrs)";
 %rename(infer) opforge::py::Infer;
 %rename(dtype_table) opforge::py::DTypeTable;
+%rename(promotion_table) opforge::py::PromotionTable;
 namespace opforge { namespace py {
 PyObject* ExecuteOp(const char* op_name, PyObject* args);
 PyObject* ModePush(const char* mode, PyObject* target);
@@ -83,6 +84,7 @@ PyObject* PyCallerLocation();
 PyObject* BindCall(const char* op_type, PyObject* inputs, PyObject* attrs);
 PyObject* Infer(const char* op_type, PyObject* inputs, PyObject* attrs);
 PyObject* DTypeTable();
+PyObject* PromotionTable();
 }}
 
 // The engine: graphs (py_graph.h) and async mode (py_async.h).

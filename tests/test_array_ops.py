@@ -366,4 +366,4 @@ def test_slice_errors(begin, size, attr):
 # ---- dtype checks ------------------------------------------------------------------
 
 def test_wrong_dtype_names_op():
-    raises("Identity", gen.identity, np.zeros(3, np.uint8))
+    raises("Identity", gen.identity, np.zeros(3, np.complex64))

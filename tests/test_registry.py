@@ -82,7 +82,7 @@ def test_stale_generated_module_refuses_to_import(tmp_path):
 
 @pytest.mark.parametrize("specs,needle", [
     ([("input", "x: T"), ("output", "y: T")], "'T' is neither a dtype nor a type attr"),
-    ([("input", "x: float16"), ("output", "y: float32")], "'float16'"),
+    ([("input", "x: complex64"), ("output", "y: float32")], "'complex64'"),
     ([("attr", "a: int >= 2 = 1"), ("output", "y: float32")], "below the minimum"),
     ([("attr", "a: int = 1"), ("attr", "b: int"), ("output", "y: float32")], "follows a parameter"),
     ([("attr", "T: {float32, float17}"), ("output", "y: T")], "unknown dtype 'float17'"),
@@ -136,7 +136,7 @@ def test_impossible_allocation_raises_resource_exhausted():
 @pytest.mark.parametrize("call,needle", [
     (lambda: of.sum(np.ones(3), axis="0"), "attr 'axis'"),
     (lambda: of.sum(np.ones(3), keepdims=1), "attr 'keepdims' must be a bool"),
-    (lambda: of.cast(np.ones(3), "float16"), "attr 'dtype'"),
+    (lambda: of.cast(np.ones(3), "complex64"), "attr 'dtype'"),
     (lambda: of.rms_norm(np.ones((2, 3)), np.ones(3), epsilon=-1.0), "attr 'epsilon'"),
     (lambda: of.concat([], axis=0), "Concat"),
     (lambda: of.concat(np.ones(3)), "argument 'values' must be a list"),
@@ -186,7 +186,11 @@ def test_doc_prose_that_is_no_label_is_fine():
     ("T: numbertype", ["float32", "float64", "int32", "int64"]),
     ("T: floattype", ["float32", "float64"]),
     ("T: inttype", ["int32", "int64"]),
-    ("T: alltypes", ["float32", "float64", "int32", "int64", "bool"]),
+    ("T: alltypes", ["float32", "float64", "int32", "int64", "bool", "float16", "bfloat16", "int8", "uint8", "int16",
+                     "uint16", "uint32", "uint64"]),
+    ("T: halftype", ["float16", "bfloat16"]),
+    ("T: {floattype, halftype}", ["float32", "float64", "float16", "bfloat16"]),
+    ("T: {numbertype, halftype}", ["float32", "float64", "int32", "int64", "float16", "bfloat16"]),
     ("T: {floattype, bool}", ["float32", "float64", "bool"]),
 ])
 def test_dtype_set_shorthands(spec, allowed):
@@ -194,7 +198,7 @@ def test_dtype_set_shorthands(spec, allowed):
     # The built-in ops use them; the JSON carries the expanded set.
     ops = {op["name"]: op for op in registry()["ops"]}
     shorthand = spec.split(": ")[1]
-    users = {"numbertype": "Add", "floattype": "Div", "alltypes": "Identity"}
+    users = {"alltypes": "Identity", "{numbertype, halftype}": "Add", "{floattype, halftype}": "Div"}
     if shorthand in users:
         assert next(a for a in ops[users[shorthand]]["attrs"] if a["name"] == "T")["allowed"] == allowed
 
@@ -219,14 +223,19 @@ def test_unknown_dtype_set_is_an_error():
 
 def test_registry_json_carries_the_dtype_table_and_params():
     reg = registry()
-    assert [d["name"] for d in reg["dtypes"]] == ["float32", "float64", "int32", "int64", "bool"]
+    names = ["float32", "float64", "int32", "int64", "bool", "float16", "bfloat16", "int8", "uint8", "int16",
+             "uint16", "uint32", "uint64"]
+    assert [d["name"] for d in reg["dtypes"]] == names
+    ml_dtypes = pytest.importorskip("ml_dtypes")
     for d in reg["dtypes"]:
         t = of.as_dtype(d["name"])
-        assert t._enum == d["enum"] and t.itemsize == d["size"] == np.dtype(d["numpy"]).itemsize
-        assert d["is_floating"] == np.issubdtype(np.dtype(d["numpy"]), np.floating)
-        assert d["is_integer"] == np.issubdtype(np.dtype(d["numpy"]), np.signedinteger)
-    assert [n for n in of.dtypes.__all__ if n not in ("DType", "as_dtype")] == [
-        "float32", "float64", "int32", "int64", "bool_"]
+        np_dtype = np.dtype(getattr(ml_dtypes, d["numpy"])) if d["numpy"] == "bfloat16" else np.dtype(d["numpy"])
+        assert t._enum == d["enum"] and t.itemsize == d["size"] == np_dtype.itemsize
+        assert d["is_floating"] == (np.issubdtype(np_dtype, np.floating) or d["name"] == "bfloat16")
+        assert d["is_integer"] == np.issubdtype(np_dtype, np.integer)
+        assert t == np_dtype and of.as_dtype(np_dtype) is t
+    assert [n for n in of.dtypes.__all__ if n not in ("DType", "as_dtype", "promote_types", "result_type")] == [
+        "bool_" if n == "bool" else n for n in names]
     assert "list(type)" in reg["attr_types"] and len(reg["attr_types"]) == 9
     for op in reg["ops"]:
         assert "arg_order" not in op

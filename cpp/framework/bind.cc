@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "executor.h"
 
@@ -71,10 +72,21 @@ Status ResolveWeak(BindInput* in, DType target, const std::string& label, const 
   }
   // Narrowing ints (and ints past int64, held as float64): refuse values that would not fit.
   if (!empty && IsInteger(target) && in->weak_kind == 1) {
-    const int64_t lo = target == DType::kInt32 ? std::numeric_limits<int32_t>::min()
-                                               : std::numeric_limits<int64_t>::min();
-    const int64_t hi = target == DType::kInt32 ? std::numeric_limits<int32_t>::max()
-                                               : std::numeric_limits<int64_t>::max();
+    int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+    switch (target) {
+#define OPFORGE_BIND_RANGE(e, v, nm, np, ctype, size, fl, in)                                          \
+  case DType::e:                                                                                     \
+    if constexpr (in && sizeof(ctype) < 8) {                                                         \
+      lo = static_cast<int64_t>(std::numeric_limits<ctype>::min());                                  \
+      hi = static_cast<int64_t>(std::numeric_limits<ctype>::max());                                  \
+    } else if constexpr (in && std::is_unsigned_v<ctype>) {                                          \
+      lo = 0;                                                                                        \
+    }                                                                                                \
+    break;
+      OPFORGE_DTYPES(OPFORGE_BIND_RANGE)
+#undef OPFORGE_BIND_RANGE
+      default: break;
+    }
     bool fits = natural.dtype() == DType::kInt64;
     int64_t bad = 0;
     for (int64_t i = 0; fits && i < natural.NumElements(); ++i) {

@@ -208,16 +208,23 @@ Status ParseDoc(const std::string& text, const std::string& where, OpDef* def) {
 }
 
 // Named dtype sets the DSL accepts for a type attr, alone ("T: numbertype")
-// or inside braces ("T: {numbertype, bool}"), like TensorFlow's realnumbertype.
+// or inside braces ("T: {numbertype, halftype}"), like TensorFlow's
+// realnumbertype. numbertype/floattype/inttype are the 32- and 64-bit types
+// (every op has kernels for those); halftype is {float16, bfloat16}; an op
+// that also takes narrow ints names them. alltypes is the whole table.
 bool DTypeSetFromName(const std::string& name, std::vector<DType>* out) {
   if (name == "alltypes") {
     for (int t = 1; t < kNumDTypes; ++t) out->push_back(static_cast<DType>(t));
     return true;
   }
+  if (name == "halftype") {
+    out->push_back(DType::kFloat16);
+    out->push_back(DType::kBFloat16);
+    return true;
+  }
   const bool number = name == "numbertype", floating = name == "floattype", integer = name == "inttype";
   if (!number && !floating && !integer) return false;
-  for (int t = 1; t < kNumDTypes; ++t) {
-    const DType d = static_cast<DType>(t);
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64}) {
     if ((IsFloating(d) && (number || floating)) || (IsInteger(d) && (number || integer))) out->push_back(d);
   }
   return true;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/each_dtype.h"
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
 
@@ -276,40 +277,24 @@ Status SliceKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
+template <typename T>
+Status ReshapeT(OpKernelContext* ctx) { return ReshapeKernel(ctx); }
+template <typename T>
+Status IdentityT(OpKernelContext* ctx) { return IdentityKernel(ctx); }
+template <typename T>
+Status ZerosLikeT(OpKernelContext* ctx) { return ConstantLikeKernel<T, 0>(ctx); }
+template <typename T>
+Status OnesLikeT(OpKernelContext* ctx) { return ConstantLikeKernel<T, 1>(ctx); }
+
 }  // namespace
 
-#define OF_REGISTER_ALL_TYPES(op, kernel)                            \
-  REGISTER_KERNEL(op, kCPU, DType::kFloat32, kernel<float>);         \
-  REGISTER_KERNEL(op, kCPU, DType::kFloat64, kernel<double>);        \
-  REGISTER_KERNEL(op, kCPU, DType::kInt32, kernel<int32_t>);         \
-  REGISTER_KERNEL(op, kCPU, DType::kInt64, kernel<int64_t>);         \
-  REGISTER_KERNEL(op, kCPU, DType::kBool, kernel<bool>)
-
-REGISTER_KERNEL("Reshape", kCPU, DType::kFloat32, ReshapeKernel);
-REGISTER_KERNEL("Reshape", kCPU, DType::kFloat64, ReshapeKernel);
-REGISTER_KERNEL("Reshape", kCPU, DType::kInt32, ReshapeKernel);
-REGISTER_KERNEL("Reshape", kCPU, DType::kInt64, ReshapeKernel);
-REGISTER_KERNEL("Reshape", kCPU, DType::kBool, ReshapeKernel);
-REGISTER_KERNEL("Identity", kCPU, DType::kFloat32, IdentityKernel);
-REGISTER_KERNEL("Identity", kCPU, DType::kFloat64, IdentityKernel);
-REGISTER_KERNEL("Identity", kCPU, DType::kInt32, IdentityKernel);
-REGISTER_KERNEL("Identity", kCPU, DType::kInt64, IdentityKernel);
-REGISTER_KERNEL("Identity", kCPU, DType::kBool, IdentityKernel);
-
-OF_REGISTER_ALL_TYPES("Transpose", TransposeKernel);
-OF_REGISTER_ALL_TYPES("Fill", FillKernel);
-OF_REGISTER_ALL_TYPES("Concat", ConcatKernel);
-OF_REGISTER_ALL_TYPES("Slice", SliceKernel);
-
-REGISTER_KERNEL("ZerosLike", kCPU, DType::kFloat32, ConstantLikeKernel<float, 0>);
-REGISTER_KERNEL("ZerosLike", kCPU, DType::kFloat64, ConstantLikeKernel<double, 0>);
-REGISTER_KERNEL("ZerosLike", kCPU, DType::kInt32, ConstantLikeKernel<int32_t, 0>);
-REGISTER_KERNEL("ZerosLike", kCPU, DType::kInt64, ConstantLikeKernel<int64_t, 0>);
-REGISTER_KERNEL("ZerosLike", kCPU, DType::kBool, ConstantLikeKernel<bool, 0>);
-REGISTER_KERNEL("OnesLike", kCPU, DType::kFloat32, ConstantLikeKernel<float, 1>);
-REGISTER_KERNEL("OnesLike", kCPU, DType::kFloat64, ConstantLikeKernel<double, 1>);
-REGISTER_KERNEL("OnesLike", kCPU, DType::kInt32, ConstantLikeKernel<int32_t, 1>);
-REGISTER_KERNEL("OnesLike", kCPU, DType::kInt64, ConstantLikeKernel<int64_t, 1>);
-REGISTER_KERNEL("OnesLike", kCPU, DType::kBool, ConstantLikeKernel<bool, 1>);
+OF_REGISTER_EACH_DTYPE("Reshape", ReshapeT);
+OF_REGISTER_EACH_DTYPE("Identity", IdentityT);
+OF_REGISTER_EACH_DTYPE("Transpose", TransposeKernel);
+OF_REGISTER_EACH_DTYPE("Fill", FillKernel);
+OF_REGISTER_EACH_DTYPE("Concat", ConcatKernel);
+OF_REGISTER_EACH_DTYPE("Slice", SliceKernel);
+OF_REGISTER_EACH_DTYPE("ZerosLike", ZerosLikeT);
+OF_REGISTER_EACH_DTYPE("OnesLike", OnesLikeT);
 
 }  // namespace opforge

@@ -3,30 +3,51 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/each_dtype.h"
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
 
 namespace opforge {
 namespace {
 
-// Float -> int is UB in C++ for NaN, inf and out-of-range values; map those to
-// the target's minimum, which is what x86's cvtt* instructions (and numpy) give.
+// Float -> int is UB in C++ for NaN, inf and out-of-range values. For int32
+// and int64 those map to the target's minimum, which is what x86's cvtt*
+// instructions (and numpy) give. The narrow ints (8 and 16 bits, and the
+// unsigned ones) saturate instead -- values below the range give the
+// minimum, above it the maximum, NaN gives 0 -- as ONNX's saturating casts
+// and ml_dtypes do; numpy's answer there is platform-defined.
 template <typename I, typename F>
 inline I FloatToInt(F x) {
-  constexpr F lo = static_cast<F>(std::numeric_limits<I>::min());  // -2^(bits-1), exact
-  return (x >= lo && x < -lo) ? static_cast<I>(x) : std::numeric_limits<I>::min();
+  if constexpr (std::is_same_v<I, int32_t> || std::is_same_v<I, int64_t>) {
+    constexpr F lo = static_cast<F>(std::numeric_limits<I>::min());  // -2^(bits-1), exact
+    return (x >= lo && x < -lo) ? static_cast<I>(x) : std::numeric_limits<I>::min();
+  } else {
+    if (x != x) return I(0);
+    // Both bounds are exact in float for every narrow int and for uint32/uint64's
+    // 2^bits (the limit compared against is one past the max).
+    constexpr F lo = static_cast<F>(std::numeric_limits<I>::min());
+    const F hi_excl = static_cast<F>(std::numeric_limits<I>::max() / 2 + 1) * F(2);  // 2^bits(-1), exact
+    if (x <= lo) return std::numeric_limits<I>::min();
+    if (x >= hi_excl) return std::numeric_limits<I>::max();
+    return static_cast<I>(x);
+  }
 }
 
 template <typename Src, typename Dst>
 inline Dst Convert(Src x) {
-  if constexpr (std::is_same_v<Dst, bool>) {
+  if constexpr (kIsHalf<Src>) {
+    return Convert<float, Dst>(static_cast<float>(x));
+  } else if constexpr (kIsHalf<Dst>) {
+    if constexpr (std::is_same_v<Src, bool>) return Dst(x ? 1.0f : 0.0f);
+    else return Dst(x);  // rounded once, from double and int64 too
+  } else if constexpr (std::is_same_v<Dst, bool>) {
     return x != Src(0);  // NaN != 0, so NaN -> true like numpy
   } else if constexpr (std::is_same_v<Src, bool>) {
     return x ? Dst(1) : Dst(0);
   } else if constexpr (std::is_floating_point_v<Src> && std::is_integral_v<Dst>) {
     return FloatToInt<Dst>(x);
   } else if constexpr (std::is_integral_v<Src> && std::is_integral_v<Dst>) {
-    // Narrowing wraps modulo 2^bits (done in unsigned so it is well-defined).
+    // Narrowing and sign changes wrap modulo 2^bits (in unsigned, so well-defined), like numpy.
     return static_cast<Dst>(static_cast<std::make_unsigned_t<Dst>>(x));
   } else {
     return static_cast<Dst>(x);
@@ -54,23 +75,17 @@ Status CastKernel(OpKernelContext* ctx) {
     return Status::OK();
   }
   switch (dst) {
-    case DType::kFloat32: return CastTo<Src, float>(x, ctx);
-    case DType::kFloat64: return CastTo<Src, double>(x, ctx);
-    case DType::kInt32: return CastTo<Src, int32_t>(x, ctx);
-    case DType::kInt64: return CastTo<Src, int64_t>(x, ctx);
-    case DType::kBool: return CastTo<Src, bool>(x, ctx);
+#define OF_CAST_CASE(e, v, nm, np, ctype, ...) \
+  case DType::e: return CastTo<Src, ctype>(x, ctx);
+    OPFORGE_DTYPES(OF_CAST_CASE)
+#undef OF_CAST_CASE
     default:
-      return errors::InvalidArgument("attr 'dtype' is ", DTypeName(dst),
-                                     ", which Cast does not support");
+      return errors::InvalidArgument("attr 'dtype' is ", DTypeName(dst), ", which Cast does not support");
   }
 }
 
 }  // namespace
 
-REGISTER_KERNEL("Cast", kCPU, DType::kFloat32, CastKernel<float>);
-REGISTER_KERNEL("Cast", kCPU, DType::kFloat64, CastKernel<double>);
-REGISTER_KERNEL("Cast", kCPU, DType::kInt32, CastKernel<int32_t>);
-REGISTER_KERNEL("Cast", kCPU, DType::kInt64, CastKernel<int64_t>);
-REGISTER_KERNEL("Cast", kCPU, DType::kBool, CastKernel<bool>);
+OF_REGISTER_EACH_DTYPE("Cast", CastKernel);
 
 }  // namespace opforge

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "common/each_dtype.h"
 #include "elementwise.h"
 #include "opforge/kernel.h"
 
@@ -63,12 +64,13 @@ struct SelectF {
     if constexpr (std::is_same_v<T, bool>) {
       return c != 0 ? x : y;
     } else {
-      using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+      using U = std::conditional_t<sizeof(T) == 1, uint8_t,
+                std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
       U xb, yb;
       std::memcpy(&xb, &x, sizeof(T));
       std::memcpy(&yb, &y, sizeof(T));
-      const U mask = U(0) - static_cast<U>(c != 0);
-      const U r = (xb & mask) | (yb & ~mask);
+      const U mask = static_cast<U>(U(0) - static_cast<U>(c != 0));
+      const U r = static_cast<U>((xb & mask) | (yb & static_cast<U>(~mask)));
       T out;
       std::memcpy(&out, &r, sizeof(T));
       return out;
@@ -89,31 +91,25 @@ Status SelectKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
+template <typename T> Status EqualK(OpKernelContext* c) { return CompareKernel<EqualF, T>(c); }
+template <typename T> Status NotEqualK(OpKernelContext* c) { return CompareKernel<NotEqualF, T>(c); }
+template <typename T> Status LessK(OpKernelContext* c) { return CompareKernel<LessF, T>(c); }
+template <typename T> Status LessEqualK(OpKernelContext* c) { return CompareKernel<LessEqualF, T>(c); }
+template <typename T> Status GreaterK(OpKernelContext* c) { return CompareKernel<GreaterF, T>(c); }
+template <typename T> Status GreaterEqualK(OpKernelContext* c) { return CompareKernel<GreaterEqualF, T>(c); }
 }  // namespace
 
-#define OF_REGISTER_COMPARE(op, F)                                           \
-  REGISTER_KERNEL(op, kCPU, DType::kFloat32, CompareKernel<F, float>);       \
-  REGISTER_KERNEL(op, kCPU, DType::kFloat64, CompareKernel<F, double>);      \
-  REGISTER_KERNEL(op, kCPU, DType::kInt32, CompareKernel<F, int32_t>);       \
-  REGISTER_KERNEL(op, kCPU, DType::kInt64, CompareKernel<F, int64_t>);       \
-  REGISTER_KERNEL(op, kCPU, DType::kBool, CompareKernel<F, bool>)
-
-OF_REGISTER_COMPARE("Equal", EqualF);
-OF_REGISTER_COMPARE("NotEqual", NotEqualF);
-OF_REGISTER_COMPARE("Less", LessF);
-OF_REGISTER_COMPARE("LessEqual", LessEqualF);
-OF_REGISTER_COMPARE("Greater", GreaterF);
-OF_REGISTER_COMPARE("GreaterEqual", GreaterEqualF);
-#undef OF_REGISTER_COMPARE
+OF_REGISTER_EACH_DTYPE("Equal", EqualK);
+OF_REGISTER_EACH_DTYPE("NotEqual", NotEqualK);
+OF_REGISTER_EACH_DTYPE("Less", LessK);
+OF_REGISTER_EACH_DTYPE("LessEqual", LessEqualK);
+OF_REGISTER_EACH_DTYPE("Greater", GreaterK);
+OF_REGISTER_EACH_DTYPE("GreaterEqual", GreaterEqualK);
 
 REGISTER_KERNEL("LogicalAnd", kCPU, DType::kBool, LogicalAndKernel);
 REGISTER_KERNEL("LogicalOr", kCPU, DType::kBool, LogicalOrKernel);
 REGISTER_KERNEL("LogicalNot", kCPU, DType::kBool, LogicalNotKernel);
 
-REGISTER_KERNEL("Select", kCPU, DType::kFloat32, SelectKernel<float>);
-REGISTER_KERNEL("Select", kCPU, DType::kFloat64, SelectKernel<double>);
-REGISTER_KERNEL("Select", kCPU, DType::kInt32, SelectKernel<int32_t>);
-REGISTER_KERNEL("Select", kCPU, DType::kInt64, SelectKernel<int64_t>);
-REGISTER_KERNEL("Select", kCPU, DType::kBool, SelectKernel<bool>);
+OF_REGISTER_EACH_DTYPE("Select", SelectKernel);
 
 }  // namespace opforge

@@ -21,6 +21,9 @@ if _registration_errors:
 from opforge import dtypes as dtypes, errors as errors  # noqa: E402
 from opforge.dtypes import (DType as DType, as_dtype as as_dtype, bool_ as bool_,  # noqa: E402
                             float32 as float32, float64 as float64, int32 as int32, int64 as int64)
+from opforge.dtypes import (bfloat16 as bfloat16, float16 as float16, int8 as int8, int16 as int16,  # noqa: E402
+                            promote_types as promote_types, result_type as result_type, uint8 as uint8,
+                            uint16 as uint16, uint32 as uint32, uint64 as uint64)
 from opforge.tensor import Tensor as Tensor, from_dlpack as from_dlpack, tensor as tensor  # noqa: E402
 from opforge import ops as ops  # noqa: E402
 from opforge import config as config, sysconfig as sysconfig  # noqa: E402
@@ -33,6 +36,7 @@ from opforge import random as random  # noqa: E402
 from opforge._factories import *  # noqa: E402,F401,F403
 from opforge._index import nonzero as nonzero  # noqa: E402  (index ops: NonZero sizing, scatter gradients)
 from opforge import autograd as autograd  # noqa: E402
+from opforge.amp import autocast as autocast  # noqa: E402  (mixed precision)
 from opforge.autograd import grad as grad, value_and_grad as value_and_grad  # noqa: E402  (over pytrees)
 from opforge.ops import raw_ops as raw_ops  # noqa: E402  backward ops, optimizer kernels
 from opforge.graph import (Graph as Graph, Session as Session, constant as constant,  # noqa: E402

@@ -20,8 +20,9 @@
 // Arg specs:   "name: T" (type attr), "name: float32" (fixed type),
 //              "name: N * T" (a list of N tensors sharing type attr T).
 // Attr specs:  "name: type", "name: {float32, int32}", "name: int = -1",
-//              "name: numbertype" (a dtype set: numbertype = float and int
-//              types, floattype, inttype, alltypes; also inside {...}),
+//              "name: numbertype" (a dtype set: numbertype = the 32/64-bit
+//              float and int types, floattype, inttype, halftype = float16
+//              and bfloat16, alltypes = every dtype; also inside {...}),
 //              "name: int >= 0", "name: list(int) = None", "name: float = 1e-6",
 //              "name: bool = false", "name: string = 'x'", "name: shape",
 //              "name: resource" (the name of a resource the op reads or

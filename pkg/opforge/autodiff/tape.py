@@ -28,7 +28,7 @@ from opforge.autodiff import sweep as sweep_mod
 from opforge.autodiff.state import Meta
 
 def _is_float(dtype):
-    return dtype.as_numpy_dtype.kind == "f"
+    return dtype.is_floating
 
 
 class _DifferentiableView:

@@ -15,7 +15,7 @@ def _as_list(v):
 
 
 def _is_float(t):
-    return t.dtype.as_numpy_dtype.kind == "f"
+    return t.dtype.is_floating
 
 
 class _GraphAdapter(_sweep.Adapter):

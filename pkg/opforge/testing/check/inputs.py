@@ -15,7 +15,38 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-NP = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+class _NumpyDTypes(dict):
+    """opforge dtype name -> numpy dtype; bfloat16 (ml_dtypes) is looked up on first use."""
+
+    def __iter__(self):  # every dtype, bfloat16 included, without importing ml_dtypes
+        return iter(NP_NAMES)
+
+    def __len__(self):
+        return len(NP_NAMES)
+
+    def __missing__(self, name):
+        from opforge import dtypes
+        value = dtypes.as_dtype(name).as_numpy_dtype
+        self[name] = value
+        return value
+
+
+NP = _NumpyDTypes(float32=np.float32, float64=np.float64, int32=np.int32, int64=np.int64, bool=np.bool_,
+                  float16=np.float16, int8=np.int8, uint8=np.uint8, int16=np.int16, uint16=np.uint16,
+                  uint32=np.uint32, uint64=np.uint64)
+NP_NAMES = ["float32", "float64", "int32", "int64", "bool", "float16", "bfloat16", "int8", "uint8", "int16",
+            "uint16", "uint32", "uint64"]
+
+
+def numpy_dtype(dtype):
+    """np.dtype(dtype), also for opforge names numpy lacks (bfloat16)."""
+    if isinstance(dtype, str):
+        return np.dtype(NP[dtype])
+    return np.dtype(dtype)
+
+
+def _is_bfloat16(dtype):
+    return dtype.kind == "V" and dtype.itemsize == 2 and dtype.type.__name__ == "bfloat16"
 
 # Float specials ride along with ordinary values; reductions and products get
 # small magnitudes so float32 accumulation order cannot overflow differently.
@@ -23,17 +54,17 @@ SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0]
 
 
 def elements(dtype, small=False, finite=False):
-    dtype = np.dtype(dtype)
+    dtype = numpy_dtype(dtype)
     if dtype.kind == "f":
-        width = 32 if dtype == np.float32 else 64
-        bound = 8.0 if small else (2.0**100 if width == 32 else 2.0**1000)
+        width = 8 * dtype.itemsize
+        bound = 8.0 if small else {16: 6.0e4, 32: 2.0**100, 64: 2.0**1000}[width]
         values = st.floats(-bound, bound, width=width)
         return values if finite else st.one_of(values, st.sampled_from(SPECIALS))
-    if dtype.kind == "i":
+    if dtype.kind in "iu":
         info = np.iinfo(dtype)
         if small:
-            return st.integers(-3, 3)
-        return st.one_of(st.integers(-4, 4), st.integers(int(info.min), int(info.max)))
+            return st.integers(-3 if dtype.kind == "i" else 0, 3)
+        return st.one_of(st.integers(max(-4, int(info.min)), 4), st.integers(int(info.min), int(info.max)))
     return st.booleans()
 
 
@@ -42,7 +73,10 @@ def shapes(min_rank=0, max_rank=4, max_side=4):
 
 
 def array(draw, dtype, shape, small=False, finite=False):
-    return draw(hnp.arrays(np.dtype(dtype), shape, elements=elements(dtype, small, finite)))
+    dtype = numpy_dtype(dtype)
+    if _is_bfloat16(dtype):  # hypothesis does not know ml_dtypes' type: draw float32 values bfloat16 holds
+        return array(draw, np.float32, shape, small, finite).astype(dtype)
+    return draw(hnp.arrays(dtype, shape, elements=elements(dtype, small, finite)))
 
 
 def broadcastable_shapes(draw, n):
