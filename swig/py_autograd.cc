@@ -1,4 +1,5 @@
 #include "py_autograd.h"
+#include "py_state.h"
 
 #include <structmember.h>
 
@@ -201,6 +202,7 @@ PyTypeObject* MakeType(const char* name, int size, PyType_Slot* slots) {
 }
 
 inline PyMeta* RequiringMeta(PyObject* obj) {
+  obj = UnwrapVariable(obj);  // an eager opforge.Variable in a list input: its leaf
   if (!IsTensor(obj)) return nullptr;
   PyObject* ag = reinterpret_cast<PyTensor*>(obj)->ag;
   if (ag == nullptr || Py_TYPE(ag) != meta_type) return nullptr;
@@ -258,6 +260,7 @@ bool RecordCall(const OpDef& op, PyObject* const* inputs, const Tensor* tensors,
   // the caller could still write its memory.
   Py_ssize_t slot = 0;
   auto add = [&](PyObject* given) -> bool {
+    given = UnwrapVariable(given);
     PyMeta* meta = RequiringMeta(given);
     PyObject* saved;
     PyObject* edge;

@@ -170,7 +170,10 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
   }
   // A call the tape records runs eagerly in every mode (it is taped from
   // the eager execution, once).
-  const bool async = mode == Mode::kAsync && !ForcedSync() && !WantsRecordingChecked(op, py_inputs.data());
+  // Stateful ops run now, in program order (their state has no data edges
+  // the queue could order them by); what they read of pending values waits.
+  const bool async = mode == Mode::kAsync && !ForcedSync() && !op.stateful &&
+                     !WantsRecordingChecked(op, py_inputs.data());
   InlinedVector<AttrValue, 4> attrs;
   attrs.resize(op.attrs.size());
   for (const auto& [i, pos] : b.attr_pos()) {

@@ -30,6 +30,10 @@ OPS = {o["name"]: o for o in json.loads(of._pywrap_internal.registry_json())["op
 
 # Ops declared Category("none"), and why they cannot be distributed.
 NOT_DISTRIBUTED = {
+    **{op: "stateful: reads or writes a variable of the process" for op in (
+        "AssignVariable", "AssignAddVariable", "AssignSubVariable", "ReadVariable", "VariableIsInitialized",
+        "ResourceApplyGradientDescent", "ResourceApplyMomentum", "ResourceApplyAdam")},
+    "Group": "does nothing: it orders graph ops",
     "ApplyAdam": "updates var, m and v in place",
     "ApplyGradientDescent": "updates var in place",
     "ApplyMomentum": "updates var and accum in place",

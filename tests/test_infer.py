@@ -138,6 +138,20 @@ CASES.update({
     "RandomShuffle": [((arr((4, 2)),), {"seed": 1}), ((arr((3,), I),), {})],
     "PythonFunction": [(([arr((2,)), arr((3,))], arr((2, 5), I)), {"key": 1}), (([arr((2,), D)], arr((), D)), {"key": 2, "index": 1})],
 })
+# State ops (eager: the process's variables), on variables made here first.
+for _name in ("infer_v", "infer_m", "infer_s"):
+    of.raw_ops.assign_variable(var=_name, value=arr((2, 3)))
+CASES.update({
+    "AssignVariable": [((arr((2, 3)),), {"var": "infer_fresh"}), ((arr((4,), I),), {"var": "infer_fresh_int"})],
+    "AssignAddVariable": [((arr((2, 3)),), {"var": "infer_v"})],
+    "AssignSubVariable": [((arr((2, 3)),), {"var": "infer_v"})],
+    "ReadVariable": [((), {"var": "infer_v", "dtype": "float32", "shape": [2, 3]})],
+    "VariableIsInitialized": [((), {"var": "infer_v"}), ((), {"var": "infer_never_assigned"})],
+    "Group": [((), {})],
+    "ResourceApplyGradientDescent": [((arr((2, 3)),), {"var": "infer_v", "lr": 0.1})],
+    "ResourceApplyMomentum": [((arr((2, 3)),), {"var": "infer_v", "accum": "infer_m", "lr": 0.1, "momentum": 0.9})],
+    "ResourceApplyAdam": [((arr((2, 3)), np.int64(1)), {"var": "infer_v", "m": "infer_m", "v": "infer_s", "lr": 0.1})],
+})
 
 
 # Index and attention ops (issue 24).

@@ -111,3 +111,20 @@ def test_eager_assign_of_the_wrong_dtype_or_shape_is_refused():
     v = of.Variable(np.zeros(2, np.float32), name="shape_checked")
     with pytest.raises(of.errors.InvalidArgumentError, match="shape_checked"):
         v.assign(np.zeros(3, np.float32))
+
+
+def test_eager_variable_in_a_list_input_is_taped():
+    v = of.Variable(np.array([1.0, 2.0], np.float32), name="listed")
+    of.sum(of.concat([v, v], axis=0) * 3.0).backward()
+    np.testing.assert_array_equal(v.grad.numpy(), [6.0, 6.0])
+
+
+def test_async_mode_runs_stateful_ops_in_program_order():
+    v = of.Variable(np.zeros(1000, np.float32), name="async_counter")
+    with of.execution_mode("async"):
+        for _ in range(30):
+            v.assign_add(np.ones(1000, np.float32))
+        r = v.read_value()
+        v.assign(np.zeros(1000, np.float32))
+    np.testing.assert_array_equal(r.numpy(), 30.0)
+    np.testing.assert_array_equal(v.numpy(), 0.0)

@@ -19,9 +19,11 @@ order they were built (cpp/framework/graph.h).
 """
 
 import contextlib
+import importlib
 import itertools
 import threading
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +31,11 @@ from opforge import _pywrap_internal as _pw
 from opforge import dtypes as _dtypes
 from opforge import errors as _errors
 from opforge.graph._graph import Operation, SymbolicTensor, _default_stack, get_default_graph
-from opforge.tensor import Tensor, _TensorMethods
+from opforge.tensor import Tensor
+
+# The operators; private, so not in tensor.pyi (and opforge.tensor, the
+# attribute, is the of.tensor factory: the module is read from sys.modules).
+_TensorMethods: Any = getattr(importlib.import_module("opforge.tensor"), "_TensorMethods")
 
 
 def _ops():
@@ -239,7 +245,7 @@ class _GraphVariable(SymbolicTensor, Variable):
 
 _eager_names = itertools.count()
 _eager_lock = threading.Lock()
-_eager_live = weakref.WeakValueDictionary()  # creation number -> variable
+_eager_live: "weakref.WeakValueDictionary[int, Variable]" = weakref.WeakValueDictionary()  # creation number -> variable
 
 
 def _eager_unique(base):

@@ -304,10 +304,10 @@ class AttrDef:
             resource=resource)
 
     def to_dict(self) -> dict:
-        out = {"name": self.name, "type": self.type.value, "has_default": self.has_default,
-               "default": _value_json(self.default),
-               "allowed": None if self.allowed is None else [t.name for t in self.allowed],
-               "minimum": self.minimum, "inferred": self.inferred, "doc": self.doc}
+        out: dict[str, Any] = {"name": self.name, "type": self.type.value, "has_default": self.has_default,
+                               "default": _value_json(self.default),
+                               "allowed": None if self.allowed is None else [t.name for t in self.allowed],
+                               "minimum": self.minimum, "inferred": self.inferred, "doc": self.doc}
         if self.resource:
             out["resource"] = True
         return out
@@ -540,7 +540,7 @@ class OpDef:
             stateful=stateful)
 
     def to_dict(self) -> dict:
-        out = {
+        out: dict[str, Any] = {
             "name": self.name, "group": self.group, "source": self.source.to_dict(),
             "summary": self.summary, "description": self.description,
             "inputs": [a.to_dict() for a in self.inputs],
