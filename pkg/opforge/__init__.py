@@ -73,6 +73,7 @@ def _lazy_submodule(name):
 testing, onnx, nn, optim = (_lazy_submodule(n) for n in ("testing", "onnx", "nn", "optim"))
 utils, initializers = (_lazy_submodule(n) for n in ("utils", "initializers"))
 distributed = _lazy_submodule("distributed")  # of.distributed.init(): MPI only then
+quantization = _lazy_submodule("quantization")  # int8 layers and helpers (issue 25)
 del _lazy_submodule
 
 

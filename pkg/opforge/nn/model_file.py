@@ -16,7 +16,8 @@ import numpy as np
 from opforge import errors as _errors
 
 CONFIG_KEY = "opforge_config"
-_DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "BOOL": np.bool_}
+_DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "BOOL": np.bool_,
+           "I8": np.int8, "U8": np.uint8}  # 8-bit: quantized models (opforge.quantization)
 _MAX_HEADER = 100 << 20
 
 

@@ -13,6 +13,7 @@ from opforge.onnx import _node, _validate
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
 from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
+from opforge.onnx import _ops_quant  # noqa: F401,E402  (quantization operators)
 
 
 def _has_unknown_dims(v):
