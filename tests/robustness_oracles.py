@@ -795,3 +795,8 @@ PRODUCTS |= VISION_PRODUCTS
 from random_oracles import make as _random_oracles  # noqa: E402
 ORACLES.update({op: (gen, quiet(fn)) for op, (gen, fn) in _random_oracles(array, shapes, _EmptyOf).items()})
 SUMS |= {"RandomStandardNormal", "TruncatedNormal"}  # transcendental: compared to a tolerance
+
+# Quantization ops (issue 25), in quant_oracles.py.
+from quant_oracles import QUANT_ORACLES  # noqa: E402
+
+ORACLES.update(QUANT_ORACLES)

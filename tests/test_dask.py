@@ -51,6 +51,9 @@ NOT_DISTRIBUTED = {
     "RandomShuffle": "moves rows across blocks",
     "PythonFunction": "the tape's node of an autograd.Function call",
     "FusedMatMul": "an inference fast path for whole arrays; distribute MatMul + Add",
+    **{op: "quantization (issue 25): per-tensor parameters depend on the whole array, not yet distributed"
+       for op in ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "QLinearMatMul",
+                  "ConvInteger", "QLinearConv")},
 }
 
 # Chunk sizes per axis for the first array argument and for the others
