@@ -134,3 +134,87 @@ def test_dtypes_pickle_as_themselves():
     for name in NAMES:
         d = of.as_dtype(name)
         assert pickle.loads(pickle.dumps(d)) is d
+
+
+# ---- Cast between every pair (issue 25 items 2 and 5) ------------------------------------------
+
+SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 1.5, -2.5, 2.5, 100.7, -100.7, 127.0, 128.0, -129.0, 255.0, 256.0,
+                    300.0, -300.0, 32767.0, 32768.0, -32769.0, 65504.0, 70000.0, 3.0e9, -3.0e9, 1.0e20, -1.0e20,
+                    np.inf, -np.inf, np.nan])
+INTS = np.array([0, 1, -1, 127, 128, -128, -129, 255, 256, 32767, 32768, -32769, 65535, 65536, 2**31 - 1,
+                 -2**31, 2**40 + 3, -2**40, 2**63 - 1, -2**63])
+
+
+def np_dtype(name):
+    if name == "bfloat16":
+        return np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
+    return np.dtype(name)
+
+
+def reference_cast(x, name):
+    """numpy/ml_dtypes' astype, with Cast's documented rule where numpy's is platform-defined:
+    a float to an 8/16-bit or unsigned int saturates (NaN -> 0)."""
+    target = np_dtype(name)
+    floating = x.dtype.kind in "fV"
+    if not floating or target.kind not in "iu" or name in ("int32", "int64"):
+        return x.astype(target)
+    xf = x.astype(np.float64)
+    info = np.iinfo(target)
+    out = np.zeros(x.shape, target)
+    lo, hi = xf <= info.min, xf >= float(info.max // 2 + 1) * 2
+    mid = ~(np.isnan(xf) | lo | hi)
+    out[mid] = np.trunc(xf[mid]).astype(target)
+    out[lo], out[hi] = info.min, info.max
+    return out
+
+
+def source_values(name):
+    d = np_dtype(name)
+    if name == "bool":
+        return np.array([True, False, True])
+    if d.kind in "iu":
+        info = np.iinfo(d)
+        return INTS[(INTS >= info.min) & (INTS <= info.max)].astype(d)
+    with np.errstate(over="ignore"):
+        return SPECIAL.astype(d)
+
+
+@pytest.mark.parametrize("src", NAMES)
+def test_cast_every_pair_matches_numpy_and_ml_dtypes(src):
+    x = source_values(src)
+    for dst in NAMES:
+        with np.errstate(all="ignore"):
+            want = reference_cast(x, dst)
+        got = of.cast(x, getattr(of, "bool_" if dst == "bool" else dst)).numpy()
+        assert got.dtype == want.dtype, (src, dst)
+        if want.dtype.kind in "fV":
+            np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64), err_msg=f"{src}->{dst}")
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"{src}->{dst}")
+
+
+def test_cast_to_narrow_ints_saturates_and_nan_becomes_zero():
+    x = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 3.9, -3.9], np.float32)
+    assert of.cast(x, of.int8).numpy().tolist() == [0, 127, -128, 127, -128, 3, -3]
+    assert of.cast(x, of.uint8).numpy().tolist() == [0, 255, 0, 255, 0, 3, 0]
+    assert of.cast(x, of.int16).numpy().tolist() == [0, 32767, -32768, 32767, -32768, 3, -3]
+    # int32/int64 keep numpy's x86 answer: the minimum for NaN and out-of-range.
+    assert of.cast(x[:3], of.int32).numpy().tolist() == [-2**31] * 3
+    # Integer narrowing wraps like numpy.
+    assert of.cast(np.array([300, -1], np.int32), of.uint8).numpy().tolist() == [44, 255]
+
+
+def test_bfloat16_rounds_to_nearest_even():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    # float32 bit patterns exactly between two bfloat16 values, and one bit either side.
+    bits = np.array([0x3f808000, 0x3f818000, 0x3f808001, 0x3f807fff, 0x7f7fffff, 0x00008000, 0x80018000],
+                    np.uint32)
+    x = bits.view(np.float32)
+    got = of.cast(x, of.bfloat16).numpy().view(np.uint16)
+    want = x.astype(ml_dtypes.bfloat16).view(np.uint16)
+    assert got.tolist() == want.tolist() == [0x3f80, 0x3f82, 0x3f81, 0x3f80, 0x7f80, 0x0000, 0x8002]
+    # From float64 too: rounded once (round-to-odd inside), not twice through float32.
+    d = np.array([1.0 + 2**-8 + 2**-40, 1.0 + 2**-8], np.float64)  # just above a tie, and a tie
+    assert of.cast(d, of.bfloat16).numpy().view(np.uint16).tolist() == [0x3f81, 0x3f80]
+    assert of.cast(np.array([2049.0, 2051.0, 65519.0, 65520.0]), of.float16).numpy().tolist() == [
+        2048.0, 2052.0, 65504.0, np.inf]

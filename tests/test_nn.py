@@ -130,7 +130,7 @@ def corrupt_cases(good):
     yield "tiny", good[:5], "truncated"
     yield "huge header length", struct.pack("<Q", 2**60) + good[8:], "header length"
     yield "not json", good[:8] + b"{" * n + data, "not valid JSON"
-    for field, value, match in [("dtype", "F16", "unsupported dtype"), ("shape", [-1, 3], "bad shape"),
+    for field, value, match in [("dtype", "F8_E4M3", "unsupported dtype"), ("shape", [-1, 3], "bad shape"),
                                 ("shape", [10**6, 10**6], "needs"), ("data_offsets", [0, 10**9], "outside"),
                                 ("data_offsets", "x", "outside")]:
         h = json.loads(json.dumps(header))

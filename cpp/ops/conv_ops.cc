@@ -13,7 +13,7 @@
 namespace opforge {
 namespace {
 
-constexpr const char* kFloat = "T: {float32, float64}";
+constexpr const char* kFloat = "T: {float32, float64, halftype}";
 
 // Strides, dilations (2 positive ints each) and pads (4 ints >= 0).
 Status CheckWindowAttrs(InferenceContext* ctx) {

@@ -217,7 +217,7 @@ Status ConcatGradShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
-constexpr const char* kFloatTypes = "T: {float32, float64}";
+constexpr const char* kFloatTypes = "T: {float32, float64, halftype}";
 
 }  // namespace
 

@@ -139,7 +139,7 @@ REGISTER_OP("MatMul")
     .Attr("transpose_a: bool = false")
     .Attr("transpose_b: bool = false")
     .Output("product: T")
-    .Attr("T: numbertype")
+    .Attr("T: {numbertype, halftype}")
     .SetShapeFn(MatMulShape)
     .Category("contraction")
     // Only the operands that need a gradient get a GEMM (an MLP's input does not).

@@ -94,7 +94,7 @@ Status ArgReduceShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
-constexpr const char* kNumericTypes = "T: numbertype";
+constexpr const char* kNumericTypes = "T: {numbertype, halftype}";
 
 }  // namespace
 
@@ -193,7 +193,7 @@ REGISTER_OP("Mean")
     .Attr("axis: list(int) = None")
     .Attr("keepdims: bool = false")
     .Output("y: T")
-    .Attr("T: floattype")
+    .Attr("T: {floattype, halftype}")
     .SetShapeFn(ReduceShape)
     .Category("mean")
     .Gradient("x = ReduceGrad(x, y, dy, reduction='mean', axis=axis, keepdims=keepdims)")

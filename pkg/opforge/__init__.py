@@ -35,6 +35,7 @@ from opforge.ops import *  # noqa: E402,F401,F403
 from opforge import random as random  # noqa: E402
 from opforge._factories import *  # noqa: E402,F401,F403
 from opforge import autograd as autograd  # noqa: E402
+from opforge.amp import autocast as autocast  # noqa: E402  (mixed precision)
 from opforge.autograd import grad as grad, value_and_grad as value_and_grad  # noqa: E402  (over pytrees)
 from opforge.ops import raw_ops as raw_ops  # noqa: E402  backward ops, optimizer kernels
 from opforge.graph import (Graph as Graph, Session as Session, constant as constant,  # noqa: E402

@@ -38,7 +38,7 @@ def parameter(array, copy=True):
     Either way the storage is writable: optimizers update it in place.
     """
     t = tensor(np.array(array, copy=True, order="C") if copy else array)
-    if t.dtype.name.startswith("float"):
+    if t.dtype.is_floating:
         t.requires_grad = True  # marks the leaf without copying (tensor(..., requires_grad=True) would copy)
     return t
 
@@ -128,7 +128,7 @@ class Layer:
 
     # -- weights
     def add_weight(self, name, array):
-        array = np.asarray(array, dtype=self.dtype.name)
+        array = np.asarray(array, dtype=self.dtype.as_numpy_dtype)
         self._weights[name] = parameter(array)
         return self._weights[name]
 
@@ -165,7 +165,7 @@ class Layer:
             raise _errors.InvalidArgumentError(
                 f"{self.name}: unexpected weight {name!r}{where} (expected: {', '.join(self.weights())})")
         array = np.asarray(array)
-        if array.dtype != np.dtype(current.dtype.name):
+        if current.dtype != array.dtype:
             raise _errors.InvalidArgumentError(
                 f"{self.name}: weight {name!r}{where} has dtype {array.dtype}, expected {current.dtype.name}")
         if tuple(array.shape) != tuple(current.shape):
@@ -296,8 +296,55 @@ class Layer:
     def forward(self, *xs):
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
-    def __call__(self, *xs):
-        return self.forward(*xs)
+    def __call__(self, *xs, **kwargs):
+        from opforge import amp
+        if amp.autocast_dtype() is not None:
+            return amp.call(self, xs, kwargs)
+        return self.forward(*xs, **kwargs)
+
+    # -- precision
+    def to(self, dtype=None, device=None):
+        """Converts every floating weight and buffer (and each layer's dtype) to `dtype`
+        (e.g. ``of.bfloat16``, ``of.float16``, ``of.float32``); returns self, like PyTorch.
+
+        The weights are new tensors: make the optimizer after ``to``. A device
+        other than "cpu" is an error; ``to("cpu")`` changes nothing.
+        """
+        if isinstance(dtype, str) and dtype == "cpu" and device is None:
+            dtype, device = None, "cpu"
+        if device not in (None, "cpu"):
+            raise _errors.InvalidArgumentError(f"{type(self).__name__}.to: opforge runs on the cpu, not {device!r}")
+        if dtype is None:
+            return self
+        d = _dtypes.as_dtype(dtype)
+        if not d.is_floating:
+            raise _errors.InvalidArgumentError(f"{type(self).__name__}.to: {d.name} is not a floating dtype")
+        import opforge
+        for _, layer in self.named_modules():
+            for registry in ("_weights", "_buffers"):
+                entries = layer.__dict__[registry]
+                for name, w in list(entries.items()):
+                    if isinstance(w, Tensor) and w.dtype.is_floating and w.dtype is not d:
+                        trainable = registry == "_weights" and w.requires_grad
+                        with opforge.no_grad():
+                            new = opforge.cast(w.detach(), d)
+                        if trainable:
+                            new.requires_grad = True  # a new leaf, as parameter() makes them
+                        entries[name] = new
+            layer.dtype = d
+        return self
+
+    def half(self):
+        """to(float16)."""
+        return self.to(_dtypes.float16)
+
+    def bfloat16(self):
+        """to(bfloat16)."""
+        return self.to(_dtypes.bfloat16)
+
+    def float(self):
+        """to(float32)."""
+        return self.to(_dtypes.float32)
 
     # -- files
     def get_config(self):

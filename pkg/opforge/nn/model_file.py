@@ -17,7 +17,34 @@ from opforge import errors as _errors
 
 CONFIG_KEY = "opforge_config"
 _DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "BOOL": np.bool_,
-           "I8": np.int8, "U8": np.uint8}  # 8-bit: quantized models (opforge.quantization)
+           "F16": np.float16, "BF16": "bfloat16", "I8": np.int8, "U8": np.uint8, "I16": np.int16, "U16": np.uint16,
+           "U32": np.uint32, "U64": np.uint64}
+
+
+def _np_dtype(code):
+    """numpy's dtype for a safetensors dtype code; BF16 is ml_dtypes' (imported here, on demand)."""
+    if code == "BF16":
+        from opforge import dtypes
+        return dtypes.bfloat16.as_numpy_dtype
+    return np.dtype(_DTYPES[code])
+
+
+def _write_raw(arrays, path, metadata):
+    """A safetensors file written directly (safetensors' numpy API has no bfloat16)."""
+    codes = {np.dtype(v): k for k, v in _DTYPES.items() if k != "BF16"}
+    header, offset = {"__metadata__": metadata}, 0
+    for name in sorted(arrays):
+        a = arrays[name]
+        code = "BF16" if a.dtype.kind == "V" and a.dtype.type.__name__ == "bfloat16" else codes[a.dtype]
+        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for name in sorted(arrays):
+            f.write(arrays[name].tobytes())
 _MAX_HEADER = 100 << 20
 
 
@@ -34,7 +61,10 @@ def save(layer, path):
     meta = {CONFIG_KEY: json.dumps(layer.get_config(), sort_keys=True), "format": "np"}
     tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
     try:
-        save_file(arrays, tmp, metadata=meta)
+        if any(a.dtype.kind == "V" for a in arrays.values()):  # bfloat16
+            _write_raw(arrays, tmp, meta)
+        else:
+            save_file(arrays, tmp, metadata=meta)
         os.replace(tmp, path)  # a crash mid-write never leaves a half file at `path`
     finally:
         if os.path.exists(tmp):
@@ -83,7 +113,7 @@ def read_weights(path):
                 or not 0 <= offsets[0] <= offsets[1] <= data_len):
             raise _bad(path, f"weight {name!r}: data_offsets {offsets!r} lie outside the {data_len} data bytes "
                              "(truncated file?)")
-        itemsize = np.dtype(_DTYPES[dtype]).itemsize
+        itemsize = 2 if dtype == "BF16" else np.dtype(_DTYPES[dtype]).itemsize
         count = 1
         for d in shape:
             count *= d
@@ -100,7 +130,7 @@ def read_weights(path):
     for begin, end, name in spans:
         info = header[name]
         raw = mm[start + begin:start + end] if end > begin else np.empty(0, np.uint8)
-        out[name] = raw.view(_DTYPES[info["dtype"]]).reshape(info["shape"])
+        out[name] = raw.view(_np_dtype(info["dtype"])).reshape(info["shape"])
     return out, meta
 
 

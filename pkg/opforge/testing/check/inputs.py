@@ -18,6 +18,12 @@ from hypothesis.extra import numpy as hnp
 class _NumpyDTypes(dict):
     """opforge dtype name -> numpy dtype; bfloat16 (ml_dtypes) is looked up on first use."""
 
+    def __iter__(self):  # every dtype, bfloat16 included, without importing ml_dtypes
+        return iter(NP_NAMES)
+
+    def __len__(self):
+        return len(NP_NAMES)
+
     def __missing__(self, name):
         from opforge import dtypes
         value = dtypes.as_dtype(name).as_numpy_dtype
