@@ -73,6 +73,7 @@ def quantize_linear(x, y_scale, y_zero_point, axis=1):
 
 
 def dequantize_gen(draw, dtype):
+    dtype = np.dtype(dtype)
     shape = _shape(draw)
     x = _int(draw, dtype, shape)
     if dtype == np.int32:  # onnxruntime's int32 input: small values, zero point 0
@@ -85,7 +86,9 @@ def dequantize_gen(draw, dtype):
 
 def dequantize_linear(x, x_scale, x_zero_point, axis=1):
     _check_scale(x_scale)
-    d = (x.astype(np.int64) - _view(np.asarray(x_zero_point), x.ndim, axis).astype(np.int64)).astype(np.float32)
+    # x - zero_point in int32, wrapping as the kernel (and onnxruntime) do; 8/16-bit never wraps.
+    d = (x.astype(np.int64) - _view(np.asarray(x_zero_point), x.ndim, axis).astype(np.int64))
+    d = d.astype(np.int32).astype(np.float32)
     return (d * _view(x_scale, x.ndim, axis)).astype(np.float32)
 
 
