@@ -45,6 +45,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_pool_grads.py
   python/gen_pool_ops.py
   python/gen_pool_ops.pyi
+  python/gen_quant_grads.py
+  python/gen_quant_ops.py
+  python/gen_quant_ops.pyi
   python/gen_random_grads.py
   python/gen_random_ops.py
   python/gen_random_ops.pyi
@@ -77,6 +80,7 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_optim_ops.i
   swig/gen_pad_ops.i
   swig/gen_pool_ops.i
+  swig/gen_quant_ops.i
   swig/gen_random_ops.i
   swig/gen_reduction_ops.i
   swig/gen_resize_ops.i

@@ -826,3 +826,7 @@ from attention_oracles import ATTENTION_ORACLES, ATTENTION_SUMS  # noqa: E402
 ORACLES.update(ATTENTION_ORACLES)
 SUMS |= ATTENTION_SUMS
 PRODUCTS |= ATTENTION_SUMS
+# Quantization ops (issue 25), in quant_oracles.py.
+from quant_oracles import QUANT_ORACLES  # noqa: E402
+
+ORACLES.update(QUANT_ORACLES)

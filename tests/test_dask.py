@@ -64,6 +64,9 @@ NOT_DISTRIBUTED = {
     "PythonFunction": "the tape's node of an autograd.Function call",
     "FusedMatMul": "an inference fast path for whole arrays; distribute MatMul + Add",
     "FusedMatMulActivationGrad": "FusedMatMul's gradient, over whole arrays like it",
+    **{op: "quantization (issue 25): per-tensor parameters depend on the whole array, not yet distributed"
+       for op in ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "QLinearMatMul",
+                  "ConvInteger", "QLinearConv")},
 }
 
 # Chunk sizes per axis for the first array argument and for the others

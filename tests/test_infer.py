@@ -153,6 +153,20 @@ CASES.update({
     "ResourceApplyAdam": [((arr((2, 3)), np.int64(1)), {"var": "infer_v", "m": "infer_m", "v": "infer_s", "lr": 0.1})],
 })
 
+# Quantization ops (issue 25): 8-bit operands, float32 scales.
+U8, S8 = np.uint8, np.int8
+_S, _QX, _QW = np.float32(0.5), arr((1, 4, 5, 5), U8), arr((6, 2, 3, 3), S8)
+CASES.update({
+    "QuantizeLinear": [((arr((2, 3)), _S, U8(3)), {}), ((arr((2, 3)), arr((3,)), arr((3,), S8)), {"axis": -1})],
+    "DequantizeLinear": [((arr((2, 3), U8), _S, U8(1)), {}), ((arr((3, 2), S8), arr((3,)), arr((3,), S8)), {"axis": 0})],
+    "DynamicQuantizeLinear": [((arr((2, 5)),), {})],
+    "MatMulInteger": [((arr((2, 3), U8), arr((3, 4), S8), U8(1), S8(0)), {}),
+                      ((arr((2, 2, 3), S8), arr((3, 4), U8), arr((), S8), arr((4,), U8)), {})],
+    "QLinearMatMul": [((arr((2, 3), U8), _S, U8(1), arr((3, 4), S8), _S, S8(0), _S, U8(2)), {})],
+    "ConvInteger": [((_QX, _QW, U8(1), S8(0)), {"groups": 2, "pads": [1, 1, 1, 1]})],
+    "QLinearConv": [((_QX, _S, U8(1), arr((6, 4, 3, 3), S8), _S, S8(0), _S, S8(0), arr((6,), I)), {"strides": [2, 2]})],
+})
+
 
 # Index and attention ops (issue 24).
 _ND = np.array([[2, 1], [0, -1]], np.int64)

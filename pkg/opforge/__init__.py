@@ -82,6 +82,7 @@ utils, initializers = (_lazy_submodule(n) for n in ("utils", "initializers"))
 distributed = _lazy_submodule("distributed")  # of.distributed.init(): MPI only then
 saved_graph, graph_util = (_lazy_submodule(n) for n in ("saved_graph", "graph_util"))  # onnx only when used
 train = _lazy_submodule("train")  # Saver, Checkpoint
+quantization = _lazy_submodule("quantization")  # int8 layers and helpers (issue 25)
 del _lazy_submodule
 
 

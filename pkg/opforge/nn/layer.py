@@ -15,8 +15,16 @@ def register_layer(cls):
     return cls
 
 
+# Layers defined outside opforge.nn, imported when load_model meets them.
+_ELSEWHERE = {"QuantizedLinear": "opforge.quantization"}
+
+
 def layer_class(name, path):
     cls = _LAYERS.get(name)
+    if cls is None and name in _ELSEWHERE:
+        import importlib
+        importlib.import_module(_ELSEWHERE[name])
+        cls = _LAYERS.get(name)
     if cls is None:
         raise _errors.InvalidArgumentError(
             f"load_model: {path!s}: unknown layer class {name!r} (known: {', '.join(sorted(_LAYERS))}; "

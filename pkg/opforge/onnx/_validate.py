@@ -99,7 +99,7 @@ def _tensor_to_numpy(t, what):
     if len(field) != n:
         raise InvalidArgumentError(
             f"onnx: {what} has shape {list(dims)} ({n} elements) but {len(field)} values")
-    return np.array(field, dtype=np.int64 if t.data_type == _dtypes.BOOL else dtype).astype(dtype).reshape(dims)
+    return _dtypes.from_typed_field(t.data_type, field, dtype).reshape(dims)
 
 
 def value_info_type(vi, what, allow_untyped=False):

@@ -1,0 +1,90 @@
+// AVX-512 VNNI microkernels: a 12 x 32 tile of int32 (24 zmm accumulators,
+// two B vectors, one broadcast). Each vpdpbusd multiplies 64 u8 x s8 pairs
+// and adds them four by four into 16 int32 lanes, without saturation. Called
+// only when the CPU has AVX-512 VNNI (see qgemm.cc).
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "qmicrokernel.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,avx2")
+
+namespace opforge {
+namespace qgemm {
+namespace vnni {
+namespace {
+
+constexpr int MR = 12, NR = 32, KG = 4;
+
+inline int32_t Load4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+template <int M>
+void Tile(int64_t kq, const void* av, const void* bv, int32_t* c, int64_t ldc, int n, bool accumulate) {
+  const uint8_t* a = static_cast<const uint8_t*>(av);
+  const int8_t* b = static_cast<const int8_t*>(bv);
+  __m512i acc0[M], acc1[M];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) acc0[i] = acc1[i] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+  for (int64_t q = 0; q < kq; ++q) {
+    const __m512i b0 = _mm512_loadu_si512(b);
+    const __m512i b1 = _mm512_loadu_si512(b + 64);
+    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * NR * KG), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * NR * KG + 64), _MM_HINT_T0);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const __m512i ai = _mm512_set1_epi32(Load4(a + i * KG));
+      acc0[i] = _mm512_dpbusd_epi32(acc0[i], ai, b0);
+      acc1[i] = _mm512_dpbusd_epi32(acc1[i], ai, b1);
+    }
+    a += MR * KG;
+    b += NR * KG;
+  }
+  const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+  const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    int32_t* ci = c + i * ldc;
+    __m512i r0 = acc0[i], r1 = acc1[i];
+    if (accumulate) {
+      r0 = _mm512_add_epi32(r0, _mm512_maskz_loadu_epi32(m0, ci));
+      r1 = _mm512_add_epi32(r1, _mm512_maskz_loadu_epi32(m1, ci + 16));
+    }
+    _mm512_mask_storeu_epi32(ci, m0, r0);
+    _mm512_mask_storeu_epi32(ci + 16, m1, r1);
+  }
+}
+
+template <int... Ms>
+constexpr QKernels Make(std::integer_sequence<int, Ms...>) {
+  return QKernels{"avx512vnni", MR, NR, KG, false, {&Tile<Ms + 1>...}};
+}
+
+const QKernels kKernels = Make(std::make_integer_sequence<int, MR>());
+
+}  // namespace
+}  // namespace vnni
+
+const QKernels* VnniKernels() { return &vnni::kKernels; }
+
+}  // namespace qgemm
+}  // namespace opforge
+
+#pragma GCC pop_options
+
+#else
+namespace opforge {
+namespace qgemm {
+const QKernels* VnniKernels() { return nullptr; }
+}  // namespace qgemm
+}  // namespace opforge
+#endif
