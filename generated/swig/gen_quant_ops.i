@@ -2,88 +2,99 @@
 // registry fingerprint: dfe3cbd1a29ccc32
 // The quant ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file.
+// %includes this file. Each is a METH_FASTCALL function added to the module
+// at init: its arguments arrive as the caller's array, with no tuple built
+// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// ConvInteger, declared at cpp/ops/quant_ops.cc:329.
-%feature("docstring") opforge::gen::ConvInteger "ConvInteger(x, w, x_zero_point, w_zero_point, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe integer 2-D convolution of ONNX ConvInteger (NCHW): Conv2D of (x - x_zero_point) and (w - w_zero_point) in int32.";
-%inline %{
+// ConvInteger(x, w, x_zero_point, w_zero_point, strides, pads, dilations, groups), declared at cpp/ops/quant_ops.cc:329.
+%{
 namespace opforge { namespace gen {
-PyObject* ConvInteger(PyObject* x, PyObject* w, PyObject* x_zero_point, PyObject* w_zero_point, PyObject* strides, PyObject* pads, PyObject* dilations, PyObject* groups) {
+PyObject* ConvInteger(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("ConvInteger");
-  PyObject* const args[] = {x, w, x_zero_point, w_zero_point, strides, pads, dilations, groups};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// DequantizeLinear, declared at cpp/ops/quant_ops.cc:224.
-%feature("docstring") opforge::gen::DequantizeLinear "DequantizeLinear(x, x_scale, x_zero_point, axis=1) -> Tensor\n\nMaps quantized values back to float32, as ONNX DequantizeLinear: y = (x - x_zero_point) * x_scale.";
-%inline %{
+// DequantizeLinear(x, x_scale, x_zero_point, axis), declared at cpp/ops/quant_ops.cc:224.
+%{
 namespace opforge { namespace gen {
-PyObject* DequantizeLinear(PyObject* x, PyObject* x_scale, PyObject* x_zero_point, PyObject* axis) {
+PyObject* DequantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("DequantizeLinear");
-  PyObject* const args[] = {x, x_scale, x_zero_point, axis};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// DynamicQuantizeLinear, declared at cpp/ops/quant_ops.cc:245.
-%feature("docstring") opforge::gen::DynamicQuantizeLinear "DynamicQuantizeLinear(x) -> tuple[Tensor, Tensor, Tensor]\n\nQuantizes x to uint8 with a scale and zero point computed from its range, as ONNX DynamicQuantizeLinear.";
-%inline %{
+// DynamicQuantizeLinear(x), declared at cpp/ops/quant_ops.cc:245.
+%{
 namespace opforge { namespace gen {
-PyObject* DynamicQuantizeLinear(PyObject* x) {
+PyObject* DynamicQuantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("DynamicQuantizeLinear");
-  PyObject* const args[] = {x};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// MatMulInteger, declared at cpp/ops/quant_ops.cc:267.
-%feature("docstring") opforge::gen::MatMulInteger "MatMulInteger(a, b, a_zero_point, b_zero_point) -> Tensor\n\nThe integer product (a - a_zero_point) @ (b - b_zero_point) in int32, as ONNX MatMulInteger.";
-%inline %{
+// MatMulInteger(a, b, a_zero_point, b_zero_point), declared at cpp/ops/quant_ops.cc:267.
+%{
 namespace opforge { namespace gen {
-PyObject* MatMulInteger(PyObject* a, PyObject* b, PyObject* a_zero_point, PyObject* b_zero_point) {
+PyObject* MatMulInteger(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("MatMulInteger");
-  PyObject* const args[] = {a, b, a_zero_point, b_zero_point};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// QLinearConv, declared at cpp/ops/quant_ops.cc:356.
-%feature("docstring") opforge::gen::QLinearConv "QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe quantized 2-D convolution of ONNX QLinearConv: ConvInteger plus bias, requantized to y's scale and zero point.";
-%inline %{
+// QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias, strides, pads, dilations, groups), declared at cpp/ops/quant_ops.cc:356.
+%{
 namespace opforge { namespace gen {
-PyObject* QLinearConv(PyObject* x, PyObject* x_scale, PyObject* x_zero_point, PyObject* w, PyObject* w_scale, PyObject* w_zero_point, PyObject* y_scale, PyObject* y_zero_point, PyObject* bias, PyObject* strides, PyObject* pads, PyObject* dilations, PyObject* groups) {
+PyObject* QLinearConv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("QLinearConv");
-  PyObject* const args[] = {x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias, strides, pads, dilations, groups};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// QLinearMatMul, declared at cpp/ops/quant_ops.cc:291.
-%feature("docstring") opforge::gen::QLinearMatMul "QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point) -> Tensor\n\nThe quantized matmul of ONNX QLinearMatMul: MatMulInteger requantized to y's scale and zero point.";
-%inline %{
+// QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point), declared at cpp/ops/quant_ops.cc:291.
+%{
 namespace opforge { namespace gen {
-PyObject* QLinearMatMul(PyObject* a, PyObject* a_scale, PyObject* a_zero_point, PyObject* b, PyObject* b_scale, PyObject* b_zero_point, PyObject* y_scale, PyObject* y_zero_point) {
+PyObject* QLinearMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("QLinearMatMul");
-  PyObject* const args[] = {a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
 %}
 
-// QuantizeLinear, declared at cpp/ops/quant_ops.cc:200.
-%feature("docstring") opforge::gen::QuantizeLinear "QuantizeLinear(x, y_scale, y_zero_point, axis=1) -> Tensor\n\nQuantizes x to 8 (or 16) bits, as ONNX QuantizeLinear: y = saturate(round(x / y_scale) + y_zero_point).";
-%inline %{
+// QuantizeLinear(x, y_scale, y_zero_point, axis), declared at cpp/ops/quant_ops.cc:200.
+%{
 namespace opforge { namespace gen {
-PyObject* QuantizeLinear(PyObject* x, PyObject* y_scale, PyObject* y_zero_point, PyObject* axis) {
+PyObject* QuantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   static const opforge::py::OpBinding op("QuantizeLinear");
-  PyObject* const args[] = {x, y_scale, y_zero_point, axis};
-  return op.Call(args);
+  return op.CallFast(args, nargs);
 }
 }}  // namespace opforge::gen
+%}
+
+%{
+static PyMethodDef opforge_gen_quant_methods[] = {
+  {"ConvInteger", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConvInteger)), METH_FASTCALL,
+   "ConvInteger(x, w, x_zero_point, w_zero_point, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe integer 2-D convolution of ONNX ConvInteger (NCHW): Conv2D of (x - x_zero_point) and (w - w_zero_point) in int32."},
+  {"DequantizeLinear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::DequantizeLinear)), METH_FASTCALL,
+   "DequantizeLinear(x, x_scale, x_zero_point, axis=1) -> Tensor\n\nMaps quantized values back to float32, as ONNX DequantizeLinear: y = (x - x_zero_point) * x_scale."},
+  {"DynamicQuantizeLinear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::DynamicQuantizeLinear)), METH_FASTCALL,
+   "DynamicQuantizeLinear(x) -> tuple[Tensor, Tensor, Tensor]\n\nQuantizes x to uint8 with a scale and zero point computed from its range, as ONNX DynamicQuantizeLinear."},
+  {"MatMulInteger", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MatMulInteger)), METH_FASTCALL,
+   "MatMulInteger(a, b, a_zero_point, b_zero_point) -> Tensor\n\nThe integer product (a - a_zero_point) @ (b - b_zero_point) in int32, as ONNX MatMulInteger."},
+  {"QLinearConv", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::QLinearConv)), METH_FASTCALL,
+   "QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe quantized 2-D convolution of ONNX QLinearConv: ConvInteger plus bias, requantized to y's scale and zero point."},
+  {"QLinearMatMul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::QLinearMatMul)), METH_FASTCALL,
+   "QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point) -> Tensor\n\nThe quantized matmul of ONNX QLinearMatMul: MatMulInteger requantized to y's scale and zero point."},
+  {"QuantizeLinear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::QuantizeLinear)), METH_FASTCALL,
+   "QuantizeLinear(x, y_scale, y_zero_point, axis=1) -> Tensor\n\nQuantizes x to 8 (or 16) bits, as ONNX QuantizeLinear: y = saturate(round(x / y_scale) + y_zero_point)."},
+  {nullptr, nullptr, 0, nullptr},
+};
+%}
+%init %{
+  if (PyModule_AddFunctions(m, opforge_gen_quant_methods) < 0) return -1;
 %}
