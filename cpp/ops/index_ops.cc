@@ -179,6 +179,7 @@ reduction 'add', 'mul', 'max' or 'min' combines instead (ONNX ScatterND).
 data: The tensor to update.
 indices: Index tuples, shape [..., k], k <= rank(data).
 updates: Shape indices.shape[:-1] + data.shape[k:].
+reduction: 'none' (replace), 'add', 'mul', 'max' or 'min'.
 output: data's shape and dtype.
 )doc");
 
@@ -228,6 +229,7 @@ data: The tensor to update.
 indices: Of data's rank; positions along axis.
 updates: indices' shape.
 axis: The axis written along.
+reduction: 'none' (replace), 'add', 'mul', 'max' or 'min'.
 output: data's shape and dtype.
 )doc");
 

@@ -83,7 +83,7 @@ REGISTER_OP("Pad")
     .Attr("mode: string = 'constant'")
     .Attr("constant_value: float = 0")
     .Output("y: T")
-    .Attr("T: {float32, float64, int32, int64}")
+    .Attr("T: {float32, float64, float16, bfloat16, int32, int64}")
     .SetShapeFn(PadShape)
     .Gradient("x = PadGrad(x, dy, pads=pads, mode=mode)")
     .Doc(R"doc(

@@ -23,7 +23,7 @@ from opforge import _pywrap_internal as _pw
 
 # Every hook installed in any thread (informational: the wrappers do not
 # read it; each thread's own stack is in C++). Mutated in place under _lock.
-hooks = []
+hooks: list = []
 _lock = threading.Lock()
 
 
@@ -54,7 +54,7 @@ def installed(hook):
         pop(hook)
 
 
-_signatures = {}
+_signatures: dict = {}
 
 
 class Signature:

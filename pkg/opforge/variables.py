@@ -286,10 +286,22 @@ class _EagerVariable(_TensorMethods, Variable):
             _eager_live[self._order] = self
         weakref.finalize(self, _pw.resources_delete, None, self._var_name)
 
-    name = property(lambda self: self._var_name)
-    dtype = property(lambda self: self._value.dtype)
-    shape = property(lambda self: self._value.shape)
-    ndim = property(lambda self: self._value.ndim)
+    @property
+    def name(self):
+        return self._var_name
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def shape(self):
+        return self._value.shape
+
+    @property
+    def ndim(self):
+        return self._value.ndim
+
     grad = property(lambda self: self._value.grad, lambda self, g: setattr(self._value, "grad", g))
     initializer = None  # initialized when made
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "opforge/kernel.h"
+#include "../common/each_dtype.h"
 #include "opforge/parallel.h"
 
 namespace opforge {
@@ -148,6 +149,8 @@ REGISTER_KERNEL("Pad", kCPU, DType::kFloat32, PadKernel<float>);
 REGISTER_KERNEL("Pad", kCPU, DType::kFloat64, PadKernel<double>);
 REGISTER_KERNEL("Pad", kCPU, DType::kInt32, PadKernel<int32_t>);
 REGISTER_KERNEL("Pad", kCPU, DType::kInt64, PadKernel<int64_t>);
+// float16/bfloat16 (attention masks in half-precision models): copies only.
+OF_REGISTER_DTYPES("Pad", PadKernel, DType::kFloat16, DType::kBFloat16);
 REGISTER_KERNEL("PadGrad", kCPU, DType::kFloat32, PadGradKernel<float>);
 REGISTER_KERNEL("PadGrad", kCPU, DType::kFloat64, PadGradKernel<double>);
 

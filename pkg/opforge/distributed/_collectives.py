@@ -16,7 +16,7 @@ import threading
 
 from opforge import errors
 
-_state = {"ops": None, "handle": None}
+_state: dict = {"ops": None, "handle": None}  # the op library and the ctypes handle, once init() ran
 _counter = itertools.count()
 _count_lock = threading.Lock()
 

@@ -53,7 +53,7 @@ class DistributedOptimizer:
     def average_gradients(self, grads):
         """The cross-process averages of `grads` (None entries stay None), as
         numpy views of the fused buffers, one fused call per dtype."""
-        by_dtype: dict[object, list[int]] = {}
+        by_dtype = {}  # dtype -> indices of its gradients
         for i, g in enumerate(grads):
             if g is not None:
                 by_dtype.setdefault(g.dtype, []).append(i)

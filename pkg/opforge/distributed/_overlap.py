@@ -32,7 +32,8 @@ class GradientBuckets:
             by_dtype.setdefault(self.params[i].dtype.name, []).append(i)
         self.buckets: list[list[int]] = []
         for dtype in sorted(by_dtype):  # the same on every process
-            current, size = [], 0
+            current: list[int] = []
+            size = 0
             for i in by_dtype[dtype]:
                 nbytes = self.params[i].nbytes
                 if current and size + nbytes > fusion_bytes:

@@ -25,7 +25,7 @@ from opforge import _hooks
 from opforge import _pywrap_internal as _pw
 from opforge import dtypes as _dtypes
 from opforge import errors as _errors
-from opforge.tensor import Tensor as _EagerTensor, _TensorMethods
+from opforge.tensor import Tensor as _EagerTensor, _TensorMethods  # type: ignore[attr-defined]  # private: not in tensor.pyi
 
 
 class Operation:

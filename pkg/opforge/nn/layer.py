@@ -6,7 +6,7 @@ from opforge import dtypes as _dtypes
 from opforge import errors as _errors
 from opforge.tensor import Tensor, tensor
 
-_LAYERS = {}  # class name -> class, for load_model
+_LAYERS: dict = {}  # class name -> class, for load_model
 
 
 def register_layer(cls):

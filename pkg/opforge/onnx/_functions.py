@@ -36,7 +36,7 @@ def _schema(node, opset):
     import onnx.defs
     try:
         return onnx.defs.get_schema(node.op_type, opset, "")
-    except onnx.defs.SchemaError:
+    except (onnx.defs.SchemaError, TypeError):  # TypeError: a name that is not UTF-8 (protobuf gives bytes)
         return None
 
 

@@ -46,7 +46,7 @@ def schema_version(op_type, opset):
     import onnx.defs
     try:
         return onnx.defs.get_schema(op_type, opset, "").since_version
-    except onnx.defs.SchemaError:
+    except (onnx.defs.SchemaError, TypeError):  # TypeError: a name that is not UTF-8 (protobuf gives bytes)
         return None
 
 
