@@ -351,19 +351,20 @@ bool GemmBlas(const GemmArgs<T>& g, bool parallel) {
 // Smaller products take the direct loops (less call overhead than BLAS).
 constexpr int64_t kBlasMinFlops = 8 * 8 * 8;
 
-// Which float32 products take our GEMM (cpp/kernels/gemm/): all of them by
-// default. It is level with OpenBLAS per core, ahead at small M, and its
-// threads claim tiles dynamically, so a program that alternates numpy and
-// opforge products no longer runs at half speed while numpy's BLAS workers
-// spin after each call (bench/interleave.py). OPFORGE_SGEMM=openblas sends
-// float32 to OpenBLAS as before, =small only M <= 64 to ours.
+// Which float32 products take our GEMM (cpp/kernels/gemm/): by default those
+// with M <= 64, where it wins (through OpenBLAS, M = 1 ran 0.01-0.2x numpy). On the idle VM with two threads
+// (bench.gemm_table) ours ran 0.82-0.91x numpy at n = 256-1024 and 0.56-0.65x
+// at M = 128, so larger products stay on OpenBLAS until that gap is closed.
+// OPFORGE_SGEMM=own sends every float32 product to ours (its threads claim
+// tiles dynamically, so it no longer halves when numpy's BLAS workers spin),
+// =openblas none.
 enum class SgemmRoute { kSmallM, kOwn, kOpenBlas };
 SgemmRoute Route() {
   static const SgemmRoute route = [] {
     const char* e = std::getenv("OPFORGE_SGEMM");
-    if (e != nullptr && std::strcmp(e, "small") == 0) return SgemmRoute::kSmallM;
+    if (e != nullptr && std::strcmp(e, "own") == 0) return SgemmRoute::kOwn;
     if (e != nullptr && std::strcmp(e, "openblas") == 0) return SgemmRoute::kOpenBlas;
-    return SgemmRoute::kOwn;
+    return SgemmRoute::kSmallM;
   }();
   return route;
 }
