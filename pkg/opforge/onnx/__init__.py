@@ -78,7 +78,9 @@ def import_model(model_or_path, input_shapes=None):
                 raise errors.InvalidArgumentError(
                     f"onnx: input_shapes[{name!r}] = {shape} does not fit the model's {list(dims)}")
             inputs[name] = env[name] = of.placeholder(dtype, shape=shape, name=name)
-        prog.evaluate(env, consts=prog.initializers)
+        # Nodes whose inputs are all known (initializers, Shape of static
+        # dims, ...) are folded into constants (consts gains their values).
+        prog.evaluate(env, consts=dict(prog.initializers))
         outputs = {}
         for name in prog.outputs:
             v = env[name]

@@ -9,7 +9,7 @@ the same converters, so the answer does not depend on the mode.
 import numpy as np
 
 from opforge import errors
-from opforge.onnx import _functions, _node, _opset, _validate
+from opforge.onnx import _compile, _functions, _node, _opset, _validate
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
 from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
@@ -92,6 +92,13 @@ class Program:
         _ops_conv.fold_batch_norm(self)  # Conv + inference BatchNormalization -> one Conv
         self.steps = _fuse_matmul.fuse_matmul_chains(self.steps, set(self.outputs))
         self.steps = _ops_nn.fuse_activations(self.steps, set(self.outputs))
+        self._compiled = _compile.CompileCache()
+
+    use_graph = True  # Program.run on the graph engine (False: the eager node loop only)
+
+    def compiled_reasons(self):
+        """Feed-shape signature -> None (runs as a graph) or why it runs eagerly."""
+        return self._compiled.reasons()
 
     def check_feeds(self, feeds):
         """Feeds as numpy arrays, checked against the declared inputs' dtypes and dims."""
@@ -135,9 +142,17 @@ class Program:
         consts: numpy values of names whose env entry is a graph constant.
         """
         for proto_ctx, fn, outputs in self.steps:
-            ctx = proto_ctx.bind(env, consts)
+            folded = consts is not None and _compile.foldable(proto_ctx.node, consts)
+            if folded:  # every input known at import: compute it now, eagerly, as a constant
+                ctx = proto_ctx.bind({k: consts[k] for k in proto_ctx.node.input if k}, consts)
+            else:
+                ctx = proto_ctx.bind(env, consts)
             try:
-                result = fn(ctx)
+                if folded:
+                    with _compile.eager():
+                        result = _compile.to_numpy(fn(ctx))
+                else:
+                    result = fn(ctx)
             except errors.OpError as e:
                 msg = str(e)
                 if msg.startswith("onnx:"):
@@ -159,20 +174,37 @@ class Program:
                     raise errors.UnimplementedError(
                         f"onnx: node {ctx.where}: output {k} ({name!r}) is not supported")
                 env[name] = results[k]
+                if consts is not None and isinstance(results[k], np.ndarray):
+                    consts[name] = results[k]  # known at import (folded, or Shape of static dims)
         return env
 
     def run(self, feeds):
-        """Runs the model eagerly; returns the outputs as numpy arrays, in the model's order."""
-        env = dict(self.initializers)
+        """Runs the model; returns the outputs as numpy arrays, in the model's order.
+
+        On the graph engine, one compiled graph per signature of feed shapes
+        (_compile.py); eagerly, node by node, where a graph cannot express
+        the model (see `compiled_reasons`) or where the graph's run fails (so
+        errors name the ONNX node as the eager run does).
+        """
         fed = self.check_feeds(feeds)
-        env.update(fed)
-        self.evaluate(env)
+        values = None
+        if self.use_graph:
+            entry = self._compiled.get(self, fed)
+            if isinstance(entry, _compile.Compiled):
+                try:
+                    values = entry.run(fed)
+                except errors.OpError:
+                    values = None  # the eager run below raises the error, naming the node
+        if values is None:
+            env = dict(self.initializers)
+            env.update(fed)
+            self.evaluate(env)
+            values = [env[name] for name in self.outputs]
         # Reshape and Identity share buffers: never hand out a view of the
         # model's weights or of a feed, which the caller might then modify.
         owned = list(fed.values()) + list(self.initializers.values())
         results = []
-        for name, (dtype, _) in self.outputs.items():
-            v = env[name]
+        for v, (name, (dtype, _)) in zip(values, self.outputs.items()):
             a = v if isinstance(v, np.ndarray) else v.numpy()
             if any(np.may_share_memory(a, o) for o in owned):
                 a = a.copy()

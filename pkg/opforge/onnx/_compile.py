@@ -1,0 +1,123 @@
+"""Runs an imported model on opforge's C++ graph engine instead of node by node in Python.
+
+`Program.run` compiles the model into an opforge Graph once per signature of
+feed shapes (a small LRU cache), with every dim fixed from the feeds, so
+shape subgraphs fold to constants and the graph holds only the ops that
+compute on data; `Session.run` then executes it (about a microsecond per
+node of engine overhead instead of tens of microseconds of Python).
+
+The eager node loop stays the reference and the fallback:
+- a model the graph cannot express for a signature (a converter needs the
+  value of a tensor computed from the feeds: NonZero's count feeding a
+  Reshape, ...; random operators) runs eagerly for that signature, and the
+  decision is cached with the reason (`Program.compiled_reason`);
+- a run whose graph raises (an index out of range in the data, ...) is run
+  again eagerly, so the error names the ONNX node exactly as before.
+"""
+
+import collections
+import contextlib
+import threading
+
+import numpy as np
+
+from opforge import errors
+
+_CACHE_SIZE = 8
+# Operators whose value must not be folded at import even with known inputs:
+# each run draws anew.
+_NEVER_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                         "Multinomial", "Bernoulli", "Dropout"})
+
+
+class Compiled:
+    """One graph of a model for one signature of feed shapes."""
+
+    __slots__ = ("session", "feeds", "fetches")
+
+    def __init__(self, session, feeds, fetches):
+        self.session, self.feeds, self.fetches = session, feeds, fetches
+
+    def run(self, fed):
+        """The outputs as numpy arrays (Session.run hands out copies of constants)."""
+        return self.session.run(self.fetches, {ph: fed[name] for name, ph in self.feeds})
+
+
+class _Eager:
+    """A signature that runs eagerly, and why."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason):
+        self.reason = reason
+
+
+def compile_for(prog, fed):
+    """A Compiled graph for these feeds' shapes, or an _Eager saying why not."""
+    import opforge as of
+    from opforge.onnx import import_model
+    if not hasattr(of, "Graph"):
+        return _Eager("this build has no graph mode")
+    random = sorted({ctx.node.op_type for ctx, _, _ in prog.steps if ctx.node.op_type in _NEVER_FOLD})
+    if random:
+        return _Eager(f"the model uses {random}, which draw anew each run")
+    try:
+        imported = import_model(prog, input_shapes={k: list(v.shape) for k, v in fed.items()})
+    except errors.OpError as e:
+        # Unimplemented: the graph cannot express it. Anything else is an
+        # error of the model at these shapes, which the eager run raises
+        # as it always did.
+        return _Eager(str(e))
+    fetches = [imported.outputs[name] for name in prog.outputs]
+    return Compiled(of.Session(imported.graph), list(imported.inputs.items()), fetches)
+
+
+class CompileCache:
+    """Per Program: feed-shape signature -> Compiled or _Eager, least recently used dropped."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._entries = collections.OrderedDict()
+
+    def get(self, prog, fed):
+        key = tuple(v.shape for v in fed.values())
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                return entry
+        entry = compile_for(prog, fed)  # outside the lock: compiling takes a while
+        with self._lock:
+            self._entries[key] = entry
+            while len(self._entries) > _CACHE_SIZE:
+                self._entries.popitem(last=False)
+        return entry
+
+    def reasons(self):
+        with self._lock:
+            return {key: (None if isinstance(e, Compiled) else e.reason) for key, e in self._entries.items()}
+
+
+def foldable(node, consts):
+    """True when a node's value is known at import: all its inputs are, and it draws nothing."""
+    return node.op_type not in _NEVER_FOLD and all(k in consts for k in node.input if k)
+
+
+@contextlib.contextmanager
+def eager():
+    """Runs ops eagerly inside a graph build (constant folding)."""
+    from opforge import _pywrap_internal as _pw
+    _pw.mode_push("eager", None)
+    try:
+        yield
+    finally:
+        _pw.mode_pop("eager", None)
+
+
+def to_numpy(result):
+    """A converter's eager result (a value or a tuple of them) as read-only numpy arrays."""
+    if isinstance(result, tuple):
+        return tuple(to_numpy(r) for r in result)
+    a = result if isinstance(result, np.ndarray) else np.asarray(result.numpy())
+    a.flags.writeable = False  # shared by the graph's constants: never modified
+    return a
