@@ -93,6 +93,7 @@ class Program:
         self.steps = _fuse_matmul.fuse_matmul_chains(self.steps, set(self.outputs))
         self.steps = _ops_nn.fuse_activations(self.steps, set(self.outputs))
         self._compiled = _compile.CompileCache()
+        self._weights = _compile.Owned(self.initializers.values())
 
     use_graph = True  # Program.run on the graph engine (False: the eager node loop only)
 
@@ -202,11 +203,10 @@ class Program:
             values = [env[name] for name in self.outputs]
         # Reshape and Identity share buffers: never hand out a view of the
         # model's weights or of a feed, which the caller might then modify.
-        owned = list(fed.values()) + list(self.initializers.values())
         results = []
         for v, (name, (dtype, _)) in zip(values, self.outputs.items()):
             a = v if isinstance(v, np.ndarray) else v.numpy()
-            if any(np.may_share_memory(a, o) for o in owned):
+            if self._weights.overlaps(a) or any(np.may_share_memory(a, o) for o in fed.values()):
                 a = a.copy()
             if dtype is not None and a.dtype != dtype:
                 raise errors.InternalError(

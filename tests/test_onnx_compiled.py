@@ -1,0 +1,136 @@
+"""Program.run on the graph engine (pkg/opforge/onnx/_compile.py): one compiled
+graph per feed-shape signature, shape subgraphs folded, the eager node loop
+as the fallback; onnxruntime and the eager loop are the oracles."""
+
+import os
+
+import numpy as np
+import pytest
+
+if os.environ.get("OPFORGE_SANITIZED"):
+    pytest.skip("ONNX suites run in the plain build only", allow_module_level=True)
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import opforge.onnx  # noqa: E402
+from opforge import errors  # noqa: E402
+from opforge.onnx import _compile  # noqa: E402
+from test_onnx_import import _model, _mlp, _ort, _vi  # noqa: E402
+
+
+def _eager(model, feeds):
+    prog = opforge.onnx.load(model)
+    prog.use_graph = False
+    return prog.run(feeds)
+
+
+def _shape_model():
+    """x [N, S, 8] -> MatMul -> Reshape to [N, S, 2, 4] through Shape -> Gather -> Concat:
+    the dims come from the feed, so the shape subgraph folds only once they are fixed."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 8)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([0, 1], np.int64), "idx"),
+             numpy_helper.from_array(np.array([2, 4], np.int64), "tail")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Shape", ["h"], ["s"]),
+        helper.make_node("Gather", ["s", "idx"], ["ns"]),
+        helper.make_node("Concat", ["ns", "tail"], ["target"], axis=0),
+        helper.make_node("Reshape", ["h", "target"], ["r"]),
+        helper.make_node("Softmax", ["r"], ["y"], axis=-1),
+    ]
+    return _model(nodes, [_vi("x", ["N", "S", 8])], [_vi("y", None)], inits)
+
+
+def test_symbolic_dims_run_as_graphs_at_every_size():
+    model = _shape_model()
+    prog = opforge.onnx.load(model)
+    rng = np.random.default_rng(1)
+    for shape in [(1, 3, 8), (4, 5, 8), (2, 1, 8), (1, 3, 8)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        (got,) = prog.run({"x": x})
+        (want,) = _ort(model, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    reasons = prog.compiled_reasons()
+    assert len(reasons) == 3 and all(r is None for r in reasons.values()), reasons
+
+
+def test_folding_leaves_no_shape_ops_in_the_graph():
+    prog = opforge.onnx.load(_shape_model())
+    prog.run({"x": np.ones((2, 3, 8), np.float32)})
+    (entry,) = prog._compiled._entries.values()
+    types = {op.type for op in entry.session.graph.get_operations()}
+    assert "Concat" not in types and "Gather" not in types and "Reshape" in types
+
+
+def test_a_shape_computed_from_data_runs_eagerly_and_says_why():
+    # Reshape's target comes from a fed tensor: a graph cannot take it as a
+    # static shape, so this signature runs through the eager node loop.
+    model = _model([helper.make_node("Reshape", ["x", "t"], ["y"], name="reshape_by_data")],
+                   [_vi("x", [2, 6]), _vi("t", [2], TensorProto.INT64)], [_vi("y", None)])
+    prog = opforge.onnx.load(model)
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    for t in ([3, 4], [4, 3]):
+        (got,) = prog.run({"x": x, "t": np.array(t, np.int64)})
+        np.testing.assert_array_equal(got, x.reshape(t))
+    (reason,) = prog.compiled_reasons().values()
+    assert "reshape_by_data" in reason
+
+
+def test_a_run_time_error_names_the_onnx_node_as_the_eager_loop_does():
+    model = _model([helper.make_node("Gather", ["x", "i"], ["y"], name="pick")],
+                   [_vi("x", [4, 3]), _vi("i", [2], TensorProto.INT64)], [_vi("y", None)])
+    prog = opforge.onnx.load(model)
+    x = np.ones((4, 3), np.float32)
+    np.testing.assert_array_equal(prog.run({"x": x, "i": np.array([0, 3])})[0], x[[0, 3]])
+    with pytest.raises(errors.InvalidArgumentError, match="pick") as graph_err:
+        prog.run({"x": x, "i": np.array([0, 9])})
+    with pytest.raises(errors.InvalidArgumentError) as eager_err:
+        _eager(model, {"x": x, "i": np.array([0, 9])})
+    assert str(graph_err.value) == str(eager_err.value)
+
+
+def test_outputs_never_alias_feeds_or_weights():
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    model = _model([helper.make_node("Identity", ["x"], ["a"]), helper.make_node("Identity", ["w"], ["b"]),
+                    helper.make_node("Reshape", ["w", "s"], ["c"])],
+                   [_vi("x", [2, 3])], [_vi("a", None), _vi("b", None), _vi("c", None)],
+                   [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([3, 2], np.int64), "s")])
+    prog = opforge.onnx.load(model)
+    x = np.ones((2, 3), np.float32)
+    a, b, c = prog.run({"x": x})
+    assert not np.shares_memory(a, x)
+    a[...] = 7
+    b[...] = 7
+    c[...] = 7
+    a2, b2, c2 = prog.run({"x": x})
+    np.testing.assert_array_equal(a2, x)
+    np.testing.assert_array_equal(b2, w)
+    np.testing.assert_array_equal(c2, w.reshape(3, 2))
+
+
+def test_graph_and_eager_agree_on_an_mlp_at_several_batches():
+    model = _mlp(np.random.default_rng(2), sizes=(16, 8, 8, 4), batch="N")
+    prog = opforge.onnx.load(model)
+    for batch in (1, 5, 9):
+        x = np.random.default_rng(batch).standard_normal((batch, 16)).astype(np.float32)
+        np.testing.assert_allclose(prog.run([x])[0], _eager(model, [x])[0], rtol=1e-5, atol=1e-6)
+    assert all(r is None for r in prog.compiled_reasons().values())
+
+
+def test_the_cache_keeps_the_last_signatures_only():
+    prog = opforge.onnx.load(_mlp(np.random.default_rng(3), sizes=(4, 4, 2), batch="N"))
+    for batch in range(1, _compile._CACHE_SIZE + 3):
+        prog.run([np.ones((batch, 4), np.float32)])
+    keys = list(prog.compiled_reasons())
+    assert len(keys) == _compile._CACHE_SIZE and keys[-1] == ((_compile._CACHE_SIZE + 2, 4),)
+
+
+def test_owned_finds_overlap_with_any_weight():
+    base = np.arange(100, dtype=np.float32)
+    weights = [base[10:20], np.zeros(5, np.float32), base[50:60]]
+    owned = _compile.Owned(weights)
+    assert owned.overlaps(base[15:16]) and owned.overlaps(base[55:70]) and owned.overlaps(base)
+    assert not owned.overlaps(base[20:50]) and not owned.overlaps(np.zeros(3, np.float32))
+    assert owned.overlaps(weights[1][::2])
