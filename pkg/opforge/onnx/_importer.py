@@ -9,7 +9,7 @@ the same converters, so the answer does not depend on the mode.
 import numpy as np
 
 from opforge import errors
-from opforge.onnx import _compile, _functions, _node, _opset, _validate
+from opforge.onnx import _compile, _functions, _node, _opset, _rewrite, _validate
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
 from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
@@ -80,10 +80,16 @@ class Program:
         _check_all_mapped(graph.node)
         order = _validate.check_graph(graph, list(self.inputs) + list(self.initializers))
         index = {id(node): i for i, node in enumerate(graph.node)}
+        for node in order:  # every node as the model wrote it is checked, rewritten or not
+            _node.check_supported(node, self.opset, index[id(node)])
+        order, synthetic = _rewrite.rewrite(order, self.initializers, self.outputs)
         self.steps = []
         for node in order:
-            i = index[id(node)]
-            conv, version = _node.check_supported(node, self.opset, i)
+            i = index.get(id(node))
+            if id(node) in synthetic:  # a rewrite's node: its converter at the schema version it implements
+                conv, version = _node.CONVERTERS[node.op_type], synthetic[id(node)]
+            else:
+                conv, version = _node.check_supported(node, self.opset, i)
             ctx = _node.NodeCtx(node, version, {}, i)
             if conv.check is not None:
                 conv.check(ctx)
