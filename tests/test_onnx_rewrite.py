@@ -114,3 +114,100 @@ def test_decomposed_layer_norm_becomes_layer_normalization():
     model = _model(nodes, [_vi("x", [4, 12])], [_vi("y", None)],
                    [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     _check(model, {"x": RNG.standard_normal((4, 12)).astype(np.float32) * 3 + 1}, "LayerNormalization", "Sqrt")
+
+
+def _attention_model(clean=False, mask=None, post_scale=False, k_layout="bhsd", b=2, h=2, s=5, d=4):
+    """softmax(Q K^T * scale [+ mask]) V as torch.onnx exports it; K arrives as
+    [B, H, S, D] (Transpose 0,1,3,2) or [B, S, H, D] (Transpose 0,2,3,1)."""
+    c = np.float32(d ** -0.25)
+    nodes = [_c("c", c), _c("cc", np.float32(np.sqrt(d))), _c("zero", np.float32(0))]
+    perm = [0, 1, 3, 2] if k_layout == "bhsd" else [0, 2, 3, 1]
+    nodes.append(helper.make_node("Transpose", ["k"], ["kt"], perm=perm))
+    if post_scale:
+        nodes += [helper.make_node("MatMul", ["q", "kt"], ["qk0"]), helper.make_node("Div", ["qk0", "cc"], ["qk"])]
+    else:
+        nodes += [helper.make_node("Mul", ["q", "c"], ["qs"]), helper.make_node("Mul", ["kt", "c"], ["kts"]),
+                  helper.make_node("MatMul", ["qs", "kts"], ["qk"])]
+    scores = "qk"
+    inputs = [_vi("q", [b, h, s, d]), _vi("k", [b, h, s, d] if k_layout == "bhsd" else [b, s, h, d]),
+              _vi("v", [b, h, s, d])]
+    inits = []
+    if mask is not None:
+        nodes.append(helper.make_node("Add", ["qk", "mask"], ["sm_in"]))
+        scores = "sm_in"
+        if isinstance(mask, np.ndarray):
+            inits.append(numpy_helper.from_array(mask, "mask"))
+        else:
+            inputs.append(_vi("mask", mask))
+    nodes.append(helper.make_node("Softmax", [scores], ["p"], axis=-1))
+    if clean:
+        nodes += [helper.make_node("IsNaN", ["p"], ["nan"]), helper.make_node("Where", ["nan", "zero", "p"], ["pc"])]
+    nodes.append(helper.make_node("MatMul", ["pc" if clean else "p", "v"], ["y"], name="attn_out"))
+    return _model(nodes, inputs, [_vi("y", None)], inits, opset=18)
+
+
+def _qkv(b=2, h=2, s=5, d=4, k_layout="bhsd"):
+    q = RNG.standard_normal((b, h, s, d)).astype(np.float32)
+    k = RNG.standard_normal((b, h, s, d) if k_layout == "bhsd" else (b, s, h, d)).astype(np.float32)
+    return {"q": q, "k": k, "v": RNG.standard_normal((b, h, s, d)).astype(np.float32)}
+
+
+def _graph_ops(prog):
+    (entry,) = prog._compiled._entries.values()
+    return {op.type for op in entry.session.graph.get_operations()}
+
+
+@pytest.mark.parametrize("k_layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("post_scale", [False, True])
+def test_attention_with_a_constant_causal_mask_becomes_sdpa(k_layout, post_scale):
+    causal = np.where(np.tril(np.ones((5, 5), bool)), 0, -np.inf).astype(np.float32)
+    model = _attention_model(mask=causal, post_scale=post_scale, k_layout=k_layout)
+    prog = _check(model, _qkv(k_layout=k_layout), "ScaledDotProductAttention", "Softmax")
+    assert "ScaledDotProductAttention" in _graph_ops(prog) and "Softmax" not in _graph_ops(prog)
+
+
+def test_attention_with_the_nan_cleanup_and_a_fed_mask_hides_whole_rows_as_zeros():
+    model = _attention_model(clean=True, mask=[2, 1, 1, 5])
+    feeds = _qkv()
+    feeds["mask"] = np.zeros((2, 1, 1, 5), np.float32)
+    feeds["mask"][1, ..., 1:3] = -np.inf
+    prog = _check(model, feeds, "ScaledDotProductAttention", "Softmax")
+    assert "ScaledDotProductAttention" in _graph_ops(prog)
+    feeds["mask"][0] = -np.inf  # every key of batch 0 hidden: ONNX's cleanup gives zeros, as SDPA does
+    (got,), (want,) = prog.run(feeds), _ort(model, feeds)
+    assert (got[0] == 0).all()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_without_the_cleanup_and_a_fed_mask_runs_unfused():
+    # A fed mask may hide a whole row (NaN in ONNX): the fused converter
+    # refuses at build time and the original nodes run.
+    model = _attention_model(mask=[2, 1, 1, 5])
+    feeds = _qkv()
+    feeds["mask"] = np.zeros((2, 1, 1, 5), np.float32)
+    feeds["mask"][0] = -np.inf
+    prog = opforge.onnx.load(model)
+    assert "ScaledDotProductAttention" in _types(prog)
+    (got,), (want,) = prog.run(feeds), _ort(model, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert np.isnan(got[0]).all() and "Softmax" in _graph_ops(prog)
+
+
+def test_attention_whose_scores_are_also_an_output_is_left_alone():
+    model = _attention_model()
+    model.graph.output.append(_vi("qk", None))
+    _check(model, _qkv(), "Softmax", "ScaledDotProductAttention")
+
+
+def test_attention_in_float64_is_fused_too():
+    model = _attention_model(mask=np.zeros((1, 1, 5, 5), np.float64))
+    for vi in list(model.graph.input) + list(model.graph.output):
+        vi.type.tensor_type.elem_type = TensorProto.DOUBLE
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            node.attribute[0].t.CopyFrom(numpy_helper.from_array(
+                numpy_helper.to_array(node.attribute[0].t).astype(np.float64)))
+    feeds = {k: v.astype(np.float64) for k, v in _qkv().items()}
+    prog = opforge.onnx.load(model)
+    np.testing.assert_allclose(prog.run(feeds)[0], _ort(model, feeds)[0], rtol=1e-10, atol=1e-10)
+    assert "ScaledDotProductAttention" in _graph_ops(prog)

@@ -13,6 +13,8 @@
 
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
+#include "../gemm/gemm.h"
+#include "../vector_math.h"
 
 namespace opforge {
 namespace {
@@ -121,6 +123,86 @@ Status AttentionKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
+// float32 forward: blocks of up to kRows query rows and kCols keys per
+// (batch, head); the block's scores and its probabilities times the values
+// are two GEMMs (opforge's sgemm, strided views, no copies), the online
+// softmax runs over the rows of the score block in float32 vector loops.
+// (The double-precision per-key loops above cost more than the rest of a
+// small transformer layer.)
+constexpr int64 kRows = 64, kCols = 128;
+
+Status AttentionKernelF32(OpKernelContext* ctx) {
+  const Dims g(ctx);
+  Tensor* out = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
+  const float *q = ctx->input(0).data<float>(), *k = ctx->input(1).data<float>();
+  const float *v = ctx->input(2).data<float>(), *mask = ctx->input(3).data<float>();
+  float* y = out->data<float>();
+  const int64 group = g.hq / g.hkv, qblocks = (g.sq + kRows - 1) / kRows;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  ParallelFor(g.b * g.hq * qblocks, std::min(g.sq, kRows) * g.sk * (g.d + g.dv) * 2 + 1, [&](int64 lo, int64 hi) {
+    std::vector<float> sc(kRows * kCols), acc(kRows * g.dv), m(kRows), l(kRows);
+    for (int64 t = lo; t < hi; ++t) {
+      const int64 qb = t % qblocks, bh = t / qblocks, h = bh % g.hq, bb = bh / g.hq;
+      const int64 kv = bb * g.hkv + h / group, i0 = qb * kRows, rows = std::min(kRows, g.sq - i0);
+      const float* qblk = q + (bh * g.sq + i0) * g.d;
+      const float* kb = k + kv * g.sk * g.d;
+      const float* vb = v + kv * g.sk * g.dv;
+      std::fill(acc.begin(), acc.begin() + rows * g.dv, 0.0f);
+      std::fill(m.begin(), m.end(), ninf);
+      std::fill(l.begin(), l.end(), 0.0f);
+      const int64 visible = g.Limit(i0 + rows - 1);  // the last row sees the most keys
+      for (int64 j0 = 0; j0 < visible; j0 += kCols) {
+        const int64 n = std::min(kCols, visible - j0);
+        // sc[i, j] = scale * q[i] . k[j0 + j]
+        gemm::SgemmStrided({rows, n, g.d, static_cast<float>(g.scale), qblk, g.d, 1, kb + j0 * g.d, 1, g.d, 0.0f,
+                            sc.data(), n},
+                           gemm::Epilogue(), false);
+        for (int64 r = 0; r < rows; ++r) {
+          const int64 i = i0 + r;
+          float* s = sc.data() + r * n;
+          const int64 nv = std::clamp<int64>(g.Limit(i) - j0, 0, n);
+          const float* mrow = mask + bb * g.ms[0] + h * g.ms[1] + i * g.ms[2] + j0 * g.ms[3];
+          if (g.ms[3] == 1) {
+            for (int64 j = 0; j < nv; ++j) s[j] += mrow[j];
+          } else {
+            for (int64 j = 0; j < nv; ++j) s[j] += mrow[j * g.ms[3]];
+          }
+          float bm = ninf;
+          for (int64 j = 0; j < nv; ++j) bm = s[j] > bm ? s[j] : bm;
+          if (bm == ninf) {  // nothing visible in this block: adds nothing
+            std::fill(s, s + n, 0.0f);
+            continue;
+          }
+          const float nm = std::max(m[r], bm), corr = std::exp(m[r] - nm);
+          if (corr != 1.0f) {
+            l[r] *= corr;
+            float* a = acc.data() + r * g.dv;
+            for (int64 c = 0; c < g.dv; ++c) a[c] *= corr;
+          }
+          for (int64 j = 0; j < nv; ++j) s[j] -= nm;
+          vmath::Unary(vmath::UnaryFn::kExp, s, s, nv, false);
+          std::fill(s + nv, s + n, 0.0f);
+          float li = 0;
+          for (int64 j = 0; j < nv; ++j) li += s[j];
+          l[r] += li;
+          m[r] = nm;
+        }
+        // acc += p @ v[j0:j0+n]
+        gemm::SgemmStrided({rows, g.dv, n, 1.0f, sc.data(), n, 1, vb + j0 * g.dv, g.dv, 1, 1.0f, acc.data(), g.dv},
+                           gemm::Epilogue(), false);
+      }
+      for (int64 r = 0; r < rows; ++r) {
+        float* yi = y + (bh * g.sq + i0 + r) * g.dv;
+        const float* a = acc.data() + r * g.dv;
+        const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+        for (int64 c = 0; c < g.dv; ++c) yi[c] = a[c] * inv;
+      }
+    }
+  });
+  return Status::OK();
+}
+
 template <typename T>
 Status AttentionGradKernel(OpKernelContext* ctx) {
   const Dims g(ctx);
@@ -184,7 +266,7 @@ Status AttentionGradKernel(OpKernelContext* ctx) {
 
 }  // namespace
 
-REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kFloat32, AttentionKernel<float>);
+REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kFloat32, AttentionKernelF32);
 REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kFloat64, AttentionKernel<double>);
 REGISTER_KERNEL("ScaledDotProductAttentionGrad", kCPU, DType::kFloat32, AttentionGradKernel<float>);
 REGISTER_KERNEL("ScaledDotProductAttentionGrad", kCPU, DType::kFloat64, AttentionGradKernel<double>);

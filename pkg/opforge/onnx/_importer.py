@@ -82,24 +82,30 @@ class Program:
         index = {id(node): i for i, node in enumerate(graph.node)}
         for node in order:  # every node as the model wrote it is checked, rewritten or not
             _node.check_supported(node, self.opset, index[id(node)])
-        order, synthetic = _rewrite.rewrite(order, self.initializers, self.outputs)
-        self.steps = []
-        for node in order:
-            i = index.get(id(node))
-            if id(node) in synthetic:  # a rewrite's node: its converter at the schema version it implements
-                conv, version = _node.CONVERTERS[node.op_type], synthetic[id(node)]
-            else:
-                conv, version = _node.check_supported(node, self.opset, i)
-            ctx = _node.NodeCtx(node, version, {}, i)
-            if conv.check is not None:
-                conv.check(ctx)
-            outputs = [(k, name) for k, name in enumerate(node.output) if name]
-            self.steps.append((ctx, conv.fn, outputs))
+        order, synthetic = _rewrite.rewrite(order, self.initializers, self.outputs, self.opset)
+        self.steps = [self._step(node, index, synthetic) for node in order]
         _ops_conv.fold_batch_norm(self)  # Conv + inference BatchNormalization -> one Conv
         self.steps = _fuse_matmul.fuse_matmul_chains(self.steps, set(self.outputs))
         self.steps = _ops_nn.fuse_activations(self.steps, set(self.outputs))
         self._compiled = _compile.CompileCache()
         self._weights = _compile.Owned(self.initializers.values())
+
+    def _step(self, node, index, synthetic):
+        """(ctx, converter, outputs) of a node; a rewrite's node runs its replaced nodes where it refuses."""
+        i = index.get(id(node))
+        syn = synthetic.get(id(node))
+        if syn is None:
+            conv, version = _node.check_supported(node, self.opset, i)
+            fn, check = conv.fn, conv.check
+        else:
+            conv = _node.CONVERTERS.get(node.op_type)
+            fn, version, check = syn.fn, syn.version, conv.check if conv is not None else None
+        ctx = _node.NodeCtx(node, version, {}, i)
+        if check is not None:
+            check(ctx)
+        if syn is not None:
+            fn = _rewrite.guarded(fn, [self._step(n, index, {}) for n in syn.originals])
+        return ctx, fn, [(k, name) for k, name in enumerate(node.output) if name]
 
     use_graph = True  # Program.run on the graph engine (False: the eager node loop only)
 

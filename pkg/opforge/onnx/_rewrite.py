@@ -18,9 +18,10 @@ Gelu or RMSNormalization). Anything that does not match is left as it was.
 import numpy as np
 from onnx import helper
 
+from opforge.errors import OpError
 from opforge.onnx import _node, _validate
 
-# Synthetic nodes: id(node) -> the schema version their converter implements.
+# The schema version whose converter runs each new node.
 _VERSIONS = {"Gelu": 20, "RMSNormalization": 23, "LayerNormalization": 17}
 
 
@@ -247,19 +248,34 @@ def _layer_norm(g, mean):
     return node, bias_add, [mean, sub, pw, var, add, sq, div, mul]
 
 
-# LayerNorm first: its centred half is an RMSNorm of x - mean too.
-_REWRITES = (("Erf", _gelu), ("ReduceMean", _layer_norm), ("ReduceMean", _rms_norm))
+class Synthetic:
+    """What runs a new node: its converter, the schema version it implements, and
+    the nodes it replaced (in order), which run instead if the fused converter
+    refuses the inputs it finds at run time (a dtype or shape it lacks)."""
+
+    __slots__ = ("fn", "version", "originals")
+
+    def __init__(self, fn, version, originals):
+        self.fn, self.version, self.originals = fn, version, originals
 
 
-def rewrite(order, initializers, graph_outputs):
+def _rewrites():
+    from opforge.onnx import _rewrite_attention
+    # LayerNorm before RMSNorm: its centred half is an RMSNorm of x - mean too.
+    return (("Softmax", _rewrite_attention.match), ("Erf", _gelu), ("ReduceMean", _layer_norm),
+            ("ReduceMean", _rms_norm))
+
+
+def rewrite(order, initializers, graph_outputs, opset):
     """The nodes in topological order with the patterns above replaced.
 
-    Returns (nodes, versions): versions maps id(new node) -> the schema
-    version its converter implements (the model's opset may predate it).
+    Returns (nodes, synthetic): synthetic maps id(new node) -> Synthetic.
     """
-    versions = {}
-    for anchor_type, fn in _REWRITES:
+    synthetic = {}
+    for anchor_type, fn in _rewrites():
         g = _View(order, initializers, graph_outputs)
+        g.opset = opset
+        position = {id(n): i for i, n in enumerate(order)}
         replaced, gone = {}, set()
         for node in order:
             if node.op_type != anchor_type or id(node) in gone:
@@ -267,14 +283,39 @@ def rewrite(order, initializers, graph_outputs):
             found = fn(g, node)
             if found is None:
                 continue
-            new, last, removed = found
-            if new.op_type not in _node.CONVERTERS or any(id(n) in gone for n in removed + [last]):
+            new, last, removed = found[:3]
+            conv_fn = found[3] if len(found) > 3 else None
+            if conv_fn is None and new.op_type not in _node.CONVERTERS:
                 continue
+            if any(id(n) in gone or id(n) in synthetic for n in removed + [last]):
+                continue  # overlaps another match (rewrites never nest)
             replaced[id(last)] = new
-            versions[id(new)] = _VERSIONS[new.op_type]
+            originals = sorted(removed + [last], key=lambda n: position[id(n)])
+            synthetic[id(new)] = Synthetic(conv_fn or _node.CONVERTERS[new.op_type].fn,
+                                           _VERSIONS.get(new.op_type, 1), originals)
             gone.update(id(n) for n in removed)
         if replaced:
             # The new node takes the place of the pattern's last node, which
             # comes after every input of the pattern in topological order.
             order = [replaced.get(id(n), n) for n in order if id(n) not in gone]
-    return order, versions
+    return order, synthetic
+
+
+def guarded(fused, originals):
+    """A new node's converter that runs the nodes it replaced when it raises
+    (inputs it does not take; a real error of the model then comes from the
+    original node, worded as without the rewrite)."""
+    def run(ctx):
+        try:
+            return fused(ctx)
+        except OpError:
+            pass
+        env = dict(ctx._consts)
+        env.update(ctx._env)
+        for octx, fn, outputs in originals:
+            result = fn(octx.bind(env, ctx._consts))
+            results = result if isinstance(result, tuple) else (result,)
+            for k, name in outputs:
+                env[name] = results[k]
+        return env[ctx.node.output[0]]
+    return run
