@@ -25,6 +25,15 @@ def _eager(model, feeds):
     return prog.run(feeds)
 
 
+def _run_twice(prog, feeds):
+    """The first run of a signature is eager; the second compiles and runs the graph."""
+    first = prog.run(feeds)
+    second = prog.run(feeds)
+    for a, b in zip(first, second):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    return second
+
+
 def _shape_model():
     """x [N, S, 8] -> MatMul -> Reshape to [N, S, 2, 4] through Shape -> Gather -> Concat:
     the dims come from the feed, so the shape subgraph folds only once they are fixed."""
@@ -49,7 +58,7 @@ def test_symbolic_dims_run_as_graphs_at_every_size():
     rng = np.random.default_rng(1)
     for shape in [(1, 3, 8), (4, 5, 8), (2, 1, 8), (1, 3, 8)]:
         x = rng.standard_normal(shape).astype(np.float32)
-        (got,) = prog.run({"x": x})
+        (got,) = _run_twice(prog, {"x": x})
         (want,) = _ort(model, {"x": x})
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     reasons = prog.compiled_reasons()
@@ -58,7 +67,7 @@ def test_symbolic_dims_run_as_graphs_at_every_size():
 
 def test_folding_leaves_no_shape_ops_in_the_graph():
     prog = opforge.onnx.load(_shape_model())
-    prog.run({"x": np.ones((2, 3, 8), np.float32)})
+    _run_twice(prog, {"x": np.ones((2, 3, 8), np.float32)})
     (entry,) = prog._compiled._entries.values()
     types = {op.type for op in entry.session.graph.get_operations()}
     assert "Concat" not in types and "Gather" not in types and "Reshape" in types
@@ -72,7 +81,7 @@ def test_a_shape_computed_from_data_runs_eagerly_and_says_why():
     prog = opforge.onnx.load(model)
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
     for t in ([3, 4], [4, 3]):
-        (got,) = prog.run({"x": x, "t": np.array(t, np.int64)})
+        (got,) = _run_twice(prog, {"x": x, "t": np.array(t, np.int64)})
         np.testing.assert_array_equal(got, x.reshape(t))
     (reason,) = prog.compiled_reasons().values()
     assert "reshape_by_data" in reason
@@ -83,7 +92,8 @@ def test_a_run_time_error_names_the_onnx_node_as_the_eager_loop_does():
                    [_vi("x", [4, 3]), _vi("i", [2], TensorProto.INT64)], [_vi("y", None)])
     prog = opforge.onnx.load(model)
     x = np.ones((4, 3), np.float32)
-    np.testing.assert_array_equal(prog.run({"x": x, "i": np.array([0, 3])})[0], x[[0, 3]])
+    np.testing.assert_array_equal(_run_twice(prog, {"x": x, "i": np.array([0, 3])})[0], x[[0, 3]])
+    assert list(prog.compiled_reasons().values()) == [None]  # the failing run below is a graph run
     with pytest.raises(errors.InvalidArgumentError, match="pick") as graph_err:
         prog.run({"x": x, "i": np.array([0, 9])})
     with pytest.raises(errors.InvalidArgumentError) as eager_err:
@@ -99,7 +109,7 @@ def test_outputs_never_alias_feeds_or_weights():
                    [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([3, 2], np.int64), "s")])
     prog = opforge.onnx.load(model)
     x = np.ones((2, 3), np.float32)
-    a, b, c = prog.run({"x": x})
+    a, b, c = _run_twice(prog, {"x": x})
     assert not np.shares_memory(a, x)
     a[...] = 7
     b[...] = 7
@@ -115,16 +125,25 @@ def test_graph_and_eager_agree_on_an_mlp_at_several_batches():
     prog = opforge.onnx.load(model)
     for batch in (1, 5, 9):
         x = np.random.default_rng(batch).standard_normal((batch, 16)).astype(np.float32)
-        np.testing.assert_allclose(prog.run([x])[0], _eager(model, [x])[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(_run_twice(prog, [x])[0], _eager(model, [x])[0], rtol=1e-5, atol=1e-6)
     assert all(r is None for r in prog.compiled_reasons().values())
 
 
 def test_the_cache_keeps_the_last_signatures_only():
     prog = opforge.onnx.load(_mlp(np.random.default_rng(3), sizes=(4, 4, 2), batch="N"))
     for batch in range(1, _compile._CACHE_SIZE + 3):
-        prog.run([np.ones((batch, 4), np.float32)])
+        _run_twice(prog, [np.ones((batch, 4), np.float32)])
     keys = list(prog.compiled_reasons())
     assert len(keys) == _compile._CACHE_SIZE and keys[-1] == ((_compile._CACHE_SIZE + 2, 4),)
+
+
+def test_a_signature_seen_once_runs_eagerly_and_compiles_on_its_second_run():
+    prog = opforge.onnx.load(_shape_model())
+    x = np.ones((2, 3, 8), np.float32)
+    prog.run({"x": x})
+    assert prog.compiled_reasons() == {}
+    prog.run({"x": x})
+    assert prog.compiled_reasons() == {((2, 3, 8),): None}
 
 
 def test_owned_finds_overlap_with_any_weight():
@@ -134,3 +153,35 @@ def test_owned_finds_overlap_with_any_weight():
     assert owned.overlaps(base[15:16]) and owned.overlaps(base[55:70]) and owned.overlaps(base)
     assert not owned.overlaps(base[20:50]) and not owned.overlaps(np.zeros(3, np.float32))
     assert owned.overlaps(weights[1][::2])
+
+
+def _backend_cases_on_the_graph_path(step):
+    """onnx's backend cases that pass (tests/test_onnx_backend.py), each run a
+    second time so the compiled graph runs it; returns how many ran as graphs."""
+    pytest.importorskip("onnx.backend.test")
+    from onnx.backend.test.runner import Runner
+
+    import test_onnx_backend as tb
+    from opforge.onnx import backend
+    graphs = 0
+    for p in tb.CASES[::step]:
+        case = p.values[0]
+        if case.name in tb.SKIPS:
+            continue
+        rep = backend.prepare(tb._load_case_model(case))
+        for inputs, expected in tb._data_sets(case):
+            expected = [numpy_helper.to_array(e) if isinstance(e, onnx.TensorProto) else e for e in expected]
+            rep.run(inputs)
+            try:
+                Runner.assert_similar_outputs(expected, list(rep.run(inputs)), rtol=case.rtol, atol=case.atol)
+            except AssertionError as e:
+                raise AssertionError(f"{case.name} on the graph path: {e}") from None
+        graphs += all(r is None for r in rep.program.compiled_reasons().values())
+    return graphs
+
+
+def test_backend_cases_pass_on_the_graph_path():
+    # Every fifth case; all of them (about 7 s more) with
+    # OPFORGE_ONNX_SUITE=full python -m pytest -q tests/test_onnx_compiled.py
+    full = os.environ.get("OPFORGE_ONNX_SUITE") == "full"
+    assert _backend_cases_on_the_graph_path(step=1 if full else 5) > (800 if full else 150)

@@ -1,7 +1,8 @@
 """Runs an imported model on opforge's C++ graph engine instead of node by node in Python.
 
-`Program.run` compiles the model into an opforge Graph once per signature of
-feed shapes (a small LRU cache), with every dim fixed from the feeds, so
+`Program.run` compiles the model into an opforge Graph per signature of feed
+shapes the second time it sees it (a small LRU cache; the first run of a
+signature is eager), with every dim fixed from the feeds, so
 shape subgraphs fold to constants and the graph holds only the ops that
 compute on data; `Session.run` then executes it (about a microsecond per
 node of engine overhead instead of tens of microseconds of Python).
@@ -124,14 +125,24 @@ class CompileCache:
     def __init__(self):
         self._lock = threading.Lock()
         self._entries = collections.OrderedDict()
+        self._seen = collections.OrderedDict()  # signatures run once (eagerly), oldest first
 
     def get(self, prog, fed):
+        """The entry of these feeds' shapes; None the first time a signature is
+        seen (that run is eager: compiling costs a few eager runs, so shapes
+        that never repeat, as in generation with a growing sequence, never
+        pay it)."""
         key = tuple(v.shape for v in fed.values())
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
                 return entry
+            if key not in self._seen:
+                self._seen[key] = True
+                while len(self._seen) > 4 * _CACHE_SIZE:
+                    self._seen.popitem(last=False)
+                return None
         entry = compile_for(prog, fed)  # outside the lock: compiling takes a while
         with self._lock:
             self._entries[key] = entry

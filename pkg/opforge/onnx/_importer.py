@@ -194,9 +194,10 @@ class Program:
     def run(self, feeds):
         """Runs the model; returns the outputs as numpy arrays, in the model's order.
 
-        On the graph engine, one compiled graph per signature of feed shapes
-        (_compile.py); eagerly, node by node, where a graph cannot express
-        the model (see `compiled_reasons`) or where the graph's run fails (so
+        On the graph engine, one compiled graph per signature of feed shapes,
+        from the second run of a signature on (_compile.py); eagerly, node by
+        node, on a signature's first run, where a graph cannot express the
+        model (see `compiled_reasons`) or where the graph's run fails (so
         errors name the ONNX node as the eager run does).
         """
         fed = self.check_feeds(feeds)
