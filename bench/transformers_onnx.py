@@ -7,7 +7,12 @@ Models (random init from tiny configs, no download): BERT with an attention mask
 Llama with an attention mask and with input_ids only, Llama exported with dynamic batch
 and sequence axes and run at two sizes, and a small ViT. Timings are medians of
 interleaved runs at the same thread count; ratio = onnxruntime time / opforge time
-(above 1: opforge faster). Needs torch and transformers (not in opforge's extras).
+(above 1: opforge faster). "opforge ms" is Program.run as users call it (the
+compiled graph on the C++ engine, from a signature's second run on); "eager ms" the
+node-by-node Python loop it replaces (Program.use_graph = False), for the before/after.
+--cpu-time times thread CPU time instead of wall time (a loaded machine; set
+OPFORGE_NUM_THREADS=1 so both libraries run on the calling thread). Needs torch and
+transformers (not in opforge's extras).
 """
 
 import argparse
@@ -66,20 +71,35 @@ def _export(model, args, names, dynamic, path):
         torch.onnx.export(model, tuple(args), path, **kw)
 
 
+_clock = time.perf_counter
+
+
 def _median_time(fn, repeats):
     ts = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = _clock()
         fn()
-        ts.append(time.perf_counter() - t0)
+        ts.append(_clock() - t0)
     return statistics.median(ts)
+
+
+def _eager(prog, feeds):
+    prog.use_graph = False
+    try:
+        return prog.run(feeds)
+    finally:
+        prog.use_graph = True
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--only", default="")
+    ap.add_argument("--cpu-time", action="store_true", help="thread CPU time instead of wall time")
     args = ap.parse_args(argv)
+    global _clock
+    if args.cpu_time:
+        _clock = time.thread_time
     import onnxruntime as ort
 
     import opforge as of
@@ -89,7 +109,9 @@ def main(argv=None):
     so.intra_op_num_threads = threads
     so.log_severity_level = 3
     tmp = tempfile.mkdtemp(prefix="tf_onnx_")
-    print(f"{'model':<22} {'match':<7} {'max rel err':>11} {'opforge ms':>10} {'ort ms':>8} {'ratio':>6}")
+    print(f"threads {threads}, load average {os.getloadavg()[0]:.1f}, {'cpu' if args.cpu_time else 'wall'} time")
+    print(f"{'model':<28} {'match':<7} {'max rel err':>11} {'opforge ms':>10} {'ort ms':>8} {'ratio':>6} "
+          f"{'eager ms':>9} {'eager ratio':>11}")
     for name, model, example, names, dynamic, sizes in _models():
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
@@ -106,20 +128,24 @@ def main(argv=None):
             feeds = {k: v for k, v in feeds.items() if k in {i.name for i in sess.get_inputs()}}
             label = name if not sizes else f"{name} {list(feeds_t[0].shape)}"
             try:
-                got = prog.run(feeds)
+                got = [prog.run(feeds) for _ in range(2)]  # the second run compiles the graph
+                got.append(_eager(prog, feeds))
             except Exception as e:  # noqa: BLE001
-                print(f"{label:<22} FAILED: {type(e).__name__}: {str(e).splitlines()[0][:150]}")
+                print(f"{label:<28} FAILED: {type(e).__name__}: {str(e).splitlines()[0][:150]}")
                 continue
             want = sess.run(None, feeds)
-            err = max(float(np.max(np.abs(g - w)) / (np.max(np.abs(w)) + 1e-30)) for g, w in zip(got, want))
-            ours = theirs = []
-            ours, theirs = [], []
+            err = max(float(np.max(np.abs(g - w)) / (np.max(np.abs(w)) + 1e-30))
+                      for run in got for g, w in zip(run, want))
+            ours, theirs, eager = [], [], []
             for _ in range(3):  # interleaved blocks
                 ours.append(_median_time(lambda: prog.run(feeds), args.repeats // 3 or 1))
                 theirs.append(_median_time(lambda: sess.run(None, feeds), args.repeats // 3 or 1))
-            t_of, t_ort = statistics.median(ours), statistics.median(theirs)
-            print(f"{label:<22} {str(err <= 1e-3):<7} {err:11.2e} {t_of * 1e3:10.2f} {t_ort * 1e3:8.2f} "
-                  f"{t_ort / t_of:5.2f}x")
+                eager.append(_median_time(lambda: _eager(prog, feeds), max(args.repeats // 15, 1)))
+            t_of, t_ort, t_eager = statistics.median(ours), statistics.median(theirs), statistics.median(eager)
+            graph = all(r is None for r in prog.compiled_reasons().values())
+            print(f"{label:<28} {str(err <= 1e-3):<7} {err:11.2e} {t_of * 1e3:10.3f} {t_ort * 1e3:8.3f} "
+                  f"{t_ort / t_of:5.2f}x {t_eager * 1e3:9.3f} {t_ort / t_eager:10.2f}x"
+                  + ("" if graph else "  (eager fallback)"))
 
 
 if __name__ == "__main__":

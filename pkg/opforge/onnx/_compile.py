@@ -1,19 +1,26 @@
 """Runs an imported model on opforge's C++ graph engine instead of node by node in Python.
 
 `Program.run` compiles the model into an opforge Graph per signature of feed
-shapes the second time it sees it (a small LRU cache; the first run of a
-signature is eager), with every dim fixed from the feeds, so
-shape subgraphs fold to constants and the graph holds only the ops that
-compute on data; `Session.run` then executes it (about a microsecond per
-node of engine overhead instead of tens of microseconds of Python).
+shapes, the second time it sees the signature (a small LRU cache; the first
+run of a signature is eager, so shapes that never repeat never pay a
+compile). Every dim is fixed from the feeds, so shape subgraphs (Shape ->
+Gather -> Concat -> Reshape, Range, ConstantOfShape, Expand of a computed
+shape, ...) fold to constants at compile time and the graph holds only the
+ops that compute on data; the engine's in-order runner then executes it
+(well under a microsecond of overhead per node, against tens of
+microseconds of Python per node in the eager loop).
 
 The eager node loop stays the reference and the fallback:
 - a model the graph cannot express for a signature (a converter needs the
-  value of a tensor computed from the feeds: NonZero's count feeding a
-  Reshape, ...; random operators) runs eagerly for that signature, and the
-  decision is cached with the reason (`Program.compiled_reason`);
+  value of a tensor computed from the feeds, as a Reshape whose target is
+  fed; random operators, which draw anew each run) runs eagerly for that
+  signature, and the reason is kept (`Program.compiled_reasons()`);
 - a run whose graph raises (an index out of range in the data, ...) is run
   again eagerly, so the error names the ONNX node exactly as before.
+
+Not yet: one graph for all sizes (C++ Shape/Range/Expand ops taking shape
+tensors); generation with a growing sequence runs eagerly (each length is
+seen once).
 """
 
 import bisect
@@ -110,11 +117,11 @@ def compile_for(prog, fed):
         return _Eager(f"the model uses {random}, which draw anew each run")
     try:
         imported = import_model(prog, input_shapes={k: list(v.shape) for k, v in fed.items()})
-    except errors.OpError as e:
+    except Exception as e:  # noqa: BLE001 -- the eager loop is the reference: it runs, or raises its own error
         # Unimplemented: the graph cannot express it. Anything else is an
-        # error of the model at these shapes, which the eager run raises
-        # as it always did.
-        return _Eager(str(e))
+        # error of the model at these shapes (or of a converter in graph
+        # mode), which the eager run raises as it always did.
+        return _Eager(f"{type(e).__name__}: {e}" if not isinstance(e, errors.OpError) else str(e))
     fetches = [imported.outputs[name] for name in prog.outputs]
     return Compiled(of.Session(imported.graph), list(imported.inputs.items()), fetches)
 
