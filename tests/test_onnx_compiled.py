@@ -185,3 +185,17 @@ def test_backend_cases_pass_on_the_graph_path():
     # OPFORGE_ONNX_SUITE=full python -m pytest -q tests/test_onnx_compiled.py
     full = os.environ.get("OPFORGE_ONNX_SUITE") == "full"
     assert _backend_cases_on_the_graph_path(step=1 if full else 5) > (800 if full else 150)
+
+
+def test_values_of_the_weights_alone_are_folded_once_for_every_signature():
+    # Transpose(w) reads only a weight: one folded array serves both compiled batch sizes.
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    model = _model([helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+                    helper.make_node("MatMul", ["x", "wt"], ["y"])],
+                   [_vi("x", ["N", 4])], [_vi("y", None)], [numpy_helper.from_array(w, "w")])
+    prog = opforge.onnx.load(model)
+    for batch in (2, 5):
+        x = np.ones((batch, 4), np.float32)
+        np.testing.assert_allclose(_run_twice(prog, {"x": x})[0], x @ w.T)
+    (folded,) = prog._folds.values()
+    np.testing.assert_array_equal(folded, w.T)

@@ -33,10 +33,11 @@ import numpy as np
 from opforge import errors
 
 _CACHE_SIZE = 8
-# Operators whose value must not be folded at import even with known inputs:
-# each run draws anew.
+# Operators whose value must not be folded at import, nor frozen into a
+# compiled graph: each run draws anew (none is mapped yet; a future
+# converter of one stays eager). Dropout is the identity at inference.
 _NEVER_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                         "Multinomial", "Bernoulli", "Dropout"})
+                         "Multinomial", "Bernoulli"})
 
 
 class Compiled:

@@ -88,6 +88,7 @@ class Program:
         self.steps = _fuse_matmul.fuse_matmul_chains(self.steps, set(self.outputs))
         self.steps = _ops_nn.fuse_activations(self.steps, set(self.outputs))
         self._compiled = _compile.CompileCache()
+        self._folds = {}  # id(step ctx) -> its folded value, for values of the weights alone
         self._weights = _compile.Owned(self.initializers.values())
 
     def _step(self, node, index, synthetic):
@@ -154,18 +155,29 @@ class Program:
 
         consts: numpy values of names whose env entry is a graph constant.
         """
+        # Values computed from the weights alone are folded once per Program
+        # and shared by every compiled signature (a transposed embedding is
+        # not copied per signature); those that read a feed's shape are not.
+        weights_only = set(self.initializers)
         for proto_ctx, fn, outputs in self.steps:
             folded = consts is not None and _compile.foldable(proto_ctx.node, consts)
+            shared = folded and all(k in weights_only for k in proto_ctx.node.input if k)
             if folded:  # every input known at import: compute it now, eagerly, as a constant
                 ctx = proto_ctx.bind({k: consts[k] for k in proto_ctx.node.input if k}, consts)
             else:
                 ctx = proto_ctx.bind(env, consts)
             try:
-                if folded:
+                if shared and id(proto_ctx) in self._folds:
+                    result = self._folds[id(proto_ctx)]
+                elif folded:
                     with _compile.eager():
                         result = _compile.to_numpy(fn(ctx))
+                    if shared:
+                        self._folds[id(proto_ctx)] = result
                 else:
                     result = fn(ctx)
+                if shared:
+                    weights_only.update(name for _, name in outputs)
             except errors.OpError as e:
                 msg = str(e)
                 if msg.startswith("onnx:"):
@@ -209,17 +221,20 @@ class Program:
                     values = entry.run(fed)
                 except errors.OpError:
                     values = None  # the eager run below raises the error, naming the node
-        if values is None:
+        # The engine copies a fetched value that shares a feed's or a
+        # constant's memory (graph.cc, Unshare); the eager loop does not.
+        eager = values is None
+        if eager:
             env = dict(self.initializers)
             env.update(fed)
             self.evaluate(env)
             values = [env[name] for name in self.outputs]
-        # Reshape and Identity share buffers: never hand out a view of the
-        # model's weights or of a feed, which the caller might then modify.
         results = []
         for v, (name, (dtype, _)) in zip(values, self.outputs.items()):
             a = v if isinstance(v, np.ndarray) else v.numpy()
-            if self._weights.overlaps(a) or any(np.may_share_memory(a, o) for o in fed.values()):
+            # Reshape and Identity share buffers: never hand out a view of the
+            # model's weights or of a feed, which the caller might then modify.
+            if eager and (self._weights.overlaps(a) or any(np.may_share_memory(a, o) for o in fed.values())):
                 a = a.copy()
             if dtype is not None and a.dtype != dtype:
                 raise errors.InternalError(
