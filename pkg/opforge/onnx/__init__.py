@@ -5,9 +5,13 @@
 
 The model is checked before anything runs (parse errors, cycles, dangling
 names, unsupported element types or operators, initializer sizes) and each
-node becomes calls of opforge op wrappers. `import_model` builds an opforge
-Graph from it instead, when graph mode is available. `opforge.onnx.backend`
-implements `onnx.backend.base.Backend`.
+node becomes calls of opforge op wrappers; exported decompositions (GELU,
+LayerNorm, RMSNorm, attention) are rewritten into opforge's fused ops.
+`Program.run` runs a compiled opforge Graph on the C++ engine from the second
+run of a feed-shape signature on (docs/onnx_graph.md), the eager node loop
+otherwise. `import_model` builds an opforge Graph from a model, when graph
+mode is available. `opforge.onnx.backend` implements
+`onnx.backend.base.Backend`.
 """
 
 from collections import namedtuple
@@ -21,12 +25,17 @@ ImportedModel = namedtuple("ImportedModel", ["graph", "inputs", "outputs"])
 
 
 def load(model_or_path):
-    """Checks and maps a model (ModelProto, bytes or path); returns a Program with `.run(feeds)`."""
+    """Checks and maps a model (ModelProto, bytes or path); returns a Program with `.run(feeds)`.
+
+    Keep the Program to run a model many times: each feed-shape signature
+    compiles into a graph on its second run.
+    """
     return Program(model_or_path)
 
 
 def run(model_or_path, inputs):
-    """Runs a model once, eagerly. inputs: dict name -> array, or a list in input order.
+    """Runs a model once, eagerly (to run one many times, keep `load`'s Program).
+    inputs: dict name -> array, or a list in input order.
 
     Returns the outputs as a list of numpy arrays in the model's output order.
     """

@@ -183,6 +183,8 @@ def to_numpy(result):
     """A converter's eager result (a value or a tuple of them) as read-only numpy arrays."""
     if isinstance(result, tuple):
         return tuple(to_numpy(r) for r in result)
+    if not isinstance(result, np.ndarray) and not hasattr(result, "numpy"):
+        return result  # None for an output the node does not make, a fused-away marker
     a = result if isinstance(result, np.ndarray) else np.asarray(result.numpy())
     a.flags.writeable = False  # shared by the graph's constants: never modified
     return a
