@@ -214,3 +214,20 @@ def test_attention_in_float64_is_fused_too():
     prog.run(feeds)
     np.testing.assert_allclose(prog.run(feeds)[0], _ort(model, feeds)[0], rtol=1e-10, atol=1e-10)
     assert "ScaledDotProductAttention" in _graph_ops(prog)
+
+
+def test_tanh_gelu_as_gpt2_exports_it_becomes_one_step():
+    k = np.float32(np.sqrt(2 / np.pi))
+    nodes = [_c("half", np.float32(0.5)), _c("three", np.float32(3)), _c("c", np.float32(0.044715)),
+             _c("k", k), _c("one", np.float32(1)),
+             helper.make_node("Mul", ["x", "half"], ["m0"]), helper.make_node("Pow", ["x", "three"], ["p"]),
+             helper.make_node("Mul", ["p", "c"], ["m1"]), helper.make_node("Add", ["x", "m1"], ["a"]),
+             helper.make_node("Mul", ["a", "k"], ["m2"]), helper.make_node("Tanh", ["m2"], ["t"]),
+             helper.make_node("Add", ["t", "one"], ["a1"]), helper.make_node("Mul", ["m0", "a1"], ["y"])]
+    model = _model(nodes, [_vi("x", [4, 32])], [_vi("y", None)])
+    x = (RNG.standard_normal((4, 32)) * 4).astype(np.float32)
+    prog = _check(model, {"x": x}, "Gelu", "Tanh")
+    assert "Tanh" not in _graph_ops(prog) and "Pow" not in _graph_ops(prog)
+    # A wrong constant (0.04 for 0.044715) is another function: left alone.
+    nodes[2] = _c("c", np.float32(0.04))
+    _check(_model(nodes, [_vi("x", [4, 32])], [_vi("y", None)]), {"x": x}, "Tanh", "Gelu")
