@@ -78,7 +78,12 @@ def matmul_rows(of, repeats, quick, cpu_time=False):
         if cpu_time:
             samples = _thread_time(stmts, ns, repeats, 0.01 if quick else 0.05)
         else:
-            samples = timing.interleaved(stmts, ns, repeats, 0.01 if quick else 0.05)
+            # settle_s: numpy's OpenBLAS workers busy-wait about 0.1 s after
+            # each call; without the pause they share the two cores with
+            # whichever library runs next (ours ran 0.56-0.91x numpy that way
+            # at n = 256-1024, against 1.0-1.6x measured apart).
+            samples = timing.interleaved(stmts, ns, repeats, 0.01 if quick else 0.05,
+                                         settle_s=0.0 if quick else 0.15)
         med = {lib: statistics.median(s) for lib, s in samples.items()}
         flops = 2.0 * m * n * k
         rows.append((name, flops / med["numpy"] / 1e9, flops / med["opforge"] / 1e9, med["numpy"] / med["opforge"]))

@@ -351,20 +351,21 @@ bool GemmBlas(const GemmArgs<T>& g, bool parallel) {
 // Smaller products take the direct loops (less call overhead than BLAS).
 constexpr int64_t kBlasMinFlops = 8 * 8 * 8;
 
-// Which float32 products take our GEMM (cpp/kernels/gemm/): by default those
-// with M <= 64, where it wins (through OpenBLAS, M = 1 ran 0.01-0.2x numpy). On the idle VM with two threads
-// (bench.gemm_table) ours ran 0.82-0.91x numpy at n = 256-1024 and 0.56-0.65x
-// at M = 128, so larger products stay on OpenBLAS until that gap is closed.
-// OPFORGE_SGEMM=own sends every float32 product to ours (its threads claim
-// tiles dynamically, so it no longer halves when numpy's BLAS workers spin),
-// =openblas none.
+// Which float32 products take our GEMM (cpp/kernels/gemm/): all of them by
+// default. Its two-thread deficit at n = 256-1024 and M = 128 (0.56-0.91x
+// numpy in bench.gemm_table) was numpy's OpenBLAS workers, which busy-wait
+// about 0.1 s after each call, sharing the cores with our threads (the bench
+// ran ours right after numpy): measured apart (the bench now lets them settle
+// first) ours runs 1.0-1.6x numpy there with two threads, and 1.9-2.0x numpy's
+// one-thread speed. OPFORGE_SGEMM=openblas sends every product with M > 1 to
+// OpenBLAS, =small only those with M > 64 (the routing before).
 enum class SgemmRoute { kSmallM, kOwn, kOpenBlas };
 SgemmRoute Route() {
   static const SgemmRoute route = [] {
     const char* e = std::getenv("OPFORGE_SGEMM");
-    if (e != nullptr && std::strcmp(e, "own") == 0) return SgemmRoute::kOwn;
+    if (e != nullptr && std::strcmp(e, "small") == 0) return SgemmRoute::kSmallM;
     if (e != nullptr && std::strcmp(e, "openblas") == 0) return SgemmRoute::kOpenBlas;
-    return SgemmRoute::kSmallM;
+    return SgemmRoute::kOwn;
   }();
   return route;
 }
