@@ -99,6 +99,29 @@ def test_threaded_split_shapes(m, k, n, ta, tb, act, seed):
     close(got, ACTS[act](want + bias), k, np.float32)
 
 
+@settings(max_examples=12, deadline=None)
+@given(k=st.integers(100, 1200), n=st.integers(130, 2000), tb=st.booleans(), row=st.booleans(),
+       act=st.sampled_from(["none", "relu", "silu"]), seed=st.integers(0, 2 ** 16))
+@example(k=768, n=768, tb=False, row=True, act="relu", seed=0)  # depth split over the threads
+@example(k=3072, n=768, tb=True, row=True, act="none", seed=0)
+def test_gemv_threaded_layouts(k, n, tb, row, act, seed):
+    # M = 1 big enough for the threads: W [K, N] splits the depth (partial
+    # rows summed), W [N, K] the columns (row dot products); `row` False is
+    # the matrix-vector form W^T-free N = 1 (C's column, transposed to M = 1).
+    rng = np.random.default_rng(seed)
+    w = rng.uniform(-1, 1, (n, k) if tb else (k, n)).astype(np.float32)
+    x = rng.uniform(-1, 1, (1, k)).astype(np.float32)
+    if row:
+        want = oracle(x, w, False, tb)
+        close(gen.mat_mul(x, w, transpose_b=tb).numpy(), want, k, np.float32)
+        bias = rng.uniform(-1, 1, n).astype(np.float32)
+        got = gen.fused_mat_mul(x, w, bias, transpose_b=tb, activation=act).numpy()
+        close(got, ACTS[act](want + bias), k, np.float32)
+    else:  # [N, K] @ [K, 1] (or W^T @ x when W is [K, N])
+        xt = np.ascontiguousarray(x.T)
+        close(gen.mat_mul(w, xt, transpose_a=not tb).numpy(), oracle(w, xt, not tb, False), k, np.float32)
+
+
 def test_matmul_folded_batch_and_gradient():
     # [B, M, K] @ [K, N] runs as one [B*M, K] product; the gradient through
     # MatMulGrad checks both products of the backward pass.

@@ -10,7 +10,7 @@
 // place when its rows are contiguous, else one nr-wide panel at a time.
 //
 // Threads: C is cut into a grid of tiles (whole register tiles), a few per
-// thread, claimed dynamically; each thread runs the serial nest on its tile
+// thread, claimed dynamically (claims.h); each thread runs the serial nest on its tile
 // with its own packing buffers: one fork-join per call, no barriers inside.
 #include <algorithm>
 #include <atomic>
@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "claims.h"
 #include "epilogue.h"
 #include "gemm.h"
 #include "microkernel.h"
@@ -40,6 +41,9 @@ constexpr int64_t kUnpackedDepth = 256;
 constexpr int64_t kSmallKC = 1024;  // depth block of the small-M path (B panel 128 KiB)
 // Below this many multiply-adds one thread is faster than waking another.
 constexpr int64_t kMinParallelFma = 128 * 128 * 128;
+// A GEMV is bound by reading B, not by FMAs: from 2^17 elements of B (0.5
+// MiB, tens of microseconds) a second thread pays.
+constexpr int64_t kMinParallelGemv = 1 << 17;
 
 const Kernels* Select() {
   int level = 0;
@@ -269,13 +273,14 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
   }
   const Kernels& kr = Get();
   int64_t threads = parallel ? NumIntraOpThreads() : 1;
-  if (g.m * g.n * g.k < kMinParallelFma) threads = 1;
+  if (g.m * g.n * g.k < (g.m == 1 ? kMinParallelGemv : kMinParallelFma)) threads = 1;
   const int64_t units_m = (g.m + kr.mr - 1) / kr.mr, units_n = (g.n + kr.nr - 1) / kr.nr;
   threads = std::min(threads, units_m * units_n);
   if (threads <= 1) {
     Slab(g, ep, kr, 0, g.m, 0, g.n);
     return;
   }
+  if (GemvSplitDepth(g, ep, kr, threads)) return;
   // C is cut into a grid of tiles, several per thread, that the threads
   // claim one at a time: a thread that shares its core with something else
   // (numpy's OpenBLAS workers spin about 0.1 s after each call; other
@@ -300,14 +305,14 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
     });
     apre = buf;
   }
-  std::atomic<int64_t> next{0};
-  auto run = [&](int64_t, int64_t) {
-    for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < grid.tm * grid.tn;) {
+  TileClaims claims(grid.tm * grid.tn, threads);
+  auto run = [&](int64_t who, int64_t) {
+    claims.Run(who, [&](int64_t t) {
       const int64_t r = t / grid.tn, c = t % grid.tn;
       const int64_t i0 = units_m * r / grid.tm * kr.mr, i1 = std::min(g.m, units_m * (r + 1) / grid.tm * kr.mr);
       const int64_t j0 = units_n * c / grid.tn * kr.nr, j1 = std::min(g.n, units_n * (c + 1) / grid.tn * kr.nr);
       Slab(g, ep, kr, i0, i1, j0, j1, apre);
-    }
+    });
   };
   ParallelFor(threads, kMinParallelCost, run);
 }
