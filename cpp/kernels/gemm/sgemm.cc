@@ -44,6 +44,9 @@ constexpr int64_t kMinParallelFma = 128 * 128 * 128;
 // A GEMV is bound by reading B, not by FMAs: from 2^17 elements of B (0.5
 // MiB, tens of microseconds) a second thread pays.
 constexpr int64_t kMinParallelGemv = 1 << 17;
+// Up to this many elements of A (16 MiB) a threaded call packs A once for
+// all its tiles.
+constexpr int64_t kMaxPrepackA = 1 << 22;
 
 const Kernels* Select() {
   int level = 0;
@@ -287,12 +290,13 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
   // processes) takes fewer tiles instead of holding up the join, and the
   // caller runs a worker's share itself when the worker is late to start.
   const Grid grid = MakeGrid(g.m, g.n, kr, threads);
-  // One row of tiles (M = 128, N = 768: eight tiles of 128 x 96) would pack
-  // all of A once per tile: the threads pack it once, together, first
-  // (kc-deep blocks of mr-high panels, as Packed lays them out). M = 128,
-  // K = 3072 ran 0.86x numpy with A packed per tile.
+  // Each column of tiles would pack its rows of A again (M = 128, N = 768:
+  // eight tiles of 128 x 96, eight copies of A; n = 256..1024: two to four):
+  // the threads pack A once, together, first (kc-deep blocks of mr-high
+  // panels, as Packed lays them out). M = 128, K = 3072 ran 0.86x numpy with
+  // A packed per tile.
   const float* apre = nullptr;
-  if (grid.tm == 1 && UsesPackedA(g, g.m)) {
+  if (grid.tn > 1 && g.m * g.k <= kMaxPrepackA && UsesPackedA(g, g.m)) {
     const int64_t m_padded = (g.m + kr.mr - 1) / kr.mr * kr.mr, panels = m_padded / kr.mr;
     const int64_t blocks = (g.k + kKC - 1) / kKC;
     float* buf = Scratch(2, m_padded * g.k);
