@@ -10,7 +10,11 @@ is installed; bench/train_step.py).
 Square n = 64 .. 2048 and transformer-layer shapes (M = 1, 16, 128; K, N in
 {768, 3072}, the weight both row-major and as nn.Linear stores it, [N, K]),
 numpy and opforge timed in one process, interleaved (bench/timing.py),
-medians of the repeats. The peak is measured once by an FMA-throughput loop
+medians of the repeats, each batch after a 0.15 s pause (--settle): numpy's
+OpenBLAS workers busy-wait about 0.1 s after each call and would otherwise
+share the two cores with whichever library runs next. On a machine shared
+with other work, `chrt -f 1 python -m bench.gemm_table ...` shields the
+run from it (the figures in docs/gemm.md were taken so). The peak is measured once by an FMA-throughput loop
 on every intra-op thread (cpp/kernels/gemm/peak.cc). --onnx adds the ONNX
 MLPs (batch 64: 784-512-512-10; batch 1 and 4: 784-256-256-10) beside
 onnxruntime.
@@ -62,7 +66,7 @@ def _thread_time(stmts, ns, repeats, min_batch_s, clock=time.thread_time):
     return out
 
 
-def matmul_rows(of, repeats, quick, cpu_time=False):
+def matmul_rows(of, repeats, quick, cpu_time=False, settle=0.15):
     rng = np.random.default_rng(0)
     rows = []
     for name, m, k, n, wt in shapes(quick):
@@ -78,7 +82,12 @@ def matmul_rows(of, repeats, quick, cpu_time=False):
         if cpu_time:
             samples = _thread_time(stmts, ns, repeats, 0.01 if quick else 0.05)
         else:
-            samples = timing.interleaved(stmts, ns, repeats, 0.01 if quick else 0.05)
+            # settle_s: numpy's OpenBLAS workers busy-wait about 0.1 s after
+            # each call; without the pause they share the two cores with
+            # whichever library runs next (ours ran 0.56-0.91x numpy that way
+            # at n = 256-1024, against 1.0-1.6x measured apart).
+            samples = timing.interleaved(stmts, ns, repeats, 0.01 if quick else 0.05,
+                                         settle_s=0.0 if quick else settle)
         med = {lib: statistics.median(s) for lib, s in samples.items()}
         flops = 2.0 * m * n * k
         rows.append((name, flops / med["numpy"] / 1e9, flops / med["opforge"] / 1e9, med["numpy"] / med["opforge"]))
@@ -126,6 +135,9 @@ def main(argv=None):
     p.add_argument("--onnx-only", action="store_true", help="only the ONNX MLPs")
     p.add_argument("--train", action="store_true", help="also the MLP training steps beside PyTorch")
     p.add_argument("--all", action="store_true", help="matmul, ONNX MLPs and training steps: the issue-22 table")
+    p.add_argument("--settle", type=float, default=0.15,
+                   help="seconds to pause before each timed matmul batch (0: the libraries run in each "
+                        "other's BLAS spin-wait window, as before this option)")
     p.add_argument("--cpu-time", action="store_true",
                    help="time by the calling thread's CPU time (set OPFORGE_NUM_THREADS=1 and "
                         "OPENBLAS_NUM_THREADS=1): per-core figures on a loaded machine")
@@ -141,7 +153,7 @@ def main(argv=None):
     print(f"{'float32 matmul':<28}{'numpy GF/s':>11}{'opforge GF/s':>13}{'% peak':>8}{'vs numpy':>9}")
     if args.cpu_time:
         print("(timed by thread CPU time, one thread each; the peak is wall-clock and drops with load)")
-    for name, g_np, g_of, ratio in ([] if args.onnx_only else matmul_rows(of, repeats, args.quick, args.cpu_time)):
+    for name, g_np, g_of, ratio in ([] if args.onnx_only else matmul_rows(of, repeats, args.quick, args.cpu_time, args.settle)):
         print(f"{name:<28}{g_np:>11.1f}{g_of:>13.1f}{100 * g_of / peak:>7.0f}%{ratio:>8.2f}x")
     if args.all:
         args.onnx = args.train = True

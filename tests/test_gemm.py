@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import opforge as of
@@ -77,6 +77,49 @@ def test_matmul_model_shapes(m, k, n, tb):
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((n, k) if tb else (k, n), dtype=np.float32)
     close(gen.mat_mul(a, b, transpose_b=tb).numpy(), oracle(a, b, False, tb), k, np.float32)
+
+
+@settings(max_examples=12, deadline=None)
+@given(m=st.integers(65, 260), k=st.sampled_from([200, 257, 600]), n=st.sampled_from([300, 777, 2200]),
+       ta=st.booleans(), tb=st.booleans(), act=st.sampled_from(["none", "relu", "gelu"]),
+       seed=st.integers(0, 2 ** 16))
+@example(m=250, k=600, n=2200, ta=False, tb=True, act="relu", seed=0)  # two A blocks, packed once
+@example(m=130, k=600, n=777, ta=True, tb=False, act="gelu", seed=1)
+def test_threaded_split_shapes(m, k, n, ta, tb, act, seed):
+    # Products big enough for the intra-op threads: one row of tiles (all of
+    # A packed once by the threads, K in one or several depth blocks) and the
+    # fused epilogue on the tiles' last depth block; every transpose.
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (k, m) if ta else (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (n, k) if tb else (k, n)).astype(np.float32)
+    want = oracle(a, b, ta, tb)
+    close(gen.mat_mul(a, b, transpose_a=ta, transpose_b=tb).numpy(), want, k, np.float32)
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    got = gen.fused_mat_mul(a, b, bias, transpose_a=ta, transpose_b=tb, activation=act).numpy()
+    close(got, ACTS[act](want + bias), k, np.float32)
+
+
+@settings(max_examples=12, deadline=None)
+@given(k=st.integers(100, 1200), n=st.integers(130, 2000), tb=st.booleans(), row=st.booleans(),
+       act=st.sampled_from(["none", "relu", "silu"]), seed=st.integers(0, 2 ** 16))
+@example(k=768, n=768, tb=False, row=True, act="relu", seed=0)  # depth split over the threads
+@example(k=3072, n=768, tb=True, row=True, act="none", seed=0)
+def test_gemv_threaded_layouts(k, n, tb, row, act, seed):
+    # M = 1 big enough for the threads: W [K, N] splits the depth (partial
+    # rows summed), W [N, K] the columns (row dot products); `row` False is
+    # the matrix-vector form W^T-free N = 1 (C's column, transposed to M = 1).
+    rng = np.random.default_rng(seed)
+    w = rng.uniform(-1, 1, (n, k) if tb else (k, n)).astype(np.float32)
+    x = rng.uniform(-1, 1, (1, k)).astype(np.float32)
+    if row:
+        want = oracle(x, w, False, tb)
+        close(gen.mat_mul(x, w, transpose_b=tb).numpy(), want, k, np.float32)
+        bias = rng.uniform(-1, 1, n).astype(np.float32)
+        got = gen.fused_mat_mul(x, w, bias, transpose_b=tb, activation=act).numpy()
+        close(got, ACTS[act](want + bias), k, np.float32)
+    else:  # [N, K] @ [K, 1] (or W^T @ x when W is [K, N])
+        xt = np.ascontiguousarray(x.T)
+        close(gen.mat_mul(w, xt, transpose_a=not tb).numpy(), oracle(w, xt, not tb, False), k, np.float32)
 
 
 def test_matmul_folded_batch_and_gradient():

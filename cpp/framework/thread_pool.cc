@@ -118,6 +118,11 @@ class ThreadPool {
   std::vector<std::thread> workers_;
 };
 
+// How long the caller polls for its workers' shares before parking (yielding
+// the core after the first kJoinPauseSpin, as the workers' own spin does).
+constexpr auto kJoinSpin = std::chrono::microseconds(100);
+constexpr auto kJoinPauseSpin = std::chrono::microseconds(20);
+
 // Threads inside ParallelForImpl right now (callers, not pool workers).
 std::atomic<int> active_callers{0};
 
@@ -158,34 +163,43 @@ void ParallelForImpl(int64_t total, int64_t cost_per_unit,
   const int64_t chunks = std::min<int64_t>({free_threads, total, max_chunks});
   const int64_t step = (total + chunks - 1) / chunks;
 
+  // The join: workers count down under the mutex (so the caller, which
+  // returns only after taking the mutex once, never frees it under them); the
+  // caller polls the count for a while before parking, because waking a
+  // parked thread costs tens of microseconds on a VM, a large part of a
+  // 0.1 ms product whose shares end within microseconds of each other.
   struct Join {
     std::mutex mu;
     std::condition_variable cv;
-    int64_t remaining;
+    std::atomic<int64_t> remaining;
+    bool parked = false;
   };
   Join join;
-  join.remaining = chunks - 1;
+  join.remaining.store(chunks - 1, std::memory_order_relaxed);
   for (int64_t c = 1; c < chunks; ++c) {
     const int64_t begin = c * step, end = std::min(total, begin + step);
     Pool()->Schedule([&join, &fn, begin, end] {
       if (begin < end) fn(begin, end);
       std::lock_guard<std::mutex> lock(join.mu);
-      if (--join.remaining == 0) join.cv.notify_all();
+      if (join.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1 && join.parked) join.cv.notify_all();
     });
   }
   fn(0, std::min(total, step));
-  // Help drain the queue rather than sleep while other callers' work waits.
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(join.mu);
-      if (join.remaining == 0) return;
-    }
-    if (!Pool()->RunOne()) {
-      std::unique_lock<std::mutex> lock(join.mu);
-      join.cv.wait(lock, [&join] { return join.remaining == 0; });
-      return;
+  // Help drain the queue rather than wait while other callers' work waits.
+  while (join.remaining.load(std::memory_order_acquire) > 0 && Pool()->RunOne()) {
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; join.remaining.load(std::memory_order_acquire) > 0; ++i) {
+    CpuRelax();
+    if ((i & 63) == 63) {
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (waited > kJoinSpin) break;
+      if (waited > kJoinPauseSpin) std::this_thread::yield();
     }
   }
+  std::unique_lock<std::mutex> lock(join.mu);
+  join.parked = true;
+  join.cv.wait(lock, [&join] { return join.remaining.load(std::memory_order_acquire) == 0; });
 }
 
 }  // namespace opforge

@@ -35,6 +35,12 @@ struct Kernels {
                  float alpha, float beta);
 };
 
+// M = 1, B's rows contiguous, on `threads` threads split along the depth
+// (gemv_threaded.cc). False: not that case (the caller's tile grid runs it).
+struct StridedArgs;
+struct Epilogue;
+bool GemvSplitDepth(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t threads);
+
 const Kernels* Avx512Kernels();  // nullptr when not compiled for x86
 const Kernels* Avx2Kernels();
 const Kernels* GenericKernels();

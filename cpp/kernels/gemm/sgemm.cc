@@ -10,7 +10,7 @@
 // place when its rows are contiguous, else one nr-wide panel at a time.
 //
 // Threads: C is cut into a grid of tiles (whole register tiles), a few per
-// thread, claimed dynamically; each thread runs the serial nest on its tile
+// thread, claimed dynamically (claims.h); each thread runs the serial nest on its tile
 // with its own packing buffers: one fork-join per call, no barriers inside.
 #include <algorithm>
 #include <atomic>
@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "claims.h"
 #include "epilogue.h"
 #include "gemm.h"
 #include "microkernel.h"
@@ -40,6 +41,12 @@ constexpr int64_t kUnpackedDepth = 256;
 constexpr int64_t kSmallKC = 1024;  // depth block of the small-M path (B panel 128 KiB)
 // Below this many multiply-adds one thread is faster than waking another.
 constexpr int64_t kMinParallelFma = 128 * 128 * 128;
+// A GEMV is bound by reading B, not by FMAs: from 2^17 elements of B (0.5
+// MiB, tens of microseconds) a second thread pays.
+constexpr int64_t kMinParallelGemv = 1 << 17;
+// Up to this many elements of A (16 MiB) a threaded call packs A once for
+// all its tiles.
+constexpr int64_t kMaxPrepackA = 1 << 22;
 
 const Kernels* Select() {
   int level = 0;
@@ -66,9 +73,10 @@ const Kernels& Get() {
   return *k;
 }
 
-// 64-byte-aligned per-thread scratch; slot 0 for B, 1 for A.
+// 64-byte-aligned per-thread scratch; slot 0 for B, 1 for A, 2 for the A
+// a threaded call packs once for all its threads (PrepackA).
 float* Scratch(int slot, int64_t count) {
-  static thread_local std::vector<float> bufs[2];
+  static thread_local std::vector<float> bufs[3];
   std::vector<float>& v = bufs[slot];
   if (static_cast<int64_t>(v.size()) < count + 16) v.resize(count + 16);
   const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
@@ -144,13 +152,15 @@ void SmallM(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
   }
 }
 
+// apre: all of A packed by the threaded caller (then i0 == 0, i1 == m), or null.
 void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i0, int64_t i1,
-            int64_t j0, int64_t j1) {
+            int64_t j0, int64_t j1, const float* apre) {
   const int mr = kr.mr, nr = kr.nr;
   const int64_t MC = kMCPanels * mr;
   const int64_t nc_max = (std::min(kNC, j1 - j0) + nr - 1) / nr * nr;
   float* bpack = Scratch(0, nc_max * std::min(g.k, kKC));
-  float* apack = Scratch(1, MC * std::min(g.k, kKC));
+  float* apack = apre != nullptr ? nullptr : Scratch(1, MC * std::min(g.k, kKC));
+  const int64_t m_padded = (g.m + mr - 1) / mr * mr;
   for (int64_t jc = j0; jc < j1; jc += kNC) {
     const int64_t nc = std::min(kNC, j1 - jc);
     const int64_t npanels = (nc + nr - 1) / nr;
@@ -165,9 +175,14 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
       }
       for (int64_t ic = i0; ic < i1; ic += MC) {
         const int64_t mc = std::min(MC, i1 - ic);
-        for (int64_t ir = 0; ir < mc; ir += mr) {
-          PackA(g.a + (ic + ir) * g.rs_a + pc * g.cs_a, g.rs_a, g.cs_a, std::min<int64_t>(mr, mc - ir),
-                kc, mr, apack + ir * kc);
+        const float* ablk = apack;
+        if (apre != nullptr) {
+          ablk = apre + pc * m_padded + ic * kc;
+        } else {
+          for (int64_t ir = 0; ir < mc; ir += mr) {
+            PackA(g.a + (ic + ir) * g.rs_a + pc * g.cs_a, g.rs_a, g.cs_a, std::min<int64_t>(mr, mc - ir),
+                  kc, mr, apack + ir * kc);
+          }
         }
         for (int64_t q = 0; q < npanels; ++q) {
           const int64_t jr = jc + q * nr;
@@ -175,7 +190,7 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
           const float* bp = bpack + q * kc * nr;
           for (int64_t ir = 0; ir < mc; ir += mr) {
             const int m = static_cast<int>(std::min<int64_t>(mr, mc - ir));
-            kr.packed[m - 1](kc, apack + ir * kc, 1, mr, bp, nr, g.c + (ic + ir) * g.ldc + jr, g.ldc,
+            kr.packed[m - 1](kc, ablk + ir * kc, 1, mr, bp, nr, g.c + (ic + ir) * g.ldc + jr, g.ldc,
                              n, g.alpha, beta);
           }
           if (last && !ep.empty()) ApplyEpilogue(ep, g.c + ic * g.ldc + jr, g.ldc, ic, jr, mc, n);
@@ -185,13 +200,17 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
   }
 }
 
+bool UsesPackedA(const StridedArgs& g, int64_t rows) {
+  return !(rows <= kSmallM || (rows <= kUnpackedRows && g.k <= kUnpackedDepth));
+}
+
 void Slab(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i0, int64_t i1,
-          int64_t j0, int64_t j1) {
+          int64_t j0, int64_t j1, const float* apre = nullptr) {
   if (i1 <= i0 || j1 <= j0) return;
-  if (i1 - i0 <= kSmallM || (i1 - i0 <= kUnpackedRows && g.k <= kUnpackedDepth)) {
+  if (!UsesPackedA(g, i1 - i0)) {
     SmallM(g, ep, kr, i0, i1, j0, j1);
   } else {
-    Packed(g, ep, kr, i0, i1, j0, j1);
+    Packed(g, ep, kr, i0, i1, j0, j1, apre);
   }
 }
 
@@ -209,7 +228,13 @@ Grid MakeGrid(int64_t m, int64_t n, const Kernels& kr, int64_t threads) {
   Grid g{1, 1};
   // Small M runs unpacked over the whole of A: cut along N only.
   const bool rows_ok = m > kSmallM;
-  while (g.tm * g.tn < kTilesPerThread * threads) {
+  // Small M is bound by reading B: one share per thread, so each core reads
+  // the same columns of B on every call (from its L2 when they fit). With
+  // four tiles each, a worker that started a few microseconds late found the
+  // caller in its share: 0.87x numpy at M = 1, K = N = 768, W [N, K], against
+  // 0.97x, and 1.34x against 1.44x at M = 16, N = 3072.
+  const int64_t per_thread = rows_ok ? kTilesPerThread : 1;
+  while (g.tm * g.tn < per_thread * threads) {
     const int64_t h = m / g.tm, w = n / g.tn;
     const bool can_m = rows_ok && units_m >= 4 * g.tm, can_n = units_n >= 2 * g.tn && w >= 2 * kMinTileCols;
     if (can_m && (h >= w || !can_n)) {
@@ -257,27 +282,47 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
   }
   const Kernels& kr = Get();
   int64_t threads = parallel ? NumIntraOpThreads() : 1;
-  if (g.m * g.n * g.k < kMinParallelFma) threads = 1;
+  if (g.m * g.n * g.k < (g.m == 1 ? kMinParallelGemv : kMinParallelFma)) threads = 1;
   const int64_t units_m = (g.m + kr.mr - 1) / kr.mr, units_n = (g.n + kr.nr - 1) / kr.nr;
   threads = std::min(threads, units_m * units_n);
   if (threads <= 1) {
     Slab(g, ep, kr, 0, g.m, 0, g.n);
     return;
   }
+  if (GemvSplitDepth(g, ep, kr, threads)) return;
   // C is cut into a grid of tiles, several per thread, that the threads
   // claim one at a time: a thread that shares its core with something else
   // (numpy's OpenBLAS workers spin about 0.1 s after each call; other
   // processes) takes fewer tiles instead of holding up the join, and the
   // caller runs a worker's share itself when the worker is late to start.
   const Grid grid = MakeGrid(g.m, g.n, kr, threads);
-  std::atomic<int64_t> next{0};
-  auto run = [&](int64_t, int64_t) {
-    for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < grid.tm * grid.tn;) {
+  // Each column of tiles would pack its rows of A again (M = 128, N = 768:
+  // eight tiles of 128 x 96, eight copies of A; n = 256..1024: two to four):
+  // the threads pack A once, together, first (kc-deep blocks of mr-high
+  // panels, as Packed lays them out). M = 128, K = 3072 ran 0.86x numpy with
+  // A packed per tile.
+  const float* apre = nullptr;
+  if (grid.tn > 1 && g.m * g.k <= kMaxPrepackA && UsesPackedA(g, g.m)) {
+    const int64_t m_padded = (g.m + kr.mr - 1) / kr.mr * kr.mr, panels = m_padded / kr.mr;
+    const int64_t blocks = (g.k + kKC - 1) / kKC;
+    float* buf = Scratch(2, m_padded * g.k);
+    ParallelFor(blocks * panels, kr.mr * std::min(g.k, kKC), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t pc = t / panels * kKC, i = t % panels * kr.mr, kc = std::min(kKC, g.k - pc);
+        PackA(g.a + i * g.rs_a + pc * g.cs_a, g.rs_a, g.cs_a, std::min<int64_t>(kr.mr, g.m - i), kc, kr.mr,
+              buf + pc * m_padded + i * kc);
+      }
+    });
+    apre = buf;
+  }
+  TileClaims claims(grid.tm * grid.tn, threads);
+  auto run = [&](int64_t who, int64_t) {
+    claims.Run(who, [&](int64_t t) {
       const int64_t r = t / grid.tn, c = t % grid.tn;
       const int64_t i0 = units_m * r / grid.tm * kr.mr, i1 = std::min(g.m, units_m * (r + 1) / grid.tm * kr.mr);
       const int64_t j0 = units_n * c / grid.tn * kr.nr, j1 = std::min(g.n, units_n * (c + 1) / grid.tn * kr.nr);
-      Slab(g, ep, kr, i0, i1, j0, j1);
-    }
+      Slab(g, ep, kr, i0, i1, j0, j1, apre);
+    });
   };
   ParallelFor(threads, kMinParallelCost, run);
 }
