@@ -5,6 +5,7 @@
 #include "vector_math.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -31,8 +32,8 @@ namespace {
 
 struct Table {
   const char* name;
-  void (*unary_f32[5])(const float*, float*, int64_t, bool);
-  void (*unary_f64[5])(const double*, double*, int64_t, bool);
+  void (*unary_f32[6])(const float*, float*, int64_t, bool);
+  void (*unary_f64[6])(const double*, double*, int64_t, bool);
   void (*binary_f32[4])(const float*, const float*, float*, int64_t, bool);
   void (*binary_f64[4])(const double*, const double*, double*, int64_t, bool);
   double (*sum_f32)(const float*, int64_t);

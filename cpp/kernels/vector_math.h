@@ -12,7 +12,8 @@
 namespace opforge {
 namespace vmath {
 
-enum class UnaryFn { kExp, kLog, kTanh, kSigmoid, kSqrt };
+// kGelu: x * Phi(x), the erf form (float32: simd::GeluErf; float64: std::erf).
+enum class UnaryFn { kExp, kLog, kTanh, kSigmoid, kSqrt, kGelu };
 enum class BinaryFn { kAdd, kSub, kMul, kDiv };
 
 // y[i] = f(x[i]) for i in [0, n). `stream`: write y with non-temporal stores
