@@ -95,7 +95,7 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
 }
 
 // A bias per output row and an activation after a convolution's GEMM.
-enum class Act { kNone, kRelu, kSigmoid, kSilu };
+enum class Act { kNone, kRelu, kSigmoid, kSilu, kHardSwish };
 template <typename T>
 struct EpiOf {
   const T* bias = nullptr;

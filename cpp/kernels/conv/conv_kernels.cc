@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
+#include <type_traits>
 #include <string>
 #include <mutex>
 #include <vector>
@@ -63,6 +65,9 @@ void BiasAct(const EpiOf<T>& e, T* y, int64 row0, int64 rows, int64 p) {
       case Act::kSilu:
         for (int64 j = 0; j < p; ++j) v[j] = v[j] / (T(1) + std::exp(-v[j]));
         break;
+      case Act::kHardSwish:
+        for (int64 j = 0; j < p; ++j) v[j] = v[j] * std::min(std::max(v[j] * T(1.0 / 6) + T(0.5), T(0)), T(1));
+        break;
       case Act::kNone:
         break;
     }
@@ -73,6 +78,12 @@ void BiasAct(const EpiOf<T>& e, T* y, int64 row0, int64 rows, int64 p) {
 template <typename T>
 void Forward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>& e) {
   const int64 K = g.k(), P = g.p();
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.groups == g.c && g.groups > 1 && DepthwiseFastPath(g)) {
+      DepthwiseForward(g, xd, fd, e.bias, e.act, yd);
+      return;
+    }
+  }
   if (g.depthwise()) {
     ParallelFor(g.n * g.c, P * g.kh * g.kw, [&](int64 b, int64 end) {
       for (int64 u = b; u < end; ++u) {
@@ -93,11 +104,15 @@ void Forward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>&
     const T* xg = xd + (n * g.c + gi * g.cg) * g.h * g.w;
     T* yg = yd + (n * g.o + gi * g.og) * P;
     if (!pw) Im2Col(g, xg, col, !in_worker);
-    if (GemmEpilogue<T>(false, false, g.og, P, K, fd + gi * g.og * K, K, pw ? xg : col, P, yg, P, in_worker, e,
-                        gi * g.og)) {
-      return;
+    // The GEMM epilogue has no hard-swish: the bias goes in it, the
+    // activation runs after.
+    EpiOf<T> in_gemm = e, after;
+    if (e.act == Act::kHardSwish) in_gemm.act = Act::kNone, after.act = Act::kHardSwish;
+    if (!GemmEpilogue<T>(false, false, g.og, P, K, fd + gi * g.og * K, K, pw ? xg : col, P, yg, P, in_worker,
+                         in_gemm, gi * g.og)) {
+      after = e;
     }
-    if (!e.empty()) BiasAct(e, yg, gi * g.og, g.og, P);
+    if (!after.empty()) BiasAct(after, yg, gi * g.og, g.og, P);
   });
 }
 
@@ -122,7 +137,11 @@ Status FusedConv2DKernel(OpKernelContext* ctx) {
   EpiOf<T> e;
   e.bias = ctx->input(2).data<T>();
   const std::string& act = ctx->attr("activation").s;
-  e.act = act == "relu" ? Act::kRelu : act == "sigmoid" ? Act::kSigmoid : act == "silu" ? Act::kSilu : Act::kNone;
+  e.act = act == "relu"        ? Act::kRelu
+          : act == "sigmoid"   ? Act::kSigmoid
+          : act == "silu"      ? Act::kSilu
+          : act == "hardswish" ? Act::kHardSwish
+                               : Act::kNone;
   Forward<T>(MakeGeometry(*ctx, x.shape(), f.shape(), y->shape()), x.data<T>(), f.data<T>(), y->data<T>(), e);
   return Status::OK();
 }
