@@ -1,11 +1,7 @@
 """The direct depthwise convolution (cpp/kernels/conv/depthwise*.{h,cc,inc}) against the numpy reference
 (vision_reference.py) over random shapes: strides 1-4 (unequal ones take the generic loop), pads, dilations,
 depth multipliers, kernels up to 7x7 and widths that end in vector tails, with the fused bias and activations
-of FusedConv2D; every instruction set (the module reruns itself with OPFORGE_SIMD capped)."""
-import os
-import subprocess
-import sys
-
+of FusedConv2D; every instruction set (test_winograd.py reruns this module with OPFORGE_SIMD capped)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -81,12 +77,4 @@ def test_fused_conv_bad_activation_names_it():
         P.fused_conv2d(x, f, b, activation="tanh", strides=[1, 1], pads=[0] * 4, dilations=[1, 1], groups=2)
 
 
-@pytest.mark.skipif(os.environ.get("OPFORGE_SIMD") is not None, reason="already a rerun, or the dispatch is capped")
-@pytest.mark.parametrize("isa", ["baseline", "avx2"])
-def test_every_instruction_set(isa):
-    # Reruns this module with the dispatch capped; on a CPU without the set
-    # it falls back to a narrower one.
-    env = dict(os.environ, OPFORGE_SIMD=isa)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", __file__],
-                          env=env, capture_output=True, text=True, timeout=900, cwd=os.path.dirname(__file__))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+# Every instruction set: test_winograd.py reruns this module with OPFORGE_SIMD capped.

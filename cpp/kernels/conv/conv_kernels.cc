@@ -22,6 +22,7 @@
 #include "conv_geometry.h"
 #include "depthwise.h"
 #include "im2col.h"
+#include "winograd.h"
 
 namespace opforge {
 namespace conv {
@@ -81,6 +82,10 @@ void Forward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>&
   if constexpr (std::is_same_v<T, float>) {
     if (g.groups == g.c && g.groups > 1 && DepthwiseFastPath(g)) {
       DepthwiseForward(g, xd, fd, e.bias, e.act, yd);
+      return;
+    }
+    if (WinogradApplies(g)) {
+      WinogradForward(g, xd, fd, e.bias, e.act, yd, false);
       return;
     }
   }
@@ -147,8 +152,26 @@ Status FusedConv2DKernel(OpKernelContext* ctx) {
 }
 
 // dx = col2im(W^T dy) for Geometry g (dx overwritten).
+// The input gradient of a 3x3 stride-1 convolution as a forward one: dy
+// convolved with the filter rotated by 180 degrees and transposed, pads
+// 2 - pad (negative ones just skip rows of dy).
+inline Geometry TransposedGeometry(const Geometry& g) {
+  Geometry t = g;
+  t.c = g.o, t.h = g.oh, t.w = g.ow, t.o = g.c, t.oh = g.h, t.ow = g.w;
+  t.pt = g.kh - 1 - g.pt, t.pl = g.kw - 1 - g.pl;
+  t.cg = t.c / t.groups, t.og = t.o / t.groups;
+  return t;
+}
+
 template <typename T>
 void BackpropInput(const Geometry& g, const T* fd, const T* dyd, T* dxd) {
+  if constexpr (std::is_same_v<T, float>) {
+    const Geometry t = TransposedGeometry(g);
+    if (WinogradApplies(t)) {
+      WinogradForward(t, dyd, fd, nullptr, Act::kNone, dxd, true);
+      return;
+    }
+  }
   std::memset(dxd, 0, sizeof(T) * g.n * g.c * g.h * g.w);
   const int64 K = g.k(), P = g.p();
   if (P == 0) return;

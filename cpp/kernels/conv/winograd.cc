@@ -1,0 +1,156 @@
+// Winograd F(4x4, 3x3) driver (winograd.h): the filter transform, tile
+// blocks over the intra-op pool, and the run-time choice of the transforms'
+// instruction set (winograd_isa.inc, as for the depthwise kernel).
+#include "winograd.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "opforge/parallel.h"
+
+#include "../simd_math.h"
+#include "../vector_math.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define OF_WG_X86 1
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace opforge {
+namespace conv {
+
+#ifdef OF_CONV_OWN_SGEMM
+namespace {
+
+constexpr int64_t kNoTile = std::numeric_limits<int64_t>::min() / 4;
+
+struct WinoPlan {
+  int64_t c, o, h, w, oh, ow, pt, pl;
+  int64_t th, tw, tiles;  // 4x4 output tiles per image
+  int64_t tb;             // tiles per block (a multiple of 32: whole GEMM panels)
+};
+
+namespace baseline {
+constexpr int kBytes = 16;
+#include "winograd_isa.inc"
+}  // namespace baseline
+
+#if defined(OF_WG_X86)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+constexpr int kBytes = 32;
+#include "winograd_isa.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
+namespace avx512 {
+constexpr int kBytes = 64;
+#include "winograd_isa.inc"
+}  // namespace avx512
+#pragma GCC pop_options
+#endif
+
+using BlockFn = void (*)(const WinoPlan&, const float*, const float*, const float*, Act, float*, int64_t, int64_t,
+                         int64_t, float*, float*);
+
+BlockFn Get() {
+  static const BlockFn fn = [] {
+#if defined(OF_WG_X86)
+    const char* isa = vmath::IsaName();
+    if (std::strcmp(isa, "avx512") == 0) return &avx512::RunBlock;
+    if (std::strcmp(isa, "avx2") == 0) return &avx2::RunBlock;
+#endif
+    return &baseline::RunBlock;
+  }();
+  return fn;
+}
+
+using FilterFn = void (*)(const float*, const float*, int64_t, int64_t, bool, int64_t, int64_t, float*);
+
+FilterFn GetFilter() {
+  static const FilterFn fn = [] {
+#if defined(OF_WG_X86)
+    const char* isa = vmath::IsaName();
+    if (std::strcmp(isa, "avx512") == 0) return &avx512::FilterRows;
+    if (std::strcmp(isa, "avx2") == 0) return &avx2::FilterRows;
+#endif
+    return &baseline::FilterRows;
+  }();
+  return fn;
+}
+
+// U[xi][o][c] = (G g G^T)[xi] for the 3x3 taps g of output o, input c.
+void TransformFilter(const Geometry& g, const float* f, bool transposed, float* u) {
+  static const double G[6][3] = {{1.0 / 4, 0, 0},          {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                 {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  static const std::vector<float> gg = [] {
+    std::vector<float> t(36 * 9);
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 6; ++j)
+        for (int a = 0; a < 3; ++a)
+          for (int b = 0; b < 3; ++b) t[(i * 6 + j) * 9 + a * 3 + b] = static_cast<float>(G[i][a] * G[j][b]);
+    return t;
+  }();
+  const FilterFn fn = GetFilter();
+  ParallelFor(g.o, g.c * 36 * 9, [&](int64_t o0, int64_t o1) { fn(gg.data(), f, g.o, g.c, transposed, o0, o1, u); });
+}
+
+bool Enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("OPFORGE_CONV_WINOGRAD");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  return on;
+}
+
+}  // namespace
+
+bool WinogradApplies(const Geometry& g) {
+  return Enabled() && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.groups == 1 &&
+         g.c >= 16 && g.o >= 16 && g.oh >= 8 && g.ow >= 8;
+}
+
+void WinogradForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y,
+                     bool transposed) {
+  WinoPlan p;
+  p.c = g.c, p.o = g.o, p.h = g.h, p.w = g.w, p.oh = g.oh, p.ow = g.ow, p.pt = g.pt, p.pl = g.pl;
+  p.th = (g.oh + 3) / 4, p.tw = (g.ow + 3) / 4, p.tiles = p.th * p.tw;
+  // A block's transformed input ([36][C][tb] floats) about 1 MiB: in L2.
+  p.tb = std::max<int64_t>(32, std::min<int64_t>(256, 8192 / g.c / 32 * 32));
+  p.tb = std::min(p.tb, (p.tiles + 31) / 32 * 32);
+  std::vector<float> u(static_cast<size_t>(36 * g.o * g.c));
+  TransformFilter(g, f, transposed, u.data());
+  const int64_t blocks = (p.tiles + p.tb - 1) / p.tb;
+  const BlockFn fn = Get();
+  ParallelFor(g.n * blocks, p.tb * g.c * g.o * 36, [&](int64_t b0, int64_t b1) {
+    // Kept per thread between calls (a fresh 1-2 MiB buffer per call faults
+    // its pages in again).
+    static thread_local std::vector<float> vbuf, mbuf;
+    if (vbuf.size() < static_cast<size_t>(36 * p.c * p.tb)) vbuf.resize(static_cast<size_t>(36 * p.c * p.tb));
+    if (mbuf.size() < static_cast<size_t>(36 * p.o * p.tb)) mbuf.resize(static_cast<size_t>(36 * p.o * p.tb));
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t n = b / blocks, t0 = b % blocks * p.tb, t1 = std::min(p.tiles, t0 + p.tb);
+      fn(p, x, u.data(), bias, act, y, n, t0, t1, vbuf.data(), mbuf.data());
+    }
+  });
+}
+
+#else  // no own GEMM in this build
+
+bool WinogradApplies(const Geometry&) { return false; }
+void WinogradForward(const Geometry&, const float*, const float*, const float*, Act, float*, bool) {}
+
+#endif
+
+}  // namespace conv
+}  // namespace opforge
