@@ -35,7 +35,7 @@ def dw_case(draw):
     return x, f, b, act, dict(strides=strides, pads=p, dilations=d, groups=c)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(dw_case())
 def test_depthwise_matches_numpy(case):
     x, f, b, act, attrs = case
