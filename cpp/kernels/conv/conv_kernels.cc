@@ -50,6 +50,10 @@ void ForEachItem(const Geometry& g, int64 col_size, int64 cost, F&& fn) {
 // GEMM epilogue: float64, depthwise).
 template <typename T>
 void BiasAct(const EpiOf<T>& e, T* y, int64 row0, int64 rows, int64 p) {
+  if constexpr (std::is_same_v<T, float>) {
+    BiasActRows(e.act, y, e.bias != nullptr ? e.bias + row0 : nullptr, rows, p);
+    return;
+  }
   for (int64 r = 0; r < rows; ++r) {
     T* v = y + r * p;
     if (e.bias != nullptr) {

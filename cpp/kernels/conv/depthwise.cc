@@ -118,5 +118,18 @@ void DepthwiseForward(const Geometry& g, const float* x, const float* f, const f
 
 const char* DepthwiseIsa() { return vmath::IsaName(); }
 
+void BiasActRows(Act act, float* y, const float* bias, int64_t rows, int64_t p) {
+  using Fn = void (*)(Act, float*, const float*, int64_t, int64_t);
+  static const Fn fn = [] {
+#if defined(OF_DW_X86)
+    const char* isa = vmath::IsaName();
+    if (std::strcmp(isa, "avx512") == 0) return &avx512::BiasActRows;
+    if (std::strcmp(isa, "avx2") == 0) return &avx2::BiasActRows;
+#endif
+    return &baseline::BiasActRows;
+  }();
+  fn(act, y, bias, rows, p);
+}
+
 }  // namespace conv
 }  // namespace opforge

@@ -53,6 +53,10 @@ bool DepthwiseFastPath(const Geometry& g);
 // (bias may be null), over the intra-op pool (planes split across threads).
 void DepthwiseForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y);
 
+// y[r, :] = act(y[r, :] + bias[r]) for r < rows, rows of p floats (bias
+// may be null), vectorized like the kernel above.
+void BiasActRows(Act act, float* y, const float* bias, int64_t rows, int64_t p);
+
 // The instruction set the float32 kernel runs: "avx512", "avx2" or "baseline".
 const char* DepthwiseIsa();
 
