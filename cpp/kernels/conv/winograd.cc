@@ -32,10 +32,12 @@ namespace {
 
 constexpr int64_t kNoTile = std::numeric_limits<int64_t>::min() / 4;
 
-// Fewer tiles than this per call: the filter transform (36 x out x in) and
-// the GEMMs' packing of it cost about what Winograd saves (ResNet-18 at
-// batch 1, one thread, CPU time: 55.5 ms without this floor, 53.2 with it).
-constexpr int64_t kMinTiles = 64;
+// Fewer tiles than this per call (or outputs under 8x8): the filter
+// transform (36 x out x in) and the GEMMs' packing of it cost about what
+// Winograd saves (one thread, CPU time: ResNet-18 at batch 1 55.5 ms
+// without this floor, 53.2 with it; its 7x7 layers at batch 8 run 18%
+// slower through Winograd than through im2col).
+constexpr int64_t kMinTiles = 32;
 
 struct WinoPlan {
   int64_t c, o, h, w, oh, ow, pt, pl;
@@ -67,7 +69,7 @@ constexpr int kBytes = 64;
 #endif
 
 using BlockFn = void (*)(const WinoPlan&, const float*, const float*, const float*, Act, float*, int64_t, int64_t,
-                         int64_t, float*, float*);
+                         float*, float*);
 
 BlockFn Get() {
   static const BlockFn fn = [] {
@@ -115,24 +117,26 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
   WinoPlan p;
   p.c = g.c, p.o = g.o, p.h = g.h, p.w = g.w, p.oh = g.oh, p.ow = g.ow, p.pt = g.pt, p.pl = g.pl;
   p.th = (g.oh + 3) / 4, p.tw = (g.ow + 3) / 4, p.tiles = p.th * p.tw;
-  // A block's transformed input ([36][C][tb] floats) about 1 MiB: in L2.
-  p.tb = std::max<int64_t>(32, std::min<int64_t>(256, 8192 / g.c / 32 * 32));
-  p.tb = std::min(p.tb, (p.tiles + 31) / 32 * 32);
+  // Blocks of tb tiles, numbered across the batch (small images fill a block
+  // from several): each of the 36 GEMMs re-packs U[xi], so blocks are as
+  // wide as keeps one slice V[xi] ([C][tb], 128 KiB) in L2.
+  p.tb = std::max<int64_t>(32, std::min<int64_t>(256, 32768 / g.c / 32 * 32));
+  const int64_t total = g.n * p.tiles;
+  p.tb = std::min(p.tb, (total + 31) / 32 * 32);
   // Not zero-filled: every element is written.
   std::unique_ptr<float[]> u(new float[static_cast<size_t>(36 * g.o * g.c)]);
   const FilterFn ffn = GetFilter();
   ParallelFor(g.o, g.c * 200, [&](int64_t o0, int64_t o1) { ffn(f, g.o, g.c, transposed, o0, o1, u.get()); });
-  const int64_t blocks = (p.tiles + p.tb - 1) / p.tb;
+  const int64_t blocks = (total + p.tb - 1) / p.tb;
   const BlockFn fn = Get();
-  ParallelFor(g.n * blocks, p.tb * g.c * g.o * 36, [&](int64_t b0, int64_t b1) {
+  ParallelFor(blocks, p.tb * g.c * g.o * 36, [&](int64_t b0, int64_t b1) {
     // Kept per thread between calls (a fresh 1-2 MiB buffer per call faults
     // its pages in again).
     static thread_local std::vector<float> vbuf, mbuf;
     if (vbuf.size() < static_cast<size_t>(36 * p.c * p.tb)) vbuf.resize(static_cast<size_t>(36 * p.c * p.tb));
     if (mbuf.size() < static_cast<size_t>(36 * p.o * p.tb)) mbuf.resize(static_cast<size_t>(36 * p.o * p.tb));
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t n = b / blocks, t0 = b % blocks * p.tb, t1 = std::min(p.tiles, t0 + p.tb);
-      fn(p, x, u.get(), bias, act, y, n, t0, t1, vbuf.data(), mbuf.data());
+      fn(p, x, u.get(), bias, act, y, b * p.tb, std::min(total, (b + 1) * p.tb), vbuf.data(), mbuf.data());
     }
   });
 }
