@@ -79,6 +79,45 @@ void BiasAct(const EpiOf<T>& e, T* y, int64 row0, int64 rows, int64 p) {
   }
 }
 
+// Small outputs in a batch (ResNet's 14x14 and 7x7 stages): one GEMM over
+// the column matrices of all images side by side, [K, n * P], instead of one
+// per image, each of which packed the whole filter again for a few dozen
+// columns; the [O, n * P] product is then copied out image by image.
+constexpr int64 kBatchedPixels = 256;
+constexpr int64 kBatchedColumnElems = int64{8} << 20;  // 32 MiB of float32 columns at most
+
+template <typename T>
+void BatchedForward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>& e) {
+  const int64 K = g.k(), P = g.p(), NP = g.n * P;
+  std::vector<T> col(static_cast<size_t>(K * NP)), prod(static_cast<size_t>(g.o * NP));
+  const bool pw = g.pointwise();
+  ParallelFor(g.n * g.c, K / g.c * P, [&](int64 b, int64 end) {
+    for (int64 u = b; u < end; ++u) {
+      const int64 n = u / g.c, c = u % g.c;
+      const T* xc = xd + n * g.c * g.h * g.w;
+      T* dst = col.data() + n * P;
+      if (pw) {
+        std::memcpy(dst + c * NP, xc + c * P, sizeof(T) * P);
+      } else {
+        Im2ColRange(g, xc, dst, c, c + 1, NP);
+      }
+    }
+  });
+  EpiOf<T> in_gemm = e, after;
+  if (e.act == Act::kHardSwish) in_gemm.act = Act::kNone, after.act = Act::kHardSwish;
+  if (!GemmEpilogue<T>(false, false, g.o, NP, K, fd, K, col.data(), NP, prod.data(), NP, false, in_gemm, 0)) {
+    after = e;
+  }
+  ParallelFor(g.n * g.o, P * (after.empty() ? 1 : 4), [&](int64 b, int64 end) {
+    for (int64 u = b; u < end; ++u) {
+      const int64 n = u / g.o, o = u % g.o;
+      T* yo = yd + u * P;
+      std::memcpy(yo, prod.data() + o * NP + n * P, sizeof(T) * P);
+      if (!after.empty()) BiasAct(after, yo, o, 1, P);
+    }
+  });
+}
+
 // y = act(Conv2D(x, f) + bias); `e` empty for a plain Conv2D.
 template <typename T>
 void Forward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>& e) {
@@ -108,6 +147,10 @@ void Forward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>&
     return;
   }
   const bool pw = g.pointwise();
+  if (g.groups == 1 && g.n > 1 && P < kBatchedPixels && K * g.n * P <= kBatchedColumnElems) {
+    BatchedForward(g, xd, fd, yd, e);
+    return;
+  }
   ForEachItem<T>(g, pw ? 0 : K * P, g.og * P * K, [&](int64 u, T* col, bool in_worker) {
     const int64 n = u / g.groups, gi = u % g.groups;
     const T* xg = xd + (n * g.c + gi * g.cg) * g.h * g.w;

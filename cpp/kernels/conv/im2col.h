@@ -23,10 +23,11 @@ inline void ValidRange(int64_t off, int64_t s, int64_t size, int64_t out, int64_
   *j1 = std::max(*j0, std::min(hi, out));
 }
 
-// Channels [c0, c1) of one image's group.
+// Channels [c0, c1) of one image's group; `ld`: the row stride of col (0:
+// oh * ow, the rows packed).
 template <typename T>
-void Im2ColRange(const Geometry& g, const T* x, T* col, int64_t c0, int64_t c1) {
-  const int64_t p = g.p();
+void Im2ColRange(const Geometry& g, const T* x, T* col, int64_t c0, int64_t c1, int64_t ld = 0) {
+  const int64_t p = ld > 0 ? ld : g.p();
   for (int64_t c = c0; c < c1; ++c) {
     const T* xc = x + c * g.h * g.w;
     for (int64_t a = 0; a < g.kh; ++a) {
