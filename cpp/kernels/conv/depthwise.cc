@@ -118,6 +118,19 @@ void DepthwiseForward(const Geometry& g, const float* x, const float* f, const f
 
 const char* DepthwiseIsa() { return vmath::IsaName(); }
 
+void GatherStride2(const float* src, float* dst, int64_t n) {
+  using Fn = void (*)(const float*, float*, int64_t);
+  static const Fn fn = [] {
+#if defined(OF_DW_X86)
+    const char* isa = vmath::IsaName();
+    if (std::strcmp(isa, "avx512") == 0) return &avx512::Stride2;
+    if (std::strcmp(isa, "avx2") == 0) return &avx2::Stride2;
+#endif
+    return &baseline::Stride2;
+  }();
+  fn(src, dst, n);
+}
+
 void BiasActRows(Act act, float* y, const float* bias, int64_t rows, int64_t p) {
   using Fn = void (*)(Act, float*, const float*, int64_t, int64_t);
   static const Fn fn = [] {
