@@ -77,4 +77,28 @@ def test_fused_conv_bad_activation_names_it():
         P.fused_conv2d(x, f, b, activation="tanh", strides=[1, 1], pads=[0] * 4, dilations=[1, 1], groups=2)
 
 
+@st.composite
+def max_pool_case(draw):
+    k = [draw(st.integers(1, 5)), draw(st.integers(1, 5))]
+    s = draw(st.integers(1, 4))
+    d = [draw(st.integers(1, 2)), draw(st.integers(1, 2))]
+    eff = [(k[i] - 1) * d[i] + 1 for i in range(2)]
+    p = [draw(st.integers(0, eff[i % 2] - 1)) for i in range(4)]
+    h = draw(st.integers(max(1, eff[0] - p[0] - p[2]), eff[0] + 12))
+    w = draw(st.integers(max(1, eff[1] - p[1] - p[3]), eff[1] + 40))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+    if draw(st.booleans()):  # NaNs win their windows
+        x.flat[rng.integers(0, x.size, 3)] = np.nan
+    return x, dict(ksize=k, strides=[s, s], pads=p, dilations=d, ceil_mode=draw(st.booleans()))
+
+
+@settings(max_examples=40, deadline=None)
+@given(max_pool_case())
+def test_max_pool_on_phase_planes_matches_numpy(case):
+    # float32 max pooling with equal strides runs on the depthwise kernel's planes (-inf pads).
+    x, attrs = case
+    np.testing.assert_array_equal(of.max_pool2d(x, **attrs).numpy(), ref.max_pool2d(x, **attrs))
+
+
 # Every instruction set: test_winograd.py reruns this module with OPFORGE_SIMD capped.

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <vector>
 
 #include "depthwise.h"
 #include "opforge/parallel.h"
+
+#include "../common/plane_taps.h"
 
 #include "../simd_math.h"
 #include "../vector_math.h"
@@ -117,6 +120,33 @@ void DepthwiseForward(const Geometry& g, const float* x, const float* f, const f
 }
 
 const char* DepthwiseIsa() { return vmath::IsaName(); }
+
+bool MaxPoolPlanesApplies(int64_t kh, int64_t kw, int64_t sh, int64_t sw) {
+  return sh == sw && sh >= 1 && sh <= 4 && kh * kw <= kMaxTaps;
+}
+
+void MaxPoolPlanes(int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t s,
+                   int64_t dh, int64_t dw, int64_t pt, int64_t pl, const float* x, float* y) {
+  Geometry g;
+  g.n = planes, g.c = 1, g.h = h, g.w = w, g.o = 1, g.kh = kh, g.kw = kw, g.oh = oh, g.ow = ow;
+  g.sh = g.sw = s, g.dh = dh, g.dw = dw, g.pt = pt, g.pl = pl, g.groups = 1, g.cg = 1, g.og = 1;
+  const DwPlan plan = MakePlan(g);
+  using Fn = void (*)(const DwPlan&, const float*, float*, int64_t, int64_t, float*);
+  static const Fn fn = [] {
+#if defined(OF_DW_X86)
+    const char* isa = vmath::IsaName();
+    if (std::strcmp(isa, "avx512") == 0) return &avx512::MaxPlanes;
+    if (std::strcmp(isa, "avx2") == 0) return &avx2::MaxPlanes;
+#endif
+    return &baseline::MaxPlanes;
+  }();
+  ParallelFor(planes, plan.oh * plan.wq * plan.kh * plan.kw / 4 + h * w, [&](int64_t u0, int64_t u1) {
+    static thread_local std::vector<float> scratch;
+    const size_t need = static_cast<size_t>(plan.scratch());
+    if (scratch.size() < need) scratch.resize(need);
+    fn(plan, x, y, u0, u1, scratch.data());
+  });
+}
 
 void GatherStride2(const float* src, float* dst, int64_t n) {
   using Fn = void (*)(const float*, float*, int64_t);
