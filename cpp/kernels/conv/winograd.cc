@@ -122,7 +122,9 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
   // wide as keeps one slice V[xi] ([C][tb], 128 KiB) in L2.
   p.tb = std::max<int64_t>(32, std::min<int64_t>(256, 32768 / g.c / 32 * 32));
   const int64_t total = g.n * p.tiles;
-  p.tb = std::min(p.tb, (total + 31) / 32 * 32);
+  // At least one block per thread (batch 1: 56x56 is 196 tiles).
+  const int64_t threads = NumIntraOpThreads();
+  p.tb = std::min(p.tb, ((total + threads - 1) / threads + 31) / 32 * 32);
   // Not zero-filled: every element is written.
   std::unique_ptr<float[]> u(new float[static_cast<size_t>(36 * g.o * g.c)]);
   const FilterFn ffn = GetFilter();
