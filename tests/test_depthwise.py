@@ -2,6 +2,8 @@
 (vision_reference.py) over random shapes: strides 1-4 (unequal ones take the generic loop), pads, dilations,
 depth multipliers, kernels up to 7x7 and widths that end in vector tails, with the fused bias and activations
 of FusedConv2D; every instruction set (test_winograd.py reruns this module with OPFORGE_SIMD capped)."""
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -10,6 +12,9 @@ from hypothesis import strategies as st
 import opforge as of
 import vision_reference as ref
 from opforge import ops as P
+
+# Fewer examples in test_winograd.py's reruns under capped instruction sets.
+EXAMPLES = int(os.environ.get("OPFORGE_VISION_EXAMPLES", "40"))
 
 ACTS = {"none": lambda z: z, "relu": lambda z: np.maximum(z, 0), "sigmoid": lambda z: 1 / (1 + np.exp(-z)),
         "silu": lambda z: z / (1 + np.exp(-z)), "hardswish": lambda z: z * np.clip(z / 6 + 0.5, 0, 1)}
@@ -35,7 +40,7 @@ def dw_case(draw):
     return x, f, b, act, dict(strides=strides, pads=p, dilations=d, groups=c)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(dw_case())
 def test_depthwise_matches_numpy(case):
     x, f, b, act, attrs = case
@@ -93,7 +98,7 @@ def max_pool_case(draw):
     return x, dict(ksize=k, strides=[s, s], pads=p, dilations=d, ceil_mode=draw(st.booleans()))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(max_pool_case())
 def test_max_pool_on_phase_planes_matches_numpy(case):
     # float32 max pooling with equal strides runs on the depthwise kernel's planes (-inf pads).

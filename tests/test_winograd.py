@@ -18,6 +18,9 @@ import vision_reference as ref
 import vision_reference_more as ref_more
 from opforge import ops as P
 
+# Fewer examples in the reruns under capped instruction sets (below).
+EXAMPLES = int(os.environ.get("OPFORGE_VISION_EXAMPLES", "12"))
+
 ACTS = {"none": lambda z: z, "relu": lambda z: np.maximum(z, 0), "silu": lambda z: z / (1 + np.exp(-z)),
         "hardswish": lambda z: z * np.clip(z / 6 + 0.5, 0, 1)}
 
@@ -40,7 +43,7 @@ def wino_case(draw):
     return x, f, rng, dict(strides=[1, 1], pads=p, dilations=[1, 1], groups=1)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(wino_case(), st.sampled_from(sorted(ACTS)))
 def test_winograd_forward_and_input_gradient_match_numpy(case, act):
     x, f, rng, attrs = case
@@ -81,7 +84,7 @@ def test_winograd_can_be_turned_off():
 @pytest.mark.parametrize("isa", ["baseline", "avx2"])
 def test_every_instruction_set(isa):
     # This module and test_depthwise.py, in one process per capped set.
-    env = dict(os.environ, OPFORGE_SIMD=isa)
+    env = dict(os.environ, OPFORGE_SIMD=isa, OPFORGE_VISION_EXAMPLES="6")
     here = os.path.dirname(__file__)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", __file__,
                            os.path.join(here, "test_depthwise.py"), "-k", "not turned_off"], env=env, capture_output=True, text=True, timeout=900,

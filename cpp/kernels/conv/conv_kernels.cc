@@ -37,11 +37,11 @@ void ForEachItem(const Geometry& g, int64 col_size, int64 cost, F&& fn) {
   const int64 items = g.n * g.groups;
   if (items > 1 && items >= NumIntraOpThreads()) {
     ParallelFor(items, cost, [&](int64 b, int64 e) {
-      std::vector<T> col(static_cast<size_t>(col_size));
+      ScratchBuffer<T> col(col_size);
       for (int64 u = b; u < e; ++u) fn(u, col.data(), true);
     });
   } else {
-    std::vector<T> col(static_cast<size_t>(col_size));
+    ScratchBuffer<T> col(col_size);
     for (int64 u = 0; u < items; ++u) fn(u, col.data(), false);
   }
 }
@@ -89,7 +89,7 @@ constexpr int64 kBatchedColumnElems = int64{8} << 20;  // 32 MiB of float32 colu
 template <typename T>
 void BatchedForward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>& e) {
   const int64 K = g.k(), P = g.p(), NP = g.n * P;
-  std::vector<T> col(static_cast<size_t>(K * NP)), prod(static_cast<size_t>(g.o * NP));
+  ScratchBuffer<T> col(K * NP), prod(g.o * NP);
   const bool pw = g.pointwise();
   ParallelFor(g.n * g.c, K / g.c * P, [&](int64 b, int64 end) {
     for (int64 u = b; u < end; ++u) {
@@ -292,14 +292,14 @@ Status Conv2DBackpropFilterKernel(OpKernelContext* ctx) {
   if (items > 1 && items >= NumIntraOpThreads()) {
     std::mutex mu;
     ParallelFor(items, g.og * P * K, [&](int64 b, int64 e) {
-      std::vector<T> col(static_cast<size_t>(col_size)), tmp(static_cast<size_t>(g.og * K));
+      ScratchBuffer<T> col(col_size), tmp(g.og * K);
       std::vector<T> acc(static_cast<size_t>(total), T(0));
       for (int64 u = b; u < e; ++u) one(u, col.data(), tmp.data(), acc.data(), true);
       std::lock_guard<std::mutex> lock(mu);
       for (int64 i = 0; i < total; ++i) dfd[i] += acc[i];
     });
   } else {
-    std::vector<T> col(static_cast<size_t>(col_size)), tmp(static_cast<size_t>(g.og * K));
+    ScratchBuffer<T> col(col_size), tmp(g.og * K);
     for (int64 u = 0; u < items; ++u) one(u, col.data(), tmp.data(), dfd, false);
   }
   return Status::OK();

@@ -119,16 +119,17 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
   p.th = (g.oh + 3) / 4, p.tw = (g.ow + 3) / 4, p.tiles = p.th * p.tw;
   // Blocks of tb tiles, numbered across the batch (small images fill a block
   // from several): each of the 36 GEMMs re-packs U[xi], so blocks are as
-  // wide as keeps one slice V[xi] ([C][tb], 128 KiB) in L2.
-  p.tb = std::max<int64_t>(32, std::min<int64_t>(256, 32768 / g.c / 32 * 32));
+  // wide as keeps a slice V[xi] ([C][tb]) or M[xi] ([O][tb]) at 64 KiB (all 36
+  // of them, kept per thread, 2.3 MiB).
+  p.tb = std::max<int64_t>(32, std::min<int64_t>(256, 16384 / std::max(g.c, g.o) / 32 * 32));
   const int64_t total = g.n * p.tiles;
   // At least one block per thread (batch 1: 56x56 is 196 tiles).
   const int64_t threads = NumIntraOpThreads();
   p.tb = std::min(p.tb, ((total + threads - 1) / threads + 31) / 32 * 32);
   // Not zero-filled: every element is written.
-  std::unique_ptr<float[]> u(new float[static_cast<size_t>(36 * g.o * g.c)]);
+  ScratchBuffer<float> u(36 * g.o * g.c);
   const FilterFn ffn = GetFilter();
-  ParallelFor(g.o, g.c * 200, [&](int64_t o0, int64_t o1) { ffn(f, g.o, g.c, transposed, o0, o1, u.get()); });
+  ParallelFor(g.o, g.c * 200, [&](int64_t o0, int64_t o1) { ffn(f, g.o, g.c, transposed, o0, o1, u.data()); });
   const int64_t blocks = (total + p.tb - 1) / p.tb;
   const BlockFn fn = Get();
   ParallelFor(blocks, p.tb * g.c * g.o * 36, [&](int64_t b0, int64_t b1) {
@@ -138,7 +139,7 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
     if (vbuf.size() < static_cast<size_t>(36 * p.c * p.tb)) vbuf.resize(static_cast<size_t>(36 * p.c * p.tb));
     if (mbuf.size() < static_cast<size_t>(36 * p.o * p.tb)) mbuf.resize(static_cast<size_t>(36 * p.o * p.tb));
     for (int64_t b = b0; b < b1; ++b) {
-      fn(p, x, u.get(), bias, act, y, b * p.tb, std::min(total, (b + 1) * p.tb), vbuf.data(), mbuf.data());
+      fn(p, x, u.data(), bias, act, y, b * p.tb, std::min(total, (b + 1) * p.tb), vbuf.data(), mbuf.data());
     }
   });
 }
