@@ -13,6 +13,7 @@ torchvision, onnx and onnxruntime.
 import argparse
 import io
 import sys
+import time
 
 import numpy as np
 
@@ -91,13 +92,17 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--memory", action="store_true", help="also the peak RSS of each, in fresh processes")
+    p.add_argument("--cpu", action="store_true",
+                   help="time by the process's CPU time, not wall time (a loaded machine; use with one thread: "
+                        "OPFORGE_NUM_THREADS=1, whose count onnxruntime follows here)")
     args = p.parse_args(argv)
     import onnxruntime as ort
     import opforge as of
     import opforge.onnx
     threads = of.config.num_threads()
     repeats, settle = (1, 0.0) if args.quick else (args.repeats, 0.3)
-    print(f"torchvision models, 224x224 float32, {threads} threads, median of {repeats} interleaved repeats")
+    print(f"torchvision models, 224x224 float32, {threads} threads, median of {repeats} interleaved repeats"
+          + (", process CPU time" if args.cpu else ", wall time"))
     print(f"{'model':<22}{'batch':>6}{'match':>7}{'opforge ms':>12}{'ort ms':>10}{'ort/opforge':>13}"
           + (f"{'opforge MiB':>13}{'ort MiB':>9}{'mem ratio':>11}" if args.memory else ""))
     failed = False
@@ -116,7 +121,8 @@ def main(argv=None):
             match = bool(np.allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.abs(want).max())))
             failed |= not match
             med = {lib: timing.summarize(s)["median_s"] for lib, s in
-                   timing.interleaved(stmts, ns, repeats, 0.05, settle_s=settle).items()}
+                   timing.interleaved(stmts, ns, repeats, 0.05, settle_s=settle,
+                                      timer=time.process_time if args.cpu else time.perf_counter).items()}
             mem = ""
             if args.memory:
                 mo, mr = (peak_rss_mib(model, x, lib, threads) for lib in ("opforge", "onnxruntime"))

@@ -179,8 +179,9 @@ Status FusedConv2DShape(InferenceContext* ctx) {
                                    b.DebugString());
   }
   const std::string& act = ctx->attr("activation").s;
-  if (act != "none" && act != "relu" && act != "sigmoid" && act != "silu") {
-    return errors::InvalidArgument("attr 'activation' must be 'none', 'relu', 'sigmoid' or 'silu', got '", act, "'");
+  if (act != "none" && act != "relu" && act != "sigmoid" && act != "silu" && act != "hardswish") {
+    return errors::InvalidArgument("attr 'activation' must be 'none', 'relu', 'sigmoid', 'silu' or 'hardswish', got '",
+                                   act, "'");
   }
   ctx->set_output_shape(0, y);
   return Status::OK();
@@ -314,7 +315,7 @@ REGISTER_OP("FusedConv2D")
     .Attr(kFloat)
     .SetShapeFn(FusedConv2DShape)
     // An inference fast path (the ONNX importer's Conv + bias (+ Relu /
-    // Sigmoid / x * Sigmoid)); a gradient would be the unfused ops'.
+    // Sigmoid / x * Sigmoid / HardSwish)); a gradient would be the unfused ops'.
     .NoGradient()
     .Doc(R"doc(
 activation(Conv2D(x, filter) + bias) in one pass: the bias and the activation are applied to each output tile of the convolution's GEMM while it is in cache.
@@ -326,7 +327,7 @@ strides: As Conv2D's.
 pads: As Conv2D's.
 dilations: As Conv2D's.
 groups: As Conv2D's.
-activation: 'none', 'relu', 'sigmoid' or 'silu' (x * sigmoid(x)).
+activation: 'none', 'relu', 'sigmoid', 'silu' (x * sigmoid(x)) or 'hardswish' (x * clip(x / 6 + 0.5, 0, 1)).
 y: activation(Conv2D(x, filter) + bias[o]), Conv2D's shape.
 )doc");
 

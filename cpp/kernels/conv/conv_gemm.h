@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
+
+#include "opforge/tensor.h"
 
 #include "opforge/parallel.h"
 
@@ -94,8 +97,32 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   }
 }
 
+// Scratch memory of n T's through opforge's allocator: its large blocks are
+// recycled by its block cache. (std::vector's malloc'd buffers of a few MiB
+// raised glibc's mmap threshold and then stayed in the heap: +27 MiB of peak
+// RSS on SqueezeNet at batch 8.) Uninitialised; std::vector if that fails.
+template <typename T>
+class ScratchBuffer {
+ public:
+  explicit ScratchBuffer(int64_t n) {
+    const int64_t words = (n * static_cast<int64_t>(sizeof(T)) + 3) / 4;
+    if (n > 0 && Tensor::Allocate(DType::kFloat32, TensorShape({words}), &t_).ok()) {
+      p_ = static_cast<T*>(t_.raw_data());
+    } else {
+      v_.resize(static_cast<size_t>(n > 0 ? n : 1));
+      p_ = v_.data();
+    }
+  }
+  T* data() { return p_; }
+
+ private:
+  Tensor t_;
+  std::vector<T> v_;
+  T* p_ = nullptr;
+};
+
 // A bias per output row and an activation after a convolution's GEMM.
-enum class Act { kNone, kRelu, kSigmoid, kSilu };
+enum class Act { kNone, kRelu, kSigmoid, kSilu, kHardSwish };
 template <typename T>
 struct EpiOf {
   const T* bias = nullptr;

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
+#include <type_traits>
 #include <string>
 #include <mutex>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "conv_geometry.h"
 #include "depthwise.h"
 #include "im2col.h"
+#include "winograd.h"
 
 namespace opforge {
 namespace conv {
@@ -34,11 +37,11 @@ void ForEachItem(const Geometry& g, int64 col_size, int64 cost, F&& fn) {
   const int64 items = g.n * g.groups;
   if (items > 1 && items >= NumIntraOpThreads()) {
     ParallelFor(items, cost, [&](int64 b, int64 e) {
-      std::vector<T> col(static_cast<size_t>(col_size));
+      ScratchBuffer<T> col(col_size);
       for (int64 u = b; u < e; ++u) fn(u, col.data(), true);
     });
   } else {
-    std::vector<T> col(static_cast<size_t>(col_size));
+    ScratchBuffer<T> col(col_size);
     for (int64 u = 0; u < items; ++u) fn(u, col.data(), false);
   }
 }
@@ -47,6 +50,10 @@ void ForEachItem(const Geometry& g, int64 col_size, int64 cost, F&& fn) {
 // GEMM epilogue: float64, depthwise).
 template <typename T>
 void BiasAct(const EpiOf<T>& e, T* y, int64 row0, int64 rows, int64 p) {
+  if constexpr (std::is_same_v<T, float>) {
+    BiasActRows(e.act, y, e.bias != nullptr ? e.bias + row0 : nullptr, rows, p);
+    return;
+  }
   for (int64 r = 0; r < rows; ++r) {
     T* v = y + r * p;
     if (e.bias != nullptr) {
@@ -63,16 +70,68 @@ void BiasAct(const EpiOf<T>& e, T* y, int64 row0, int64 rows, int64 p) {
       case Act::kSilu:
         for (int64 j = 0; j < p; ++j) v[j] = v[j] / (T(1) + std::exp(-v[j]));
         break;
+      case Act::kHardSwish:
+        for (int64 j = 0; j < p; ++j) v[j] = v[j] * std::min(std::max(v[j] * T(1.0 / 6) + T(0.5), T(0)), T(1));
+        break;
       case Act::kNone:
         break;
     }
   }
 }
 
+// Small outputs in a batch (ResNet's 14x14 and 7x7 stages): one GEMM over
+// the column matrices of all images side by side, [K, n * P], instead of one
+// per image, each of which packed the whole filter again for a few dozen
+// columns; the [O, n * P] product is then copied out image by image.
+constexpr int64 kBatchedPixels = 256;
+constexpr int64 kBatchedColumnElems = int64{8} << 20;  // 32 MiB of float32 columns at most
+
+template <typename T>
+void BatchedForward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>& e) {
+  const int64 K = g.k(), P = g.p(), NP = g.n * P;
+  ScratchBuffer<T> col(K * NP), prod(g.o * NP);
+  const bool pw = g.pointwise();
+  ParallelFor(g.n * g.c, K / g.c * P, [&](int64 b, int64 end) {
+    for (int64 u = b; u < end; ++u) {
+      const int64 n = u / g.c, c = u % g.c;
+      const T* xc = xd + n * g.c * g.h * g.w;
+      T* dst = col.data() + n * P;
+      if (pw) {
+        std::memcpy(dst + c * NP, xc + c * P, sizeof(T) * P);
+      } else {
+        Im2ColRange(g, xc, dst, c, c + 1, NP);
+      }
+    }
+  });
+  EpiOf<T> in_gemm = e, after;
+  if (e.act == Act::kHardSwish) in_gemm.act = Act::kNone, after.act = Act::kHardSwish;
+  if (!GemmEpilogue<T>(false, false, g.o, NP, K, fd, K, col.data(), NP, prod.data(), NP, false, in_gemm, 0)) {
+    after = e;
+  }
+  ParallelFor(g.n * g.o, P * (after.empty() ? 1 : 4), [&](int64 b, int64 end) {
+    for (int64 u = b; u < end; ++u) {
+      const int64 n = u / g.o, o = u % g.o;
+      T* yo = yd + u * P;
+      std::memcpy(yo, prod.data() + o * NP + n * P, sizeof(T) * P);
+      if (!after.empty()) BiasAct(after, yo, o, 1, P);
+    }
+  });
+}
+
 // y = act(Conv2D(x, f) + bias); `e` empty for a plain Conv2D.
 template <typename T>
 void Forward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>& e) {
   const int64 K = g.k(), P = g.p();
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.groups == g.c && g.groups > 1 && DepthwiseFastPath(g)) {
+      DepthwiseForward(g, xd, fd, e.bias, e.act, yd);
+      return;
+    }
+    if (WinogradApplies(g)) {
+      WinogradForward(g, xd, fd, e.bias, e.act, yd, false);
+      return;
+    }
+  }
   if (g.depthwise()) {
     ParallelFor(g.n * g.c, P * g.kh * g.kw, [&](int64 b, int64 end) {
       for (int64 u = b; u < end; ++u) {
@@ -88,16 +147,24 @@ void Forward(const Geometry& g, const T* xd, const T* fd, T* yd, const EpiOf<T>&
     return;
   }
   const bool pw = g.pointwise();
+  if (g.groups == 1 && g.n > 1 && P < kBatchedPixels && K * g.n * P <= kBatchedColumnElems) {
+    BatchedForward(g, xd, fd, yd, e);
+    return;
+  }
   ForEachItem<T>(g, pw ? 0 : K * P, g.og * P * K, [&](int64 u, T* col, bool in_worker) {
     const int64 n = u / g.groups, gi = u % g.groups;
     const T* xg = xd + (n * g.c + gi * g.cg) * g.h * g.w;
     T* yg = yd + (n * g.o + gi * g.og) * P;
     if (!pw) Im2Col(g, xg, col, !in_worker);
-    if (GemmEpilogue<T>(false, false, g.og, P, K, fd + gi * g.og * K, K, pw ? xg : col, P, yg, P, in_worker, e,
-                        gi * g.og)) {
-      return;
+    // The GEMM epilogue has no hard-swish: the bias goes in it, the
+    // activation runs after.
+    EpiOf<T> in_gemm = e, after;
+    if (e.act == Act::kHardSwish) in_gemm.act = Act::kNone, after.act = Act::kHardSwish;
+    if (!GemmEpilogue<T>(false, false, g.og, P, K, fd + gi * g.og * K, K, pw ? xg : col, P, yg, P, in_worker,
+                         in_gemm, gi * g.og)) {
+      after = e;
     }
-    if (!e.empty()) BiasAct(e, yg, gi * g.og, g.og, P);
+    if (!after.empty()) BiasAct(after, yg, gi * g.og, g.og, P);
   });
 }
 
@@ -122,14 +189,36 @@ Status FusedConv2DKernel(OpKernelContext* ctx) {
   EpiOf<T> e;
   e.bias = ctx->input(2).data<T>();
   const std::string& act = ctx->attr("activation").s;
-  e.act = act == "relu" ? Act::kRelu : act == "sigmoid" ? Act::kSigmoid : act == "silu" ? Act::kSilu : Act::kNone;
+  e.act = act == "relu"        ? Act::kRelu
+          : act == "sigmoid"   ? Act::kSigmoid
+          : act == "silu"      ? Act::kSilu
+          : act == "hardswish" ? Act::kHardSwish
+                               : Act::kNone;
   Forward<T>(MakeGeometry(*ctx, x.shape(), f.shape(), y->shape()), x.data<T>(), f.data<T>(), y->data<T>(), e);
   return Status::OK();
 }
 
 // dx = col2im(W^T dy) for Geometry g (dx overwritten).
+// The input gradient of a 3x3 stride-1 convolution as a forward one: dy
+// convolved with the filter rotated by 180 degrees and transposed, pads
+// 2 - pad (negative ones just skip rows of dy).
+inline Geometry TransposedGeometry(const Geometry& g) {
+  Geometry t = g;
+  t.c = g.o, t.h = g.oh, t.w = g.ow, t.o = g.c, t.oh = g.h, t.ow = g.w;
+  t.pt = g.kh - 1 - g.pt, t.pl = g.kw - 1 - g.pl;
+  t.cg = t.c / t.groups, t.og = t.o / t.groups;
+  return t;
+}
+
 template <typename T>
 void BackpropInput(const Geometry& g, const T* fd, const T* dyd, T* dxd) {
+  if constexpr (std::is_same_v<T, float>) {
+    const Geometry t = TransposedGeometry(g);
+    if (WinogradApplies(t)) {
+      WinogradForward(t, dyd, fd, nullptr, Act::kNone, dxd, true);
+      return;
+    }
+  }
   std::memset(dxd, 0, sizeof(T) * g.n * g.c * g.h * g.w);
   const int64 K = g.k(), P = g.p();
   if (P == 0) return;
@@ -203,14 +292,14 @@ Status Conv2DBackpropFilterKernel(OpKernelContext* ctx) {
   if (items > 1 && items >= NumIntraOpThreads()) {
     std::mutex mu;
     ParallelFor(items, g.og * P * K, [&](int64 b, int64 e) {
-      std::vector<T> col(static_cast<size_t>(col_size)), tmp(static_cast<size_t>(g.og * K));
+      ScratchBuffer<T> col(col_size), tmp(g.og * K);
       std::vector<T> acc(static_cast<size_t>(total), T(0));
       for (int64 u = b; u < e; ++u) one(u, col.data(), tmp.data(), acc.data(), true);
       std::lock_guard<std::mutex> lock(mu);
       for (int64 i = 0; i < total; ++i) dfd[i] += acc[i];
     });
   } else {
-    std::vector<T> col(static_cast<size_t>(col_size)), tmp(static_cast<size_t>(g.og * K));
+    ScratchBuffer<T> col(col_size), tmp(g.og * K);
     for (int64 u = 0; u < items; ++u) one(u, col.data(), tmp.data(), dfd, false);
   }
   return Status::OK();

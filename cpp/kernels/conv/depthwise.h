@@ -1,11 +1,18 @@
-// Direct depthwise convolution (one filter per channel): im2col would build
-// a kh*kw-row matrix for a GEMM with one output row, so a plain loop over
-// the taps wins. Forward only; the backward ops go through im2col.
+// Direct depthwise convolution (one filter per input channel, any depth
+// multiplier): im2col would build a kh*kw-row matrix for a GEMM with one
+// output row, so a direct loop over the taps wins. Forward only; the
+// backward ops go through im2col.
+//
+// float32 runs the vectorized kernel of depthwise.cc (AVX-512, AVX2 or the
+// portable baseline, picked at run time like the elementwise kernels; see
+// depthwise_isa.inc) whenever both strides are equal; DepthwiseChannel below
+// serves float64 and the rest.
 #pragma once
 
 #include <cstdint>
 
 #include "../compiler.h"
+#include "conv_gemm.h"
 #include "conv_geometry.h"
 #include "im2col.h"
 
@@ -13,9 +20,6 @@ namespace opforge {
 namespace conv {
 
 // y[oh, ow] of one channel from x[h, w] and the taps f[kh, kw], plus `bias`.
-// (Tried: a copy into a padded, stride-phased buffer, with all taps of 16
-// outputs accumulated in registers: 1.3-2.5x slower, single-threaded CPU
-// time; the plain taps' loops vectorize as they are.)
 template <typename T>
 void DepthwiseChannel(const Geometry& g, const T* OF_RESTRICT x, const T* OF_RESTRICT f, T* OF_RESTRICT y,
                       T bias = T(0)) {
@@ -40,6 +44,21 @@ void DepthwiseChannel(const Geometry& g, const T* OF_RESTRICT x, const T* OF_RES
     }
   }
 }
+
+// True when the float32 kernel below handles g (groups == channels, equal
+// strides up to 4, at most 49 taps).
+bool DepthwiseFastPath(const Geometry& g);
+
+// y = act(depthwise conv(x, f) + bias) for g with DepthwiseFastPath(g)
+// (bias may be null), over the intra-op pool (planes split across threads).
+void DepthwiseForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y);
+
+// y[r, :] = act(y[r, :] + bias[r]) for r < rows, rows of p floats (bias
+// may be null), vectorized like the kernel above.
+void BiasActRows(Act act, float* y, const float* bias, int64_t rows, int64_t p);
+
+// The instruction set the float32 kernel runs: "avx512", "avx2" or "baseline".
+const char* DepthwiseIsa();
 
 }  // namespace conv
 }  // namespace opforge

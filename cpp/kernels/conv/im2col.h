@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "conv_geometry.h"
 #include "opforge/parallel.h"
@@ -23,10 +24,15 @@ inline void ValidRange(int64_t off, int64_t s, int64_t size, int64_t out, int64_
   *j1 = std::max(*j0, std::min(hi, out));
 }
 
-// Channels [c0, c1) of one image's group.
+// dst[j] = src[2 * j] for j < n, src readable up to src[2 * n - 1]: vectorized
+// (depthwise.cc's ISA dispatch), for the stride-2 rows of im2col.
+void GatherStride2(const float* src, float* dst, int64_t n);
+
+// Channels [c0, c1) of one image's group; `ld`: the row stride of col (0:
+// oh * ow, the rows packed).
 template <typename T>
-void Im2ColRange(const Geometry& g, const T* x, T* col, int64_t c0, int64_t c1) {
-  const int64_t p = g.p();
+void Im2ColRange(const Geometry& g, const T* x, T* col, int64_t c0, int64_t c1, int64_t ld = 0) {
+  const int64_t p = ld > 0 ? ld : g.p();
   for (int64_t c = c0; c < c1; ++c) {
     const T* xc = x + c * g.h * g.w;
     for (int64_t a = 0; a < g.kh; ++a) {
@@ -47,7 +53,16 @@ void Im2ColRange(const Geometry& g, const T* x, T* col, int64_t c0, int64_t c1) 
           if (g.sw == 1) {
             std::memcpy(r + j0, xr + j0, sizeof(T) * (j1 - j0));
           } else {
-            for (int64_t j = j0; j < j1; ++j) r[j] = xr[j * g.sw];
+            int64_t j = j0;
+            if constexpr (std::is_same_v<T, float>) {
+              if (g.sw == 2) {
+                // Whole vectors only while they stay inside x's row.
+                const int64_t vec = std::min(j1 - j0, (g.w - offw - 2 * j0) / 2);
+                GatherStride2(xr + 2 * j0, r + j0, vec);
+                j = j0 + vec;
+              }
+            }
+            for (; j < j1; ++j) r[j] = xr[j * g.sw];
           }
           std::fill(r + j1, r + g.ow, T(0));
         }

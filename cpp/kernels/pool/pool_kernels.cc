@@ -5,9 +5,12 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
+
+#include "../common/plane_taps.h"
 
 namespace opforge {
 namespace {
@@ -73,6 +76,13 @@ Status MaxPoolKernel(OpKernelContext* ctx) {
   const Pool p = MakePool(*ctx, x.shape(), y->shape());
   const T* xd = x.data<T>();
   T* yd = y->data<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    // float32: vectorized (AVX-512 / AVX2 / baseline) on stride-phased planes.
+    if (conv::MaxPoolPlanesApplies(p.kh, p.kw, p.sh, p.sw)) {
+      conv::MaxPoolPlanes(p.planes, p.h, p.w, p.oh, p.ow, p.kh, p.kw, p.sh, p.dh, p.dw, p.pt, p.pl, xd, yd);
+      return Status::OK();
+    }
+  }
   ParallelFor(p.planes, p.oh * p.ow * p.kh * p.kw, [&](int64 b, int64 e) {
     for (int64 u = b; u < e; ++u) {
       const T* xp = xd + u * p.h * p.w;

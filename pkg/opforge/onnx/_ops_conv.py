@@ -307,7 +307,7 @@ def _input_named(name):
 
 
 def _fuse_conv_activations(program):
-    """Conv -> Relu / Sigmoid, and Conv -> Sigmoid -> Mul(conv, sigmoid) (SiLU), where nothing else reads the
+    """Conv -> Relu / Sigmoid / HardSwish, and Conv -> Sigmoid -> Mul(conv, sigmoid) (SiLU), where nothing else reads the
     Conv's output: the activation runs in the Conv's GEMM epilogue (FusedConv2D) and the activation nodes pass
     the Conv's output through."""
     import functools
@@ -324,7 +324,7 @@ def _fuse_conv_activations(program):
         y = ctx.node.output[0]
         rs = readers.get(y, [])
         kinds = sorted(steps[j][0].node.op_type for j in rs)
-        if kinds in (["Relu"], ["Sigmoid"]):
+        if kinds in (["Relu"], ["Sigmoid"], ["HardSwish"]):
             j = rs[0]
             steps[i] = (ctx, functools.partial(_conv, activation=kinds[0].lower()), outputs)
             steps[j] = (steps[j][0], _input_named(y), steps[j][2])

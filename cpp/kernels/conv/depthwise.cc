@@ -1,0 +1,178 @@
+// Run-time dispatch of the float32 depthwise kernel (depthwise_isa.inc,
+// compiled once per instruction set under a `#pragma GCC target`, so the
+// default build stays portable) and its plan: the phase-plane geometry and
+// each tap's phase and offset, worked out once per call.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "depthwise.h"
+#include "opforge/parallel.h"
+
+#include "../common/plane_taps.h"
+
+#include "../simd_math.h"
+#include "../vector_math.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define OF_DW_X86 1
+#include <immintrin.h>
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace opforge {
+namespace conv {
+namespace {
+
+constexpr int kMaxTaps = 49;
+constexpr int64_t kSlack = 96;  // floats past each buffer read by rounded-up vectors (>= 4 * 16 + 16)
+
+struct DwPlan {
+  int64_t c, mult, h, w, oh, ow, kh, kw, s, pt, pl;
+  int64_t hq, wq;   // phase plane rows and row length
+  int64_t plane;    // floats per phase plane, slack included
+  int tap_phase[kMaxTaps];
+  int64_t tap_off[kMaxTaps];
+  int64_t scratch() const { return s * s * plane + oh * wq + kSlack; }
+};
+
+DwPlan MakePlan(const Geometry& g) {
+  DwPlan p;
+  p.c = g.c, p.mult = g.og, p.h = g.h, p.w = g.w, p.oh = g.oh, p.ow = g.ow;
+  p.kh = g.kh, p.kw = g.kw, p.s = g.sh, p.pt = g.pt, p.pl = g.pl;
+  p.hq = g.oh + (g.kh - 1) * g.dh / p.s;
+  p.wq = g.ow + (g.kw - 1) * g.dw / p.s;
+  p.plane = p.hq * p.wq + p.wq + kSlack;
+  for (int64_t a = 0; a < g.kh; ++a) {
+    for (int64_t b = 0; b < g.kw; ++b) {
+      const int64_t ra = a * g.dh, cb = b * g.dw;
+      p.tap_phase[a * g.kw + b] = static_cast<int>((ra % p.s) * p.s + cb % p.s);
+      p.tap_off[a * g.kw + b] = (ra / p.s) * p.wq + cb / p.s;
+    }
+  }
+  return p;
+}
+
+namespace baseline {
+constexpr int kBytes = 16;
+#include "depthwise_isa.inc"
+}  // namespace baseline
+
+#if defined(OF_DW_X86)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+constexpr int kBytes = 32;
+#include "depthwise_isa.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
+namespace avx512 {
+constexpr int kBytes = 64;
+#include "depthwise_isa.inc"
+}  // namespace avx512
+#pragma GCC pop_options
+#endif
+
+using PlanesFn = void (*)(const DwPlan&, const float*, const float*, const float*, Act, float*, int64_t, int64_t,
+                          float*);
+
+// The same choice as the elementwise kernels (OPFORGE_SIMD caps it).
+PlanesFn Select() {
+#if defined(OF_DW_X86)
+  const char* isa = vmath::IsaName();
+  if (std::strcmp(isa, "avx512") == 0) return &avx512::Planes;
+  if (std::strcmp(isa, "avx2") == 0) return &avx2::Planes;
+#endif
+  return &baseline::Planes;
+}
+
+PlanesFn Get() {
+  static const PlanesFn fn = Select();
+  return fn;
+}
+
+}  // namespace
+
+bool DepthwiseFastPath(const Geometry& g) {
+  return g.groups == g.c && g.cg == 1 && g.sh == g.sw && g.sh >= 1 && g.sh <= 4 && g.kh * g.kw <= kMaxTaps &&
+         g.oh > 0 && g.ow > 0;
+}
+
+void DepthwiseForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y) {
+  const DwPlan plan = MakePlan(g);
+  const PlanesFn fn = Get();
+  ParallelFor(g.n * g.c, plan.mult * plan.oh * plan.wq * plan.kh * plan.kw / 4 + plan.h * plan.w,
+              [&](int64_t u0, int64_t u1) {
+                static thread_local std::vector<float> scratch;
+                const size_t need = static_cast<size_t>(plan.scratch());
+                if (scratch.size() < need) scratch.resize(need);
+                fn(plan, x, f, bias, act, y, u0, u1, scratch.data());
+              });
+}
+
+const char* DepthwiseIsa() { return vmath::IsaName(); }
+
+bool MaxPoolPlanesApplies(int64_t kh, int64_t kw, int64_t sh, int64_t sw) {
+  return sh == sw && sh >= 1 && sh <= 4 && kh * kw <= kMaxTaps;
+}
+
+void MaxPoolPlanes(int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t s,
+                   int64_t dh, int64_t dw, int64_t pt, int64_t pl, const float* x, float* y) {
+  Geometry g;
+  g.n = planes, g.c = 1, g.h = h, g.w = w, g.o = 1, g.kh = kh, g.kw = kw, g.oh = oh, g.ow = ow;
+  g.sh = g.sw = s, g.dh = dh, g.dw = dw, g.pt = pt, g.pl = pl, g.groups = 1, g.cg = 1, g.og = 1;
+  const DwPlan plan = MakePlan(g);
+  using Fn = void (*)(const DwPlan&, const float*, float*, int64_t, int64_t, float*);
+  static const Fn fn = [] {
+#if defined(OF_DW_X86)
+    const char* isa = vmath::IsaName();
+    if (std::strcmp(isa, "avx512") == 0) return &avx512::MaxPlanes;
+    if (std::strcmp(isa, "avx2") == 0) return &avx2::MaxPlanes;
+#endif
+    return &baseline::MaxPlanes;
+  }();
+  ParallelFor(planes, plan.oh * plan.wq * plan.kh * plan.kw / 4 + h * w, [&](int64_t u0, int64_t u1) {
+    static thread_local std::vector<float> scratch;
+    const size_t need = static_cast<size_t>(plan.scratch());
+    if (scratch.size() < need) scratch.resize(need);
+    fn(plan, x, y, u0, u1, scratch.data());
+  });
+}
+
+void GatherStride2(const float* src, float* dst, int64_t n) {
+  using Fn = void (*)(const float*, float*, int64_t);
+  static const Fn fn = [] {
+#if defined(OF_DW_X86)
+    const char* isa = vmath::IsaName();
+    if (std::strcmp(isa, "avx512") == 0) return &avx512::Stride2;
+    if (std::strcmp(isa, "avx2") == 0) return &avx2::Stride2;
+#endif
+    return &baseline::Stride2;
+  }();
+  fn(src, dst, n);
+}
+
+void BiasActRows(Act act, float* y, const float* bias, int64_t rows, int64_t p) {
+  using Fn = void (*)(Act, float*, const float*, int64_t, int64_t);
+  static const Fn fn = [] {
+#if defined(OF_DW_X86)
+    const char* isa = vmath::IsaName();
+    if (std::strcmp(isa, "avx512") == 0) return &avx512::BiasActRows;
+    if (std::strcmp(isa, "avx2") == 0) return &avx2::BiasActRows;
+#endif
+    return &baseline::BiasActRows;
+  }();
+  fn(act, y, bias, rows, p);
+}
+
+}  // namespace conv
+}  // namespace opforge

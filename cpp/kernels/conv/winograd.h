@@ -1,0 +1,27 @@
+// Winograd F(4x4, 3x3) for float32 3x3 convolutions at stride 1: each 4x4
+// output tile takes 36 multiplies per (in, out) channel pair instead of 144,
+// as 36 GEMMs [out, in] x [in, tiles] between a 6x6 input transform and a
+// 4x4 output transform (winograd_isa.inc). Rounding error grows a little
+// (a few 1e-6 of the output's largest magnitude in float32, against 1e-7
+// for im2col + GEMM, measured at 64 channels 56x56); OPFORGE_CONV_WINOGRAD=0
+// turns it off.
+#pragma once
+
+#include "conv_gemm.h"
+#include "conv_geometry.h"
+
+namespace opforge {
+namespace conv {
+
+// g is a float32 convolution this path computes faster than im2col + GEMM
+// (3x3, stride 1, no dilation, one group, enough channels and pixels).
+bool WinogradApplies(const Geometry& g);
+
+// y = act(conv(x, f) + bias) (bias may be null). `transposed`: f is the
+// filter of the convolution whose input gradient this is ([g.c, g.o, 3, 3],
+// used flipped and transposed): dx = WinogradForward(dy, ..., true).
+void WinogradForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y,
+                     bool transposed);
+
+}  // namespace conv
+}  // namespace opforge
