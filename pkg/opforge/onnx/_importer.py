@@ -90,6 +90,7 @@ class Program:
             outputs = [(k, name) for k, name in enumerate(node.output) if name]
             self.steps.append((ctx, conv.fn, outputs))
         _ops_conv.fold_batch_norm(self)  # Conv + inference BatchNormalization -> one Conv
+        self.steps = _ops_quant.fuse_dynamic_quant(self.steps, set(self.outputs))  # quantize_dynamic Linears
         self.steps = _fuse_matmul.fuse_matmul_chains(self.steps, set(self.outputs))
         self.steps = _ops_nn.fuse_activations(self.steps, set(self.outputs))
 
