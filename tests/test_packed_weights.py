@@ -225,3 +225,25 @@ def test_float16_gemm_imports_as_half_packed_matmul():
     assert _graph_ops(imported).count("HalfMatMulPacked") == 2
     got = of.Session(imported.graph).run([imported.outputs["y"]], {imported.inputs["x"]: x})[0]
     np.testing.assert_allclose(np.asarray(got).astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=1e-3)
+
+
+def test_quantized_linear_packs_once_and_pickles_without_the_blob():
+    import pickle
+
+    import opforge.nn as nn
+    rng = np.random.default_rng(7)
+    lin = nn.Linear(30, 20)
+    q = of.quantization.quantize_dynamic(lin)
+    x = rng.standard_normal((4, 30)).astype(np.float32)
+    y = q(x).numpy()
+    blob = q.__dict__["_packed"][1]
+    q(x)
+    assert q.__dict__["_packed"][1] is blob  # packed once
+    w, s = q._weights["weight_int8"].numpy(), q._weights["weight_scale"].numpy()
+    xq, xs, xz = _dql(x)
+    ref = ((xq.astype(np.int64) - int(xz)) @ w.astype(np.int64)).astype(np.float32) * (xs * s) \
+        + q._weights["bias"].numpy()
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+    q2 = pickle.loads(pickle.dumps(q))
+    assert "_packed" not in q2.__dict__
+    np.testing.assert_array_equal(q2(x).numpy(), y)

@@ -11,7 +11,7 @@ import numpy as np
 
 from opforge import ops as P
 from opforge.onnx._node import dtype_of, shape_of
-from opforge.onnx._ops_quant import pack_eagerly
+from opforge.quantization._functional import pack_eagerly
 
 _F16 = np.dtype(np.float16)
 

@@ -9,8 +9,6 @@ Blocked quantization (block_size > 0), float8 and int4 types are refused
 with UnimplementedError.
 """
 
-import concurrent.futures
-
 import numpy as np
 
 from opforge import ops as P
@@ -18,6 +16,7 @@ from opforge.errors import UnimplementedError
 from opforge.onnx import _dtypes
 from opforge.onnx._node import INT, INTS, STRING, converter, dtype_of, shape_of
 from opforge.onnx._ops_conv import _from2d, _spatial, _to2d, _window
+from opforge.quantization._functional import pack_eagerly
 
 _Q8 = {np.dtype(np.uint8), np.dtype(np.int8)}
 _Q16 = _Q8 | {np.dtype(np.uint16), np.dtype(np.int16)}
@@ -208,15 +207,6 @@ def _chain_step(chain, deferred_steps, bias_side, act):
 
 def _deferred(ctx):
     return None
-
-
-def pack_eagerly(fn, *args, **kwargs):
-    """fn(*args) run eagerly even while a graph is being built: in a helper
-    thread, whose mode stack (per thread) is empty. A weight is packed once,
-    at import, and enters the graph as a constant, not as a node that would
-    pack it again on every Session.run."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(fn, *args, **kwargs).result()
 
 
 def fuse_dynamic_quant(steps, graph_outputs):
