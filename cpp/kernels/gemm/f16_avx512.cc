@@ -3,7 +3,9 @@
 // from a float32 panel; the epilogue adds the bias, applies relu and rounds
 // to float16 once (vcvtps2ph, nearest even). Compiled under a target pragma;
 // called only when the CPU has AVX-512F.
+#include <array>
 #include <cstdint>
+#include <utility>
 
 #include "f16_gemm.h"
 
@@ -18,41 +20,58 @@ namespace gemm {
 namespace f16 {
 namespace {
 
-template <int M>
-void TileM(int64_t k, const float* a, int64_t lda, const float* bp, __m512* acc0, __m512* acc1) {
+// M rows (M <= MR) by NV * 16 columns: edge tiles run only the rows and
+// vectors they need (a 64-row batch is 5 x 12 + 4 rows; a 10-wide layer one
+// vector), not a zero-padded full tile.
+template <int M, int NV>
+void TileMN(int64_t k, const float* a, int64_t lda, const float* bp, const float* bias, bool relu, uint16_t* c,
+            int64_t ldc, int n) {
+  __m512 acc[M][NV];
 #pragma GCC unroll 12
-  for (int i = 0; i < M; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+  for (int i = 0; i < M; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  }
   for (int64_t p = 0; p < k; ++p) {
-    const __m512 b0 = _mm512_loadu_ps(bp + p * NR);
-    const __m512 b1 = _mm512_loadu_ps(bp + p * NR + 16);
+    __m512 b[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(bp + p * NR + 16 * v);
 #pragma GCC unroll 12
     for (int i = 0; i < M; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i * lda + p]);
-      acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
-      acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, b[v], acc[i][v]);
+    }
+  }
+  const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; ++v) {
+    const int w = n - 16 * v;
+    if (w <= 0) break;
+    const __mmask16 mask = w >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << w) - 1);
+    const __m512 vb = bias ? _mm512_maskz_loadu_ps(mask, bias + 16 * v) : zero;
+#pragma GCC unroll 12
+    for (int i = 0; i < M; ++i) {
+      __m512 y = _mm512_add_ps(acc[i][v], vb);
+      if (relu) y = _mm512_max_ps(y, zero);
+      _mm256_mask_storeu_epi16(c + i * ldc + 16 * v, mask,
+                               _mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
   }
 }
 
+using EdgeFn = void (*)(int64_t, const float*, int64_t, const float*, const float*, bool, uint16_t*, int64_t, int);
+
+template <int NV, int... Ms>
+constexpr std::array<EdgeFn, MR> Table(std::integer_sequence<int, Ms...>) {
+  return {&TileMN<Ms + 1, NV>...};
+}
+
 void Tile(int64_t k, const float* a, int64_t lda, const float* bp, const float* bias, bool relu, uint16_t* c,
           int64_t ldc, int m, int n) {
-  __m512 acc0[MR], acc1[MR];
-  // a has MR readable rows (the driver pads A to whole tiles with zeros).
-  TileM<MR>(k, a, lda, bp, acc0, acc1);
-  const __m512 bias0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
-  const __m512 bias1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
-  const __m512 zero = _mm512_setzero_ps();
-  const __mmask16 k0 = n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
-  const __mmask16 k1 = n >= 32 ? __mmask16(0xffff) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
-  for (int i = 0; i < m; ++i) {
-    __m512 v0 = _mm512_add_ps(acc0[i], bias0), v1 = _mm512_add_ps(acc1[i], bias1);
-    if (relu) v0 = _mm512_max_ps(v0, zero), v1 = _mm512_max_ps(v1, zero);
-    _mm256_mask_storeu_epi16(c + i * ldc, k0, _mm512_cvtps_ph(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    if (k1) {
-      _mm256_mask_storeu_epi16(c + i * ldc + 16, k1,
-                               _mm512_cvtps_ph(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    }
-  }
+  static constexpr std::array<EdgeFn, MR> one = Table<1>(std::make_integer_sequence<int, MR>());
+  static constexpr std::array<EdgeFn, MR> two = Table<2>(std::make_integer_sequence<int, MR>());
+  (n <= 16 ? one : two)[m - 1](k, a, lda, bp, bias, relu, c, ldc, n);
 }
 
 void Widen(const uint16_t* src, float* dst, int64_t n) {
