@@ -10,7 +10,6 @@ import numpy as np
 
 from opforge import ops as P
 from opforge.errors import UnimplementedError
-from opforge.onnx import _ops_half
 from opforge.onnx._node import FLOAT, INT, INTS, converter, dtype_of, shape_of
 
 
@@ -30,7 +29,8 @@ def _gemm(n, activation=None):
     if len(shape_of(a)) != 2 or len(shape_of(b)) != 2:
         raise n.fail(f"A and B must be 2-D, got shapes {list(shape_of(a))} and {list(shape_of(b))}")
     if dtype_of(a) == np.float16:  # a float16 Linear: packed weight, float32 accumulation (issue 25)
-        y = _ops_half.half_gemm(n, activation)
+        from opforge.onnx._ops_half import half_gemm
+        y = half_gemm(n, activation)
         if y is not None:
             return y
     trans_b = bool(n.attr("transB", 0))
