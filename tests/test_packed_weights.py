@@ -247,3 +247,25 @@ def test_quantized_linear_packs_once_and_pickles_without_the_blob():
     q2 = pickle.loads(pickle.dumps(q))
     assert "_packed" not in q2.__dict__
     np.testing.assert_array_equal(q2(x).numpy(), y)
+
+
+def test_float16_conv_with_constant_weight_matches_onnxruntime():
+    ort = _ort()
+    from onnx import TensorProto, helper, numpy_helper
+
+    import opforge.onnx
+    rng = np.random.default_rng(8)
+    w = (rng.standard_normal((6, 3, 3, 3)) * 0.3).astype(np.float16)
+    b = rng.standard_normal(6).astype(np.float16)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    g = helper.make_graph(nodes, "conv16", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 3, 9, 9])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 6, 9, 9])],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_operatorsetid("", 17)])
+    x = rng.standard_normal((2, 3, 9, 9)).astype(np.float16)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    imported = opforge.onnx.import_model(model)
+    assert "FusedConv2D" in _graph_ops(imported)
+    got = np.asarray(of.Session(imported.graph).run([imported.outputs["y"]], {imported.inputs["x"]: x})[0])
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=1e-2)

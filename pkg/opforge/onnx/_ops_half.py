@@ -1,4 +1,4 @@
-"""float16 Gemm (a Linear layer) over a weight packed once.
+"""float16 Gemm (a Linear layer) over a weight packed once; float16 Conv over a weight widened once.
 
 A float16 Gemm with a constant weight, alpha = beta = 1, no transA and a
 1-D bias (or none), optionally with its following Relu (fuse_activations),
@@ -21,6 +21,25 @@ def _const(ctx, i):
     if v is None and ctx.has(i):
         v = ctx._env.get(ctx._inputs[i])
     return v if isinstance(v, np.ndarray) else None
+
+
+def widened_weight(n, x):
+    """Conv node `n`'s weight as float32 when x is float16 and the weight a float16 constant, else None.
+
+    The convolution then runs in float32 between two Casts: the same math as
+    the float16 kernel (widen, float32 kernel, round once), but the weight is
+    widened once at import instead of on every call (11.7M values for ResNet-18).
+    """
+    w = _const(n, 1)
+    if dtype_of(x) != _F16 or w is None or w.dtype != _F16:
+        return None
+    return w.astype(np.float32)
+
+
+def widen_bias(n, b):
+    """The float16 bias b (input 2 of n) as float32: converted here when constant, else a Cast."""
+    c = _const(n, 2)
+    return c.astype(np.float32) if c is not None else P.cast(b, dtype="float32")
 
 
 def half_gemm(n, activation=None):
