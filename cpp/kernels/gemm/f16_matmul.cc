@@ -202,6 +202,9 @@ Status HalfMatMulPackedKernel(OpKernelContext* ctx) {
   if (act != "none" && act != "relu") {
     return errors::InvalidArgument("attr 'activation' must be 'none' or 'relu', got '", act, "'");
   }
+  if (bias.NumElements() != 0 && bias.NumElements() != n) {  // unknown in a graph's shape check
+    return errors::InvalidArgument("argument 'bias' must hold 0 or ", n, " values, got ", bias.NumElements());
+  }
   Tensor* out = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
   if (out->NumElements() == 0) return Status::OK();

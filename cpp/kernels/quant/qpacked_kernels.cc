@@ -115,6 +115,10 @@ Status MatMulIntegerPackedKernel(OpKernelContext* ctx) {
   Tensor* y = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
   if (y->NumElements() == 0) return Status::OK();
+  if (ctx->input(1).NumElements() != 1) {
+    return errors::InvalidArgument("argument 'a_zero_point' must be a scalar, got ", ctx->input(1).NumElements(),
+                                   " values");
+  }
   const int32_t za = ZeroPointAt(ctx->input(1), 0);
   qgemm::QGemm(PackedArgs(pb, y->NumElements() / n, k, n, a.raw_data(), a.dtype() == DType::kInt8, &za,
                           y->data<int32_t>()),
@@ -154,6 +158,13 @@ Status DynamicQuantizeMatMulKernel(OpKernelContext* ctx) {
   PackedB pb;
   OF_RETURN_IF_ERROR(OpenPacked(ctx->input(1), k, n, &pb));
   OF_RETURN_IF_ERROR(CheckScales(sb, "b_scale"));
+  // Sizes the shape function could not see (unknown dims in a graph).
+  if (sb.NumElements() != 1 && sb.NumElements() != n) {
+    return errors::InvalidArgument("argument 'b_scale' must hold 1 or ", n, " values, got ", sb.NumElements());
+  }
+  if (bias.NumElements() != 0 && bias.NumElements() != n) {
+    return errors::InvalidArgument("argument 'bias' must hold 0 or ", n, " values, got ", bias.NumElements());
+  }
   const std::string& act = ctx->attr_string("activation");
   if (act != "none" && act != "relu") {
     return errors::InvalidArgument("attr 'activation' must be 'none' or 'relu', got '", act, "'");
