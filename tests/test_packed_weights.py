@@ -90,6 +90,15 @@ def _rewrite_header(blob, **fields):
     return out
 
 
+def _other_layout(blob):
+    """blob claiming the layout of another 8-bit GEMM than the one in use."""
+    import opforge.quantization as q
+    from packed_oracles import LAYOUTS
+    name = next(n for n in ("avx2", "generic") if n != q.gemm_isa())
+    mr, nr, kg, wide = LAYOUTS[name]
+    return _rewrite_header(blob, layout=name.encode(), mr=mr, nr=nr, kgroup=kg, wide=wide)
+
+
 HOSTILE = {
     "empty": lambda b: b[:0].copy(),
     "truncated_header": lambda b: b[:100].copy(),
@@ -102,7 +111,7 @@ HOSTILE = {
     "huge_k": lambda b: _rewrite_header(b, k=1 << 40),
     "negative_n": lambda b: _rewrite_header(b, n=-5),
     "payload_overflow": lambda b: _rewrite_header(b, payload=(1 << 64) - 1),
-    "layout": lambda b: _rewrite_header(b, layout=b"avx2", wide=1, nr=16, kgroup=2, mr=6),
+    "layout": lambda b: _other_layout(b),
     "2-D": lambda b: b.reshape(1, -1),
 }
 
