@@ -8,10 +8,13 @@
    one quantization step; speed: onnxruntime / opforge >= 1.0).
 3. The float16 model file against the float32 one (target: half the bytes).
 
-    python -m bench.precision [--repeats N] [--quick] [--batch B]
+    python -m bench.precision [--repeats N] [--quick] [--batch B] [--cpu] [--only mlp,resnet,bert]
 
 Prints the load average beside the numbers: on the shared 2-core VM the
-ratios are what to read, not the absolute times. Needs the `onnx` extra.
+ratios are what to read, not the absolute times. --cpu runs both libraries
+on one thread and times process CPU time (what a loaded machine does not
+distort). Needs the `onnx` extra; the ResNet-18 and BERT rows need torch,
+torchvision / transformers (skipped, with a line saying so, without them).
 """
 import argparse
 import os
@@ -69,7 +72,12 @@ def half_model(model):
     return m
 
 
-def mlp_case(repeats, settle, batch, threads):
+def _timer(cpu):
+    import time
+    return time.process_time if cpu else time.perf_counter
+
+
+def mlp_case(repeats, settle, batch, threads, cpu=False):
     import onnx
     import onnxruntime as ort
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -116,9 +124,10 @@ def mlp_case(repeats, settle, batch, threads):
         ns = {"sess": sess, "feeds": {"x": feed}, "gsess": gsess, "gy": [out], "gfeeds": {imported.inputs["x"]: feed}}
         stmts = {"onnxruntime": "sess.run(None, feeds)", "opforge": "gsess.run(gy, gfeeds)"}
         med = {k: timing.summarize(v)["median_s"] for k, v in
-               timing.interleaved(stmts, ns, repeats, 0.02, settle_s=settle).items()}
+               timing.interleaved(stmts, ns, repeats, 0.02, settle_s=settle, timer=_timer(cpu)).items()}
         rows.append((name, med["onnxruntime"], med["opforge"], match))
-    print(f"ONNX MLP 784-512-512-10, batch {batch}, median of {repeats}, {_load()}")
+    clock = "process CPU time, one thread each" if cpu else "wall time"
+    print(f"ONNX MLP 784-512-512-10, batch {batch}, median of {repeats} ({clock}), {_load()}")
     for name, t_ort, t_of, match in rows:
         if t_ort is None:
             print(f"  {name:<8} {match}")
@@ -138,10 +147,23 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0: its default)")
     p.add_argument("--quick", action="store_true", help="one repeat, small sizes: proves the harness works")
+    p.add_argument("--cpu", action="store_true", help="one thread each, process CPU time")
+    p.add_argument("--only", default="matmul,mlp,resnet,bert", help="comma-separated cases to run")
     args = p.parse_args(argv)
+    if args.cpu:
+        os.environ["OPFORGE_NUM_THREADS"] = "1"  # read when opforge's pool starts
+        args.threads = 1
     repeats, settle = (1, 0.0) if args.quick else (args.repeats, 0.3)
-    matmul_case(repeats, settle, n=256 if args.quick else 1024)
-    mlp_case(repeats, settle, args.batch, args.threads)
+    only = set(args.only.split(","))
+    if "matmul" in only:
+        matmul_case(repeats, settle, n=256 if args.quick else 1024)
+    if "mlp" in only:
+        mlp_case(repeats, settle, args.batch, args.threads, args.cpu)
+    from bench import precision_models
+    if "resnet" in only:
+        precision_models.resnet_case(repeats, settle, args.threads, args.cpu, args.quick)
+    if "bert" in only:
+        precision_models.bert_case(repeats, settle, args.threads, args.cpu, args.quick)
     return 0
 
 

@@ -830,3 +830,9 @@ PRODUCTS |= ATTENTION_SUMS
 from quant_oracles import QUANT_ORACLES  # noqa: E402
 
 ORACLES.update(QUANT_ORACLES)
+# Packed-weight ops (issue 25: constant weights packed once), in packed_oracles.py.
+from packed_oracles import PACKED_ORACLES  # noqa: E402
+
+ORACLES.update(PACKED_ORACLES)
+SUMS |= {"HalfMatMulPacked", "DynamicQuantizeMatMul"}
+PRODUCTS |= {"HalfMatMulPacked"}

@@ -67,6 +67,9 @@ NOT_DISTRIBUTED = {
     **{op: "quantization (issue 25): per-tensor parameters depend on the whole array, not yet distributed"
        for op in ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "QLinearMatMul",
                   "ConvInteger", "QLinearConv")},
+    **{op: "packed weights (issue 25): an opaque per-process blob of the whole weight, not an array to chunk"
+       for op in ("PackMatMulIntegerWeight", "MatMulIntegerPacked", "DynamicQuantizeMatMul", "PackHalfMatMulWeight",
+                  "HalfMatMulPacked")},
 }
 
 # Chunk sizes per axis for the first array argument and for the others

@@ -168,6 +168,18 @@ CASES.update({
 })
 
 
+# Packed-weight ops (issue 25): blobs packed here, once, at import of this module.
+_QB = of.ops.pack_mat_mul_integer_weight(arr((3, 4), S8), S8(0)).numpy()
+_HB = of.ops.pack_half_mat_mul_weight(arr((4, 3), np.float16), transpose_b=True).numpy()
+CASES.update({
+    "PackMatMulIntegerWeight": [((arr((3, 4), S8), arr((4,), S8)), {})],
+    "MatMulIntegerPacked": [((arr((2, 5, 3), U8), U8(1), _QB), {"n": 4})],
+    "DynamicQuantizeMatMul": [((arr((2, 3)), _QB, _S, arr((4,))), {"n": 4, "activation": "relu"})],
+    "PackHalfMatMulWeight": [((arr((4, 3), np.float16),), {"transpose_b": True})],
+    "HalfMatMulPacked": [((arr((2, 3), np.float16), _HB, arr((4,), np.float16)), {"n": 4})],
+})
+
+
 # Index and attention ops (issue 24).
 _ND = np.array([[2, 1], [0, -1]], np.int64)
 CASES.update({

@@ -140,12 +140,17 @@ OF_HALF_VIA_FLOAT("ReduceGradGrad");
 OF_HALF_VIA_FLOAT("SliceGrad");
 OF_HALF_VIA_FLOAT("ConcatGrad");
 OF_HALF_VIA_FLOAT("ConcatGradGrad");
+// pooling (the forward ops; ResNet's max and average pools)
+OF_HALF_VIA_FLOAT("MaxPool2D");
+OF_HALF_VIA_FLOAT("AvgPool2D");
+OF_HALF_VIA_FLOAT("AdaptiveAvgPool2D");
 // convolution (its GEMM)
 OF_HALF_VIA_FLOAT("Conv2D");
+OF_HALF_VIA_FLOAT("FusedConv2D");  // Conv + Relu as imported from ONNX
 OF_HALF_VIA_FLOAT("Conv2DBackpropInput");
 OF_HALF_VIA_FLOAT("Conv2DBackpropFilter");
-// MatMul: float16 here; bfloat16 in gemm/bf16_matmul.cc.
-REGISTER_KERNEL("MatMul", kCPU, DType::kFloat16, HalfViaFloat32);
+// MatMul has its own half kernels: float16 in gemm/f16_matmul.cc (float32
+// panels, F16C), bfloat16 in gemm/bf16_matmul.cc (AVX512-BF16).
 
 #undef OF_HALF_VIA_FLOAT
 

@@ -333,6 +333,9 @@ REGISTER_KERNEL("Gather", kCPU, DType::kFloat32, Gather<float>);
 REGISTER_KERNEL("Gather", kCPU, DType::kFloat64, Gather<double>);
 REGISTER_KERNEL("Gather", kCPU, DType::kInt32, Gather<int32_t>);
 REGISTER_KERNEL("Gather", kCPU, DType::kInt64, Gather<int64_t>);
+// 8-bit tables: quantize_dynamic's quantized embeddings (Gather, then DequantizeLinear).
+REGISTER_KERNEL("Gather", kCPU, DType::kUInt8, Gather<uint8_t>);
+REGISTER_KERNEL("Gather", kCPU, DType::kInt8, Gather<int8_t>);
 REGISTER_KERNEL("GatherGrad", kCPU, DType::kFloat32, GatherGrad<float>);
 REGISTER_KERNEL("GatherGrad", kCPU, DType::kFloat64, GatherGrad<double>);
 REGISTER_KERNEL("SparseSoftmaxCrossEntropyWithLogits", kCPU, DType::kFloat32, SparseXent<float>);

@@ -12,6 +12,8 @@ namespace opforge {
 namespace {
 
 constexpr const char* kFloat = "T: {float32, float64}";
+// The forward pools also take float16/bfloat16 (computed in float32: cpp/kernels/half_kernels.cc).
+constexpr const char* kFloatHalf = "T: {float32, float64, halftype}";
 
 Status CheckX(const TensorShape& x, const char* name) {
   if (x.rank() != 4) {
@@ -138,7 +140,7 @@ REGISTER_OP("MaxPool2D")
     .Attr("dilations: list(int) = [1, 1]")
     .Attr("ceil_mode: bool = false")
     .Output("y: T")
-    .Attr(kFloat)
+    .Attr(kFloatHalf)
     .SetShapeFn(PoolShape)
     .Gradient("x = MaxPool2DGrad(x, dy, ksize=ksize, strides=strides, pads=pads, dilations=dilations, "
               "ceil_mode=ceil_mode)")
@@ -191,7 +193,7 @@ REGISTER_OP("AvgPool2D")
     .Attr("ceil_mode: bool = false")
     .Attr("count_include_pad: bool = false")
     .Output("y: T")
-    .Attr(kFloat)
+    .Attr(kFloatHalf)
     .SetShapeFn(PoolShape)
     .Gradient("x = AvgPool2DGrad(x, dy, ksize=ksize, strides=strides, pads=pads, ceil_mode=ceil_mode, "
               "count_include_pad=count_include_pad)")
@@ -243,7 +245,7 @@ REGISTER_OP("AdaptiveAvgPool2D")
     .Input("x: T")
     .Attr("output_size: list(int)")
     .Output("y: T")
-    .Attr(kFloat)
+    .Attr(kFloatHalf)
     .SetShapeFn(AdaptiveShape)
     .Gradient("x = AdaptiveAvgPool2DGrad(x, dy, output_size=output_size)")
     .Doc(R"doc(

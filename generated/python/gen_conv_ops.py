@@ -195,7 +195,7 @@ def fused_conv2d(x, filter, bias, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(
     Type attrs:
       T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64).
+    Kernels: cpu (float32, float64, float16, bfloat16).
 
     Declared at cpp/ops/conv_ops.cc:308 (op FusedConv2D).
     """

@@ -20,6 +20,7 @@
 #include "opforge/parallel.h"
 #include "qgemm.h"
 #include "qmicrokernel.h"
+#include "quant_common.h"
 
 namespace opforge {
 namespace qgemm {
@@ -30,6 +31,7 @@ constexpr int64_t kMCPanels = 16;  // A block: 16 * mr rows x kKC (192 KiB for m
 constexpr int64_t kNC = 3072;      // B block: kNC x kKC bytes (3 MiB: in L3)
 // Below this many multiply-adds one thread is faster than waking another.
 constexpr int64_t kMinParallelMacs = 128 * 128 * 128;
+constexpr int kMaxNR = 64;  // the widest microkernel tile (qmicro_*.cc: 32)
 
 const QKernels* Select() {
   int level = 0;
@@ -175,22 +177,35 @@ inline uint32_t ZaEff(const Args& g, int64_t i) {
   return static_cast<uint32_t>(z) + (g.a_signed ? 128u : 0u);
 }
 inline uint32_t ZbEff(const Args& g, int64_t j) {
+  if (g.b_packed != nullptr) return static_cast<uint32_t>(g.b_zero_eff[j]);
   const int32_t z = g.b_zero == nullptr ? 0 : g.b_zero[g.b_zero_per_col ? j : 0];
   return static_cast<uint32_t>(z) - (g.b_signed ? 0u : 128u);
 }
 
-// C[i, j] += K za' zb' - za' colsum[j] - zb' rowsum[i] over one tile.
+// C[i, j] += K za' zb' - za' colsum[j] - zb' rowsum[i] over one tile,
+// written as zb'[j] (K za' - rowsum[i]) - za' colsum[j]: per-column arrays
+// first, so the row loop is plain vector arithmetic.
 void Correct(const Args& g, const Zero& z, int64_t i0, int m, int64_t j0, int n) {
   const uint32_t k = static_cast<uint32_t>(g.k);
+  uint32_t zb[kMaxNR], cs[kMaxNR], t[kMaxMR], za[kMaxMR];
+  for (int j = 0; j < n; ++j) {
+    zb[j] = ZbEff(g, j0 + j);
+    cs[j] = z.colsum != nullptr ? z.colsum[j0 + j - z.j0] : 0u;
+  }
+  static const quant::CorrectFn fast = quant::Avx512Correct();
+  if (fast != nullptr && m <= kMaxMR) {
+    for (int i = 0; i < m; ++i) {
+      za[i] = ZaEff(g, i0 + i);
+      t[i] = k * za[i] - (z.rowsum != nullptr ? z.rowsum[i0 + i - z.i0] : 0u);
+    }
+    fast(reinterpret_cast<uint32_t*>(g.c + i0 * g.ldc + j0), g.ldc, m, n, zb, cs, t, za);
+    return;
+  }
   for (int i = 0; i < m; ++i) {
     const uint32_t za = ZaEff(g, i0 + i);
-    const uint32_t rs = z.rowsum != nullptr ? z.rowsum[i0 + i - z.i0] : 0u;
+    const uint32_t t = k * za - (z.rowsum != nullptr ? z.rowsum[i0 + i - z.i0] : 0u);
     uint32_t* c = reinterpret_cast<uint32_t*>(g.c + (i0 + i) * g.ldc + j0);
-    for (int j = 0; j < n; ++j) {
-      const uint32_t zb = ZbEff(g, j0 + j);
-      const uint32_t cs = z.colsum != nullptr ? z.colsum[j0 + j - z.j0] : 0u;
-      c[j] += k * za * zb - za * cs - zb * rs;
-    }
+    for (int j = 0; j < n; ++j) c[j] += zb[j] * t - za * cs[j];
   }
 }
 
@@ -216,7 +231,9 @@ Zero Sums(const Args& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     }
     z.rowsum = r;
   }
-  if (need_col) {
+  if (need_col && g.b_packed != nullptr) {
+    z.colsum = g.b_colsum + j0;
+  } else if (need_col) {
     uint32_t* c = static_cast<uint32_t*>(Scratch(3, (j1 - j0) * 4));
     std::fill(c, c + (j1 - j0), 0u);
     const int64_t n = j1 - j0;
@@ -242,7 +259,11 @@ void Slab(const Args& g, const QKernels& kr, int64_t i0, int64_t i1, int64_t j0,
   const int64_t MC = kMCPanels * mr;
   const int64_t kc_max = (std::min(g.k, kKC) + kg - 1) / kg * kg;
   const int64_t nc_max = (std::min(kNC, j1 - j0) + nr - 1) / nr * nr;
-  T* bpack = static_cast<T*>(Scratch(0, sizeof(T) * nc_max * kc_max));
+  // A prepacked B: depth blocks of kKC one after another, each holding the
+  // panels of all N (PackPanels); slabs start at whole panels.
+  const T* pre = static_cast<const T*>(g.b_packed);
+  const int64_t panels_all = (g.n + nr - 1) / nr;
+  T* bpack = pre != nullptr ? nullptr : static_cast<T*>(Scratch(0, sizeof(T) * nc_max * kc_max));
   T* apack = static_cast<T*>(Scratch(1, sizeof(T) * MC * kc_max));
   for (int64_t jc = j0; jc < j1; jc += kNC) {
     const int64_t nc = std::min(kNC, j1 - jc);
@@ -251,7 +272,8 @@ void Slab(const Args& g, const QKernels& kr, int64_t i0, int64_t i1, int64_t j0,
       const int64_t kc = std::min(kKC, g.k - pc);
       const int64_t kq = (kc + kg - 1) / kg;
       const bool last = pc + kc >= g.k;
-      for (int64_t q = 0; q < npanels; ++q) {
+      const T* bblock = pre == nullptr ? bpack : pre + (pc / kKC) * panels_all * kKC * nr + (jc / nr) * kq * kg * nr;
+      for (int64_t q = 0; pre == nullptr && q < npanels; ++q) {
         const int64_t j = jc + q * nr;
         PackB<T>(g, j, static_cast<int>(std::min<int64_t>(nr, jc + nc - j)), pc, kc, nr, kg, fb,
                  bpack + q * kq * kg * nr);
@@ -265,12 +287,13 @@ void Slab(const Args& g, const QKernels& kr, int64_t i0, int64_t i1, int64_t j0,
         for (int64_t q = 0; q < npanels; ++q) {
           const int64_t jr = jc + q * nr;
           const int n = static_cast<int>(std::min<int64_t>(nr, jc + nc - jr));
-          const T* bp = bpack + q * kq * kg * nr;
+          const T* bp = bblock + q * kq * kg * nr;
           for (int64_t ir = 0; ir < mc; ir += mr) {
             const int m = static_cast<int>(std::min<int64_t>(mr, mc - ir));
             int32_t* c = g.c + (ic + ir) * g.ldc + jr;
             kr.micro[m - 1](kq, apack + ir * kq * kg, bp, c, g.ldc, n, pc > 0);
             if (last && z.any) Correct(g, z, ic + ir, m, jr, n);
+            if (last && g.finish != nullptr) g.finish(g.finish_ctx, c, g.ldc, ic + ir, m, jr, n);
           }
         }
       }
@@ -318,6 +341,50 @@ void QGemm(const Args& g, bool parallel) {
 }
 
 const char* QGemmIsa() { return Get().name; }
+
+Layout CurrentLayout() {
+  const QKernels& kr = Get();
+  return Layout{kr.name, kr.mr, kr.nr, kr.kgroup, kr.wide};
+}
+
+int64_t PackedPanelBytes(int64_t k, int64_t n) {
+  const QKernels& kr = Get();
+  const int64_t kpad = (k + kr.kgroup - 1) / kr.kgroup * kr.kgroup;
+  return ((n + kr.nr - 1) / kr.nr) * kr.nr * kpad * (kr.wide ? 2 : 1);
+}
+
+namespace {
+template <typename T>
+void PackAll(const Args& g, const QKernels& kr, T* dst) {
+  const int nr = kr.nr, kg = kr.kgroup;
+  const uint8_t fb = g.b_signed ? 0 : 0x80;
+  for (int64_t pc = 0; pc < g.k; pc += kKC) {
+    const int64_t kc = std::min(kKC, g.k - pc);
+    const int64_t kq = (kc + kg - 1) / kg;
+    for (int64_t j = 0; j < g.n; j += nr) {
+      PackB<T>(g, j, static_cast<int>(std::min<int64_t>(nr, g.n - j)), pc, kc, nr, kg, fb, dst);
+      dst += kq * kg * nr;
+    }
+  }
+}
+}  // namespace
+
+void PackPanels(const Args& g, void* panels, int32_t* zb_eff, uint32_t* colsum) {
+  const QKernels& kr = Get();
+  if (kr.wide) {
+    PackAll<int16_t>(g, kr, static_cast<int16_t*>(panels));
+  } else {
+    PackAll<uint8_t>(g, kr, static_cast<uint8_t*>(panels));
+  }
+  const uint8_t fb = g.b_signed ? 0 : 0x80;
+  for (int64_t j = 0; j < g.n; ++j) {
+    zb_eff[j] = static_cast<int32_t>(ZbEff(g, j));
+    colsum[j] = 0;
+  }
+  for (int64_t p = 0; p < g.k; ++p) {
+    for (int64_t j = 0; j < g.n; ++j) colsum[j] += static_cast<uint32_t>(static_cast<int32_t>(BByte(g, p, j, fb)));
+  }
+}
 
 }  // namespace qgemm
 }  // namespace opforge

@@ -36,11 +36,40 @@ struct Args {
   bool b_zero_per_col = false;
   int32_t* c = nullptr;
   int64_t ldc = 0;
+  // Prepacked B (PackPanels, below; a constant weight packed once): b and
+  // b_zero are then unused, and b_zero_eff (the n zero points, already
+  // shifted for the packing) and b_colsum (the n column sums of the packed
+  // bytes) come with the panels.
+  const void* b_packed = nullptr;
+  const int32_t* b_zero_eff = nullptr;
+  const uint32_t* b_colsum = nullptr;
+  // Called on each finished tile of C (rows i0..i0+m, columns j0..j0+n),
+  // after the zero points are applied, while it is in cache: an epilogue
+  // (e.g. rescaling to float32 in place).
+  void (*finish)(const void* ctx, int32_t* c, int64_t ldc, int64_t i0, int m, int64_t j0, int n) = nullptr;
+  const void* finish_ctx = nullptr;
 };
 
 // `parallel`: may split over the intra-op pool (false inside a loop that is
 // itself split).
 void QGemm(const Args& args, bool parallel);
+
+// The packed-panel layout of the microkernel in use (a prepacked B is only
+// valid for the layout it was packed for).
+struct Layout {
+  const char* isa;
+  int mr, nr, kgroup;
+  bool wide;  // int16 panels (AVX2) rather than bytes
+};
+Layout CurrentLayout();
+
+// Bytes of the panels of a K x N operand packed for CurrentLayout().
+int64_t PackedPanelBytes(int64_t k, int64_t n);
+
+// Packs all of B (g.b, its strides, b_signed, b_zero; g.k, g.n) into
+// `panels` (PackedPanelBytes bytes, 64-byte aligned), and its n effective
+// zero points and column sums, for QGemm with Args::b_packed.
+void PackPanels(const Args& g, void* panels, int32_t* zb_eff, uint32_t* colsum);
 
 // "avx512vnni", "avx2" or "generic": the microkernel in use (OPFORGE_SIMD caps
 // it as for the float kernels).

@@ -27,8 +27,10 @@ inline int32_t Load4(const uint8_t* p) {
   return v;
 }
 
-template <int M>
-void Tile(int64_t kq, const void* av, const void* bv, int32_t* c, int64_t ldc, int n, bool accumulate) {
+// NV = 1: only the first 16 columns of the panel (a layer of <= 16 outputs
+// skips the zero half of its 32-column panel).
+template <int M, int NV>
+void TileNV(int64_t kq, const void* av, const void* bv, int32_t* c, int64_t ldc, int n, bool accumulate) {
   const uint8_t* a = static_cast<const uint8_t*>(av);
   const int8_t* b = static_cast<const int8_t*>(bv);
   __m512i acc0[M], acc1[M];
@@ -37,14 +39,14 @@ void Tile(int64_t kq, const void* av, const void* bv, int32_t* c, int64_t ldc, i
 #pragma GCC unroll 2
   for (int64_t q = 0; q < kq; ++q) {
     const __m512i b0 = _mm512_loadu_si512(b);
-    const __m512i b1 = _mm512_loadu_si512(b + 64);
+    const __m512i b1 = NV == 2 ? _mm512_loadu_si512(b + 64) : _mm512_setzero_si512();
     _mm_prefetch(reinterpret_cast<const char*>(b + 8 * NR * KG), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(b + 8 * NR * KG + 64), _MM_HINT_T0);
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       const __m512i ai = _mm512_set1_epi32(Load4(a + i * KG));
       acc0[i] = _mm512_dpbusd_epi32(acc0[i], ai, b0);
-      acc1[i] = _mm512_dpbusd_epi32(acc1[i], ai, b1);
+      if (NV == 2) acc1[i] = _mm512_dpbusd_epi32(acc1[i], ai, b1);
     }
     a += MR * KG;
     b += NR * KG;
@@ -57,11 +59,17 @@ void Tile(int64_t kq, const void* av, const void* bv, int32_t* c, int64_t ldc, i
     __m512i r0 = acc0[i], r1 = acc1[i];
     if (accumulate) {
       r0 = _mm512_add_epi32(r0, _mm512_maskz_loadu_epi32(m0, ci));
-      r1 = _mm512_add_epi32(r1, _mm512_maskz_loadu_epi32(m1, ci + 16));
+      if (NV == 2) r1 = _mm512_add_epi32(r1, _mm512_maskz_loadu_epi32(m1, ci + 16));
     }
     _mm512_mask_storeu_epi32(ci, m0, r0);
-    _mm512_mask_storeu_epi32(ci + 16, m1, r1);
+    if (NV == 2) _mm512_mask_storeu_epi32(ci + 16, m1, r1);
   }
+}
+
+template <int M>
+void Tile(int64_t kq, const void* av, const void* bv, int32_t* c, int64_t ldc, int n, bool accumulate) {
+  if (n <= 16) return TileNV<M, 1>(kq, av, bv, c, ldc, n, accumulate);
+  TileNV<M, 2>(kq, av, bv, c, ldc, n, accumulate);
 }
 
 template <int... Ms>

@@ -3,9 +3,11 @@
 // parameter. Internal to cpp/kernels/quant/.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "opforge/kernel.h"
 
@@ -43,6 +45,23 @@ inline Q QuantizeOne(float x, float scale, float zero_point) {
   return Saturate<Q>(RoundHalfEven(x / scale) + zero_point);
 }
 
+// The AVX-512 loops (quantize_avx512.cc), or nullptr without AVX-512 (or
+// under OPFORGE_SIMD=avx2/baseline). RangeFn: false when x holds NaN or
+// infinity; else [lo, hi] = [min(x, 0), max(x, 0)].
+using RangeFn = bool (*)(const float* x, int64_t n, float* lo, float* hi);
+using QuantizeU8Fn = void (*)(const float* x, int64_t n, float s, int32_t z, uint8_t* y);
+RangeFn Avx512Range();
+QuantizeU8Fn Avx512QuantizeU8();
+// The 8-bit GEMM's tile epilogues over an m x n tile (n <= 64) of C: the
+// zero-point correction c[i][j] += zb[j] t[i] - za[i] cs[j] (uint32, wrapping),
+// and the rescale of int32 c to float32 in place, float(c) * s[j] + bias[j]
+// (bias may be null), then relu.
+using CorrectFn = void (*)(uint32_t* c, int64_t ldc, int m, int n, const uint32_t* zb, const uint32_t* cs,
+                           const uint32_t* t, const uint32_t* za);
+using RescaleFn = void (*)(int32_t* c, int64_t ldc, int m, int n, const float* s, const float* bias, bool relu);
+CorrectFn Avx512Correct();
+RescaleFn Avx512Rescale();
+
 // y[i] = QuantizeOne(x[i]) for a row. round(clamp(t)) = clamp(round(t)) when
 // the bounds are integers, so t = x / s is clamped to [lo - z, hi - z] first
 // (MAXPS gives the bound for NaN: the lowest value), then rounded by the
@@ -50,6 +69,10 @@ inline Q QuantizeOne(float x, float scale, float zero_point) {
 // x86-64 baseline) for 8-bit types; plain code for the rest and the tail.
 template <typename Q>
 void QuantizeRow(const float* x, int64_t n, float s, int32_t z, Q* y) {
+  if constexpr (std::is_same_v<Q, uint8_t>) {
+    static const QuantizeU8Fn fast = Avx512QuantizeU8();
+    if (fast != nullptr) return fast(x, n, s, z, y);
+  }
   const float lo = static_cast<float>(std::numeric_limits<Q>::min() - z);
   const float hi = static_cast<float>(std::numeric_limits<Q>::max() - z);
   int64_t i = 0;
@@ -89,6 +112,50 @@ inline Status CheckScales(const Tensor& s, const char* name) {
                                      s.NumElements() > 1 ? std::to_string(i) : std::string());
     }
   }
+  return Status::OK();
+}
+
+// DynamicQuantizeLinear's parameters for x[0..n): the range [min(x, 0),
+// max(x, 0)] onto uint8 [0, 255]. NaN or infinity in x: InvalidArgument.
+inline Status DynamicRange(const float* xd, int64_t n, float* scale_out, uint8_t* zero_out) {
+  float lo = 0.0f, hi = 0.0f;
+  bool finite = true;
+  static const RangeFn fast = Avx512Range();
+  if (fast != nullptr) {
+    finite = fast(xd, n, &lo, &hi);
+  } else {
+    // The range in four lanes; poison becomes NaN once any x is NaN or infinite.
+    float lo4[4] = {0, 0, 0, 0}, hi4[4] = {0, 0, 0, 0}, poison4[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+#if defined(__SSE2__)
+    __m128 vlo = _mm_setzero_ps(), vhi = _mm_setzero_ps(), vp = _mm_setzero_ps();
+    for (; i + 4 <= n; i += 4) {
+      const __m128 v = _mm_loadu_ps(xd + i);
+      vlo = _mm_min_ps(vlo, v);
+      vhi = _mm_max_ps(vhi, v);
+      vp = _mm_add_ps(vp, _mm_mul_ps(v, _mm_setzero_ps()));
+    }
+    _mm_storeu_ps(lo4, vlo);
+    _mm_storeu_ps(hi4, vhi);
+    _mm_storeu_ps(poison4, vp);
+#endif
+    for (; i < n; ++i) {
+      lo4[0] = xd[i] < lo4[0] ? xd[i] : lo4[0];
+      hi4[0] = xd[i] > hi4[0] ? xd[i] : hi4[0];
+      poison4[0] += xd[i] * 0.0f;
+    }
+    lo = std::min(std::min(lo4[0], lo4[1]), std::min(lo4[2], lo4[3]));
+    hi = std::max(std::max(hi4[0], hi4[1]), std::max(hi4[2], hi4[3]));
+    finite = !std::isnan(poison4[0] + poison4[1] + poison4[2] + poison4[3]);
+  }
+  if (!finite) {
+    return errors::InvalidArgument("argument 'x' holds NaN or infinite values: its range, and so the scale, "
+                                   "is undefined");
+  }
+  // All zeros (hi == lo): scale 1, as onnxruntime, so y is zeros and dequantizes exactly.
+  const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+  *scale_out = scale;
+  *zero_out = Saturate<uint8_t>(RoundHalfEven(0.0f - lo / scale));
   return Status::OK();
 }
 

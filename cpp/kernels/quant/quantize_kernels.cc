@@ -79,37 +79,11 @@ Status DynamicQuantizeLinearKernel(OpKernelContext* ctx) {
   OF_RETURN_IF_ERROR(ctx->allocate_output(2, &yz));
   const float* xd = x.data<float>();
   const int64_t n = x.NumElements();
-  // The range in four lanes; poison becomes NaN once any x is NaN or infinite.
-  float lo4[4] = {0, 0, 0, 0}, hi4[4] = {0, 0, 0, 0}, poison4[4] = {0, 0, 0, 0};
-  int64_t i = 0;
-#if defined(__SSE2__)
-  __m128 vlo = _mm_setzero_ps(), vhi = _mm_setzero_ps(), vp = _mm_setzero_ps();
-  for (; i + 4 <= n; i += 4) {
-    const __m128 v = _mm_loadu_ps(xd + i);
-    vlo = _mm_min_ps(vlo, v);
-    vhi = _mm_max_ps(vhi, v);
-    vp = _mm_add_ps(vp, _mm_mul_ps(v, _mm_setzero_ps()));
-  }
-  _mm_storeu_ps(lo4, vlo);
-  _mm_storeu_ps(hi4, vhi);
-  _mm_storeu_ps(poison4, vp);
-#endif
-  for (; i < n; ++i) {
-    lo4[0] = xd[i] < lo4[0] ? xd[i] : lo4[0];
-    hi4[0] = xd[i] > hi4[0] ? xd[i] : hi4[0];
-    poison4[0] += xd[i] * 0.0f;
-  }
-  const float lo = std::min(std::min(lo4[0], lo4[1]), std::min(lo4[2], lo4[3]));
-  const float hi = std::max(std::max(hi4[0], hi4[1]), std::max(hi4[2], hi4[3]));
-  if (std::isnan(poison4[0] + poison4[1] + poison4[2] + poison4[3])) {
-    return errors::InvalidArgument("argument 'x' holds NaN or infinite values: its range, and so the scale, "
-                                   "is undefined");
-  }
-  // All zeros (hi == lo): scale 1, as onnxruntime, so y is zeros and dequantizes exactly.
-  const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
-  const float zero = static_cast<float>(Saturate<uint8_t>(RoundHalfEven(0.0f - lo / scale)));
+  float scale = 1.0f;
+  uint8_t zero = 0;
+  OF_RETURN_IF_ERROR(DynamicRange(xd, n, &scale, &zero));
   ys->data<float>()[0] = scale;
-  yz->data<uint8_t>()[0] = static_cast<uint8_t>(zero);
+  yz->data<uint8_t>()[0] = zero;
   uint8_t* yd = y->data<uint8_t>();
   ParallelFor(n, 4, [&](int64_t b, int64_t e) { QuantizeRow<uint8_t>(xd + b, e - b, scale, int32_t(zero), yd + b); });
   return Status::OK();

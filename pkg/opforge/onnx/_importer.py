@@ -85,6 +85,7 @@ class Program:
         order, synthetic = _rewrite.rewrite(order, self.initializers, self.outputs, self.opset)
         self.steps = [self._step(node, index, synthetic) for node in order]
         _ops_conv.fold_batch_norm(self)  # Conv + inference BatchNormalization -> one Conv
+        self.steps = _ops_quant.fuse_dynamic_quant(self.steps, set(self.outputs))  # quantize_dynamic Linears
         self.steps = _fuse_matmul.fuse_matmul_chains(self.steps, set(self.outputs))
         self.steps = _ops_nn.fuse_activations(self.steps, set(self.outputs))
         self._compiled = _compile.CompileCache()

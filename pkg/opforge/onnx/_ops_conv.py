@@ -71,16 +71,22 @@ def _conv(n, activation="none"):
     if list(kernel) != list(ws[2:]):
         raise n.fail(f"kernel_shape {kernel} does not match W's spatial dims {list(ws[2:])}")
     strides, pads, dil = _window(n, shape, kernel)
+    from opforge.onnx._ops_half import widen_bias as _widen_bias, widened_weight
+    w32 = widened_weight(n, x)  # float16 with a constant weight: widened once, here (issue 25)
+    if w32 is not None:
+        x, w = P.cast(x, dtype="float32"), w32
     if len(shape) == 3:
         w = P.reshape(w, shape=[ws[0], ws[1], 1, ws[2]])
     attrs = dict(strides=strides, pads=pads, dilations=dil, groups=n.attr("group", 1))
     if n.has(2) or activation != "none":
         # The bias and activation run in the convolution's GEMM epilogue.
         b = n.input(2) if n.has(2) else np.zeros(ws[0], dtype_of(x))
+        b = _widen_bias(n, b) if w32 is not None and n.has(2) else b
         y = P.fused_conv2d(_to2d(x, shape), w, b, activation=activation, **attrs)
     else:
         y = P.conv2d(_to2d(x, shape), w, **attrs)
-    return _from2d(y, len(shape))
+    y = _from2d(y, len(shape))
+    return P.cast(y, dtype="float16") if w32 is not None else y
 
 
 def _conv_transpose_pads(n, shape, ws, strides, dil):

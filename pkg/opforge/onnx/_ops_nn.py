@@ -28,6 +28,11 @@ def _gemm(n, activation=None):
     a, b = n.input(0), n.input(1)
     if len(shape_of(a)) != 2 or len(shape_of(b)) != 2:
         raise n.fail(f"A and B must be 2-D, got shapes {list(shape_of(a))} and {list(shape_of(b))}")
+    if dtype_of(a) == np.float16:  # a float16 Linear: packed weight, float32 accumulation (issue 25)
+        from opforge.onnx._ops_half import half_gemm
+        y = half_gemm(n, activation)
+        if y is not None:
+            return y
     trans_b = bool(n.attr("transB", 0))
     w = n.known(1)
     if trans_b and w is not None and w.ndim == 2:

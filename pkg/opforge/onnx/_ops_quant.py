@@ -16,6 +16,7 @@ from opforge.errors import UnimplementedError
 from opforge.onnx import _dtypes
 from opforge.onnx._node import INT, INTS, STRING, converter, dtype_of, shape_of
 from opforge.onnx._ops_conv import _from2d, _spatial, _to2d, _window
+from opforge.quantization._functional import pack_eagerly
 
 _Q8 = {np.dtype(np.uint8), np.dtype(np.int8)}
 _Q16 = _Q8 | {np.dtype(np.uint16), np.dtype(np.int16)}
@@ -142,3 +143,134 @@ def _qlinear_conv(n):
     y = P.q_linear_conv(x2, _f32(n.input(1)), n.input(2), w2, _f32(n.input(4)), n.input(5), _f32(n.input(6)),
                         _q8(n, n.input(7), "y_zero_point"), bias, **kw)
     return _from2d(y, len(shape))
+
+
+# -- dynamic quantization chains: one DynamicQuantizeMatMul ---------------
+#
+# onnxruntime.quantization.quantize_dynamic writes each Linear as
+#   xq, xs, xz = DynamicQuantizeLinear(x);  s = Mul(xs, w_scale)
+#   y = Mul(Cast(MatMulInteger(xq, W, xz, w_zero), to=float), s) [-> Add(bias)] [-> Relu]
+# with W, w_scale, w_zero constant. Such a chain imports as one
+# DynamicQuantizeMatMul over W packed once (PackMatMulIntegerWeight), as
+# onnxruntime's own DynamicQuantizeMatMul fusion does. The packed weight is
+# made when the step first runs (once when a graph is built) and kept.
+
+
+def _const(ctx, i):
+    """Input i's numpy value when it is constant (an initializer), else None."""
+    v = ctx.known(i)
+    if v is None and ctx.has(i):
+        v = ctx._env.get(ctx._inputs[i])
+    return v if isinstance(v, np.ndarray) else None
+
+
+def _chain_step(chain, deferred_steps, bias_side, act):
+    """The step that runs a matched chain fused, or node by node when a check fails at run time."""
+    d_ctx, s_ctx, m_ctx, a_ctx = chain
+    cache = {}
+
+    def unfused(ctx):
+        env, consts = ctx._env, ctx._consts
+        result = None
+        for proto, fn, outputs in deferred_steps:
+            res = fn(proto.bind(env, consts))
+            res = res if isinstance(res, tuple) else (res,)
+            for k, name in outputs:
+                env[name] = res[k]
+            result = res
+        return result if len(result) > 1 else result[0]
+
+    def run(ctx):
+        env, consts = ctx._env, ctx._consts
+        d, m, s = d_ctx.bind(env, consts), m_ctx.bind(env, consts), s_ctx.bind(env, consts)
+        w, wz = _const(m, 1), _const(m, 3) if m.has(3) else np.zeros((), np.int8)
+        scale_side = 1 if s.node.input[0] == d.node.output[1] else 0
+        ws = _const(s, scale_side)
+        x = d.input(0)
+        bias = None
+        if a_ctx is not None:
+            bias = _const(a_ctx.bind(env, consts), bias_side)
+        ok = (w is not None and wz is not None and ws is not None and w.ndim == 2 and w.dtype in _Q8
+              and wz.dtype == w.dtype and wz.size in (1, w.shape[1]) and ws.dtype == _F32
+              and ws.size in (1, w.shape[1]) and dtype_of(x) == _F32
+              and (a_ctx is None or (bias is not None and bias.dtype == _F32 and bias.shape == (w.shape[1],))))
+        if not ok:
+            return unfused(ctx)
+        if "packed" not in cache:
+            cache["packed"] = pack_eagerly(P.pack_mat_mul_integer_weight, np.ascontiguousarray(w),
+                                           wz.reshape(-1) if wz.size > 1 else wz.reshape(()))
+        b = bias if bias is not None else np.zeros(0, np.float32)
+        return P.dynamic_quantize_mat_mul(x, cache["packed"], ws.reshape(-1) if ws.size > 1 else ws.reshape(()), b,
+                                          n=int(w.shape[1]), activation=act)
+    return run
+
+
+def _deferred(ctx):
+    return None
+
+
+def fuse_dynamic_quant(steps, graph_outputs):
+    """The import steps with each quantize_dynamic Linear chain (above) as one step at its last node."""
+    readers, made_by = {}, {}
+    for i, (ctx, _, _) in enumerate(steps):
+        for name in ctx.node.input:
+            readers.setdefault(name, []).append(i)
+        for name in ctx.node.output:
+            made_by[name] = i
+    only = lambda name, j: readers.get(name) == [j] and name not in graph_outputs  # noqa: E731
+
+    def single_reader(name, op_types):
+        r = readers.get(name, [])
+        return r[0] if len(r) == 1 and name not in graph_outputs and steps[r[0]][0].node.op_type in op_types \
+            else None
+
+    steps = list(steps)
+    fused_d = {}  # DynamicQuantizeLinear step -> its readers that were fused
+    for mi, (m_ctx, _, _) in enumerate(steps):
+        mn = m_ctx.node
+        if mn.op_type != "MatMulInteger" or len(mn.input) < 3 or not mn.input[2]:
+            continue
+        di = made_by.get(mn.input[0])
+        if di is None or steps[di][0].node.op_type != "DynamicQuantizeLinear":
+            continue
+        d_node = steps[di][0].node
+        if list(mn.input[0:3:2]) != [d_node.output[0], d_node.output[2]]:
+            continue
+        ci = single_reader(mn.output[0], {"Cast"})
+        if ci is None or steps[ci][0].attr("to") != 1:  # FLOAT
+            continue
+        yi = single_reader(steps[ci][0].node.output[0], {"Mul"})
+        if yi is None:
+            continue
+        y_node = steps[yi][0].node
+        other = y_node.input[1] if y_node.input[0] == steps[ci][0].node.output[0] else y_node.input[0]
+        si = made_by.get(other)
+        if si is None or steps[si][0].node.op_type != "Mul" or d_node.output[1] not in steps[si][0].node.input:
+            continue
+        chain_ends = [yi]
+        ai = single_reader(y_node.output[0], {"Add"})
+        bias_side = None
+        if ai is not None:
+            a_node = steps[ai][0].node
+            bias_side = 1 if a_node.input[0] == y_node.output[0] else 0
+            chain_ends.append(ai)
+        ri = single_reader(steps[chain_ends[-1]][0].node.output[0], {"Relu"})
+        if ri is not None:
+            chain_ends.append(ri)
+        last = chain_ends[-1]
+        s_private = only(steps[si][0].node.output[0], yi)
+        members = ([si] if s_private else []) + [mi, ci] + chain_ends
+        deferred_steps = [steps[j] for j in sorted(members)]
+        chain = (steps[di][0], steps[si][0], m_ctx, steps[ai][0] if ai is not None else None)
+        run = _chain_step(chain, [steps[di]] + deferred_steps, bias_side, "relu" if ri is not None else "none")
+        for j in members:
+            if j != last:
+                steps[j] = (steps[j][0], _deferred, [])
+        steps[last] = (steps[last][0], run, steps[last][2])
+        fused_d.setdefault(di, set()).update(members)
+    # A DynamicQuantizeLinear whose every reader was fused runs inside the fused steps.
+    for di, fused in fused_d.items():
+        d_node = steps[di][0].node
+        if all(set(readers.get(name, [])) <= fused and name not in graph_outputs for name in d_node.output):
+            steps[di] = (steps[di][0], _deferred, [])
+    return steps

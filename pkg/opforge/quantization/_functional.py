@@ -1,5 +1,7 @@
 """Quantize / dequantize helpers with their arguments checked in Python."""
 
+import concurrent.futures
+
 import numpy as np
 
 from opforge import dtypes as _dtypes
@@ -84,6 +86,15 @@ def quantize_weight(w, axis=0):
     view[axis % w.ndim] = -1
     q = np.clip(np.rint(w / scale.reshape(view)), -127, 127).astype(np.int8)
     return q, scale
+
+
+def pack_eagerly(fn, *args, **kwargs):
+    """fn(*args) run eagerly even while a graph is being built: in a helper
+    thread, whose mode stack (per thread) is empty. A weight is packed once
+    (PackMatMulIntegerWeight, PackHalfMatMulWeight) and enters a graph as a
+    constant, not as a node that would pack it again on every Session.run."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn, *args, **kwargs).result()
 
 
 def gemm_isa():

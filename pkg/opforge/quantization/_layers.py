@@ -7,10 +7,11 @@ import numpy as np
 import opforge.nn as _nn  # the package first: importing opforge.nn.layer before it (lazy) loads a second copy
 from opforge import errors as _errors
 from opforge import ops as _ops
-from opforge.quantization._functional import quantize_weight
+from opforge.quantization._functional import pack_eagerly, quantize_weight
 from opforge.tensor import tensor
 
 _ZERO_I8 = np.zeros((), np.int8)
+_NO_BIAS = np.zeros(0, np.float32)
 
 
 @_nn.register_layer
@@ -56,12 +57,28 @@ class QuantizedLinear(_nn.Layer):
         for name, array in arrays.items():
             self._weights[name] = tensor(np.array(array) if copy else array)
 
+    def packed_weight(self):
+        """weight_int8 packed for the 8-bit GEMM (PackMatMulIntegerWeight), made once and kept until
+        the weight changes; not saved (a per-process cache: the layout depends on the CPU)."""
+        w = self._weights["weight_int8"]
+        cached = self.__dict__.get("_packed")
+        if cached is None or cached[0] is not w:
+            cached = (w, pack_eagerly(_ops.pack_mat_mul_integer_weight, w, _ZERO_I8))
+            self.__dict__["_packed"] = cached
+        return cached[1]
+
+    def __getstate__(self):  # pickles and deep copies leave the packed cache behind
+        state = dict(self.__dict__)
+        state.pop("_packed", None)
+        return state
+
     def forward(self, x):
-        xq, xs, xz = _ops.dynamic_quantize_linear(x)
-        acc = _ops.mat_mul_integer(xq, self._weights["weight_int8"], xz, _ZERO_I8)
-        y = _ops.mul(_ops.cast(acc, dtype="float32"), _ops.mul(xs, self._weights["weight_scale"]))
+        # DynamicQuantizeLinear, the int8 product and the rescale in one op,
+        # over the weight packed once (onnxruntime's DynamicQuantizeMatMul).
         b = self._weights.get("bias")
-        return y if b is None else _ops.add(y, b)
+        bias = b if b is not None else _NO_BIAS
+        return _ops.dynamic_quantize_mat_mul(x, self.packed_weight(), self._weights["weight_scale"], bias,
+                                             n=self.config["out_features"])
 
 
 def quantize_dynamic(model, inplace=False):
