@@ -12,6 +12,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_attention_grads.py
   python/gen_attention_ops.py
   python/gen_attention_ops.pyi
+  python/gen_bitwise_grads.py
+  python/gen_bitwise_ops.py
+  python/gen_bitwise_ops.pyi
   python/gen_conv_grads.py
   python/gen_conv_ops.py
   python/gen_conv_ops.pyi
@@ -63,11 +66,15 @@ set(OPFORGE_GENERATED_FILES
   python/gen_state_grads.py
   python/gen_state_ops.py
   python/gen_state_ops.pyi
+  python/gen_trig_grads.py
+  python/gen_trig_ops.py
+  python/gen_trig_ops.pyi
   python/numpy_map.py
   python/raw_ops.py
   registry.json
   swig/gen_array_ops.i
   swig/gen_attention_ops.i
+  swig/gen_bitwise_ops.i
   swig/gen_conv_ops.i
   swig/gen_function_ops.i
   swig/gen_grad_ops.i
@@ -86,4 +93,5 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_resize_ops.i
   swig/gen_special_ops.i
   swig/gen_state_ops.i
+  swig/gen_trig_ops.i
 )

@@ -830,3 +830,7 @@ PRODUCTS |= ATTENTION_SUMS
 from quant_oracles import QUANT_ORACLES  # noqa: E402
 
 ORACLES.update(QUANT_ORACLES)
+# Bitwise and trig ops (issue 24), in bitwise_trig_oracles.py.
+from bitwise_trig_oracles import BITWISE_TRIG_ORACLES  # noqa: E402
+
+ORACLES.update(BITWISE_TRIG_ORACLES)
