@@ -3,7 +3,6 @@
 import numpy as np
 
 from opforge import ops as P
-from opforge.errors import UnimplementedError
 from opforge.onnx import _take
 from opforge.onnx._node import FLOAT, INT, converter, dtype_of, shape_of
 
@@ -76,13 +75,8 @@ def _compress(n):
     c = cond
     if shape_of(c)[0] > size:
         raise n.fail(f"condition has {shape_of(c)[0]} entries, more than axis {axis}'s {size}")
-    known = n.known(1)
-    try:  # the output size depends on the values: the condition must have one at conversion
-        value = known if known is not None else c if isinstance(c, np.ndarray) else np.asarray(c.numpy())
-        where = np.nonzero(value.reshape(-1))[0].astype(np.int64)
-    except (TypeError, RuntimeError, ValueError, AttributeError):
-        raise n.fail("the condition must have a value when the node is converted (the output size "
-                     "depends on it)", UnimplementedError) from None
+    # The output size depends on the values: the condition must have one at conversion.
+    where = np.nonzero(n.static(1, "condition").reshape(-1))[0].astype(np.int64)
     return _take.take(x, where[where < size], axis)
 
 
