@@ -135,3 +135,13 @@ def test_narrow_int_arithmetic_wraps(op, dtype):
     # onnxruntime has no 16-bit Max/Min: numpy is the oracle there (exact, as the ops are).
     oracle = "reference" if op in ("Max", "Min") and dtype in (np.int16, np.uint16) else "onnxruntime"
     _check(helper.make_node(op, ["x", "y"], ["z"]), {"x": x, "y": y}, opset=14, oracle=oracle)
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_tensor_scatter(mode, dtype):
+    past = RNG.standard_normal((3, 2, 6, 4)).astype(dtype)
+    update = RNG.standard_normal((3, 2, 3, 4)).astype(dtype)
+    idx = np.array([0, 2, 5 if mode == "circular" else 3], np.int64)
+    node = helper.make_node("TensorScatter", ["past", "update", "idx"], ["present"], mode=mode, axis=2)
+    _check(node, {"past": past, "update": update, "idx": idx}, opset=24, rtol=0, atol=0)

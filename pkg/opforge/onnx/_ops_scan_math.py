@@ -1,10 +1,10 @@
-"""ONNX CumProd, ReverseSequence, Compress and LRN, composed of opforge ops."""
+"""ONNX CumProd, ReverseSequence, Compress, LRN and TensorScatter, composed of opforge ops."""
 
 import numpy as np
 
 from opforge import ops as P
 from opforge.onnx import _take
-from opforge.onnx._node import FLOAT, INT, converter, dtype_of, shape_of
+from opforge.onnx._node import FLOAT, INT, STRING, converter, dtype_of, shape_of
 
 
 def _static(n, x):
@@ -97,3 +97,36 @@ def _lrn(n):
     alpha, beta, bias = n.attr("alpha", 1e-4), n.attr("beta", 0.75), n.attr("bias", 1.0)
     base = P.add(np.array(bias, dt), P.mul(np.array(alpha / size, dt), sq))
     return P.div(x, P.pow(base, np.array(beta, dt)))
+
+
+@converter("TensorScatter", (24,), {"axis": INT, "mode": STRING})
+def _tensor_scatter(n):
+    past, update = n.input(0), n.input(1)
+    ps, us = _static(n, past), _static(n, update)
+    rank = len(ps)
+    axis = n.axis(n.attr("axis", -2), rank)
+    mode = n.attr("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise n.fail(f"mode {mode!r} is not one of linear, circular")
+    if axis == 0 or len(us) != rank or any(p != u for i, (p, u) in enumerate(zip(ps, us)) if i != axis) \
+            or us[axis] > ps[axis]:
+        raise n.fail(f"update of shape {list(us)} does not fit past_cache of shape {list(ps)} at axis {axis}")
+    # The cache position of each update element: write_indices[batch] + its position along axis.
+    lanes = [1] * rank
+    lanes[axis] = us[axis]
+    steps = np.arange(us[axis], dtype=np.int64).reshape(lanes)
+    if n.has(2):
+        start = P.reshape(P.cast(n.input(2), dtype=np.dtype(np.int64)), shape=[ps[0]] + [1] * (rank - 1))
+        index = P.add(start, steps)
+        if mode == "circular":
+            index = P.sub(index, P.mul(_floor_div(index, ps[axis]), np.int64(ps[axis])))
+        index = P.add(index, np.zeros(us, np.int64))
+    else:
+        index = np.broadcast_to(steps % ps[axis] if mode == "circular" else steps, us).copy()
+    return _take.moved2(lambda a, b: P.scatter_elements(a, index, b, axis=axis), past, update)
+
+
+def _floor_div(v, d):
+    """floor(v / d) of a non-negative int64 tensor by a positive int (exact below 2**52)."""
+    f = np.dtype(np.float64)
+    return P.cast(P.floor(P.div(P.cast(v, dtype=f), np.float64(d))), dtype=np.dtype(np.int64))

@@ -29,6 +29,24 @@ def moved(fn, x):
     return P.cast(fn(P.cast(x, dtype=np.dtype(wide))), dtype=dt)
 
 
+def moved2(fn, a, b):
+    """fn(a, b) for an op that only moves elements of a and b (one dtype), like `moved`."""
+    dt = dtype_of(a)
+    if dt in _NATIVE:
+        return fn(a, b)
+    if dt == np.uint64:
+        i64 = np.dtype(np.int64)
+        return P.bit_cast(fn(P.bit_cast(a, dtype=i64), P.bit_cast(b, dtype=i64)), dtype=dt)
+    wide = _CARRIER.get(dt) or (np.float32 if dt.name == "bfloat16" else None)
+    if dt == np.bool_:
+        wide = np.int32
+    if wide is None:
+        return fn(a, b)
+    w = np.dtype(wide)
+    y = fn(P.cast(a, dtype=w), P.cast(b, dtype=w))
+    return P.not_equal(y, np.zeros((), w)) if dt == np.bool_ else P.cast(y, dtype=dt)
+
+
 def take(x, idx, axis):
     """np.take(x, idx, axis) with non-negative indices (numpy array or int64 tensor)."""
     if dtype_of(x) not in _NATIVE:
