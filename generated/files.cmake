@@ -18,6 +18,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_conv_grads.py
   python/gen_conv_ops.py
   python/gen_conv_ops.pyi
+  python/gen_detection_grads.py
+  python/gen_detection_ops.py
+  python/gen_detection_ops.pyi
   python/gen_function_grads.py
   python/gen_function_ops.py
   python/gen_function_ops.pyi
@@ -76,6 +79,7 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_attention_ops.i
   swig/gen_bitwise_ops.i
   swig/gen_conv_ops.i
+  swig/gen_detection_ops.i
   swig/gen_function_ops.i
   swig/gen_grad_ops.i
   swig/gen_index_ops.i

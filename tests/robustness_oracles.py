@@ -834,3 +834,6 @@ ORACLES.update(QUANT_ORACLES)
 from bitwise_trig_oracles import BITWISE_TRIG_ORACLES  # noqa: E402
 
 ORACLES.update(BITWISE_TRIG_ORACLES)
+from detection_oracles import DETECTION_ORACLES  # noqa: E402
+
+ORACLES.update(DETECTION_ORACLES)

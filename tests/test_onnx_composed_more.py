@@ -145,3 +145,20 @@ def test_tensor_scatter(mode, dtype):
     idx = np.array([0, 2, 5 if mode == "circular" else 3], np.int64)
     node = helper.make_node("TensorScatter", ["past", "update", "idx"], ["present"], mode=mode, axis=2)
     _check(node, {"past": past, "update": update, "idx": idx}, opset=24, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("center", [0, 1])
+@pytest.mark.parametrize("score_threshold", [None, 0.3])
+def test_non_max_suppression(center, score_threshold):
+    rng = np.random.default_rng(7 + center)
+    xy = rng.uniform(0, 10, (2, 30, 2))
+    wh = rng.uniform(1, 4, (2, 30, 2))
+    boxes = (np.concatenate([xy, wh], -1) if center else np.concatenate([xy, xy + wh], -1)).astype(np.float32)
+    scores = rng.uniform(0, 1, (2, 3, 30)).astype(np.float32)
+    inits = [("k", np.array([6], np.int64)), ("iou", np.array([0.4], np.float32))]
+    names = ["boxes", "scores", "k", "iou"]
+    if score_threshold is not None:
+        inits.append(("thr", np.array([score_threshold], np.float32)))
+        names.append("thr")
+    node = helper.make_node("NonMaxSuppression", names, ["sel"], center_point_box=center)
+    _check(node, {"boxes": boxes, "scores": scores}, inits, opset=11, rtol=0, atol=0)

@@ -2,6 +2,8 @@
 bodies reading outer values, the order of nodes a body depends on, the
 graph-mode path (fold or fall back to eager) and the errors."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,18 @@ def test_unmapped_operators_in_a_body_are_listed_at_import():
     m = _model(nodes, [_vi("c", [], TensorProto.BOOL), _vi("x", [3])], [_vi("y", [3])])
     with pytest.raises(errors.UnimplementedError, match="'mel'.*MelWeightMatrix"):
         opforge.onnx.load(m)
+
+
+def test_one_error_lists_unmapped_operators_of_the_graph_and_its_bodies():
+    body = helper.make_graph([helper.make_node("MelWeightMatrix", ["x"], ["t"], name="mel"),
+                              helper.make_node("STFT", ["t"], ["u"], name="stft")], "then", [], [_vi("u", [3])])
+    nodes = [helper.make_node("Det", ["x"], ["d"], name="det"),
+             helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body, name="if")]
+    m = _model(nodes, [_vi("c", [], TensorProto.BOOL), _vi("x", [3])], [_vi("y", [3])])
+    with pytest.raises(errors.UnimplementedError) as e:
+        opforge.onnx.load(m)
+    found = e.value.unsupported_operators
+    assert set(found) == {"Det", "MelWeightMatrix", "STFT"}
+    count, where = found["MelWeightMatrix"]
+    assert count == 2 and re.fullmatch(r"'mel' \(MelWeightMatrix\) in (then|else)_branch of 'if' \(If\)", where)
+    assert found["Det"] == (1, "'det' (Det)")

@@ -171,7 +171,40 @@ def expand(model, opset):
         del copy.graph.node[:]
         copy.graph.node.extend(nodes)
         model = copy
+    _check_bodies_mapped(model.graph)
     return _mark_opset(model, opset)
+
+
+def _unmapped(graph, where_in=""):
+    """(operator key, node description) of every unmapped node of graph and of its bodies."""
+    from opforge.onnx import _validate
+    for i, node in enumerate(graph.node):
+        where = _validate.describe(node, i) + where_in
+        default = node.domain in ("", "ai.onnx")
+        if not default or node.op_type not in _node.CONVERTERS:
+            yield (node.op_type if default else f"{node.op_type} (domain {node.domain!r})"), where
+        for a in node.attribute:
+            for g in [a.g] if a.type == 5 else a.graphs if a.type == 10 else []:
+                yield from _unmapped(g, f" in {a.name} of {_validate.describe(node, i)}{where_in}")
+
+
+def _check_bodies_mapped(graph):
+    """Where bodies (If/Loop/Scan) hold unmapped operators, one UnimplementedError names every
+    unmapped operator of the model, nested or not, with counts and a node each (as the
+    importer's check of the main graph does)."""
+    from opforge import errors
+    found = list(_unmapped(graph))
+    if not any(" in " in where for _, where in found):
+        return  # the importer's own check reports the main graph's
+    missing = {}
+    for key, where in found:
+        entry = missing.setdefault(key, [0, where])
+        entry[0] += 1
+    listed = "; ".join(f"{key} x{count} (e.g. node {where})" for key, (count, where) in missing.items())
+    err = errors.UnimplementedError(
+        f"onnx: {len(missing)} operators used by {len(found)} nodes are not supported by opforge: {listed}")
+    err.unsupported_operators = {key: (count, where) for key, (count, where) in missing.items()}
+    raise err
 
 
 OPSET_ATTR = "_opforge_opset"  # on If/Loop/Scan: the opset their bodies' nodes are read at
