@@ -72,6 +72,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_trig_grads.py
   python/gen_trig_ops.py
   python/gen_trig_ops.pyi
+  python/gen_unique_grads.py
+  python/gen_unique_ops.py
+  python/gen_unique_ops.pyi
   python/numpy_map.py
   python/raw_ops.py
   registry.json
@@ -98,4 +101,5 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_special_ops.i
   swig/gen_state_ops.i
   swig/gen_trig_ops.i
+  swig/gen_unique_ops.i
 )

@@ -837,3 +837,6 @@ ORACLES.update(BITWISE_TRIG_ORACLES)
 from detection_oracles import DETECTION_ORACLES  # noqa: E402
 
 ORACLES.update(DETECTION_ORACLES)
+from unique_oracles import UNIQUE_ORACLES  # noqa: E402
+
+ORACLES.update(UNIQUE_ORACLES)

@@ -29,7 +29,6 @@ LEFT_OUT = {
     **{op: _RANDOM for op in ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
                               "Multinomial", "Bernoulli")},
     **{op: _SIGNAL for op in ("DFT", "STFT", "MelWeightMatrix")},
-    "Unique": "output size depends on the values: needs a kernel (with a count pass, as NonZero), not built",
     "RoiAlign": "region pooling: needs a kernel (vision family), not built",
     "MaxRoiPool": "region pooling: needs a kernel (vision family), not built",
     "MaxUnpool": "needs MaxPool's Indices output, which opforge's pools do not produce",
