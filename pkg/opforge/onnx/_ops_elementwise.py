@@ -209,7 +209,7 @@ def _clip(n):
         hi = n.input(2) if n.has(2) else None
     # min first, then max, as ONNX defines it (min > max gives max everywhere).
     if lo is not None:
-        x = P.maximum(x, lo)
+        x = _widened(P.maximum, order=True)(x, lo)
     if hi is not None:
-        x = P.minimum(x, hi)
+        x = _widened(P.minimum, order=True)(x, hi)
     return x if lo is not None or hi is not None else P.identity(x)
