@@ -179,3 +179,15 @@ def test_unique(axis, is_sorted):
     attrs = {"sorted": is_sorted} if axis is None else {"sorted": is_sorted, "axis": axis}
     node = helper.make_node("Unique", ["x"], ["y", "indices", "inverse", "counts"], **attrs)
     _check(node, {"x": x}, opset=11, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
+@pytest.mark.parametrize("lengths", [(1, 3, 2), (2, 2, 1)])
+def test_tfidf_vectorizer(mode, lengths):
+    lo, hi, skip = lengths
+    x = RNG.integers(0, 5, (3, 9)).astype(np.int32)
+    pool = [1, 3, 4, 2, 3, 3, 1, 0, 4, 1, 3, 2, 0, 4, 4]  # 3 unigrams, 3 bigrams, 2 trigrams
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], mode=mode, min_gram_length=lo, max_gram_length=hi,
+                            max_skip_count=skip, ngram_counts=[0, 3, 9], ngram_indexes=[7, 0, 2, 1, 5, 3, 6, 4],
+                            pool_int64s=pool, weights=[0.5, 1.5, 2.0, 1.0, 0.25, 3.0, 1.25, 0.75])
+    _check(node, {"x": x}, opset=9, rtol=1e-6, atol=0)

@@ -24,7 +24,6 @@ LEFT_OUT = {
                                 "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
                                 "SequenceInsert", "SequenceLength", "SequenceMap", "SplitToSequence")},
     **{op: _STRING for op in ("RegexFullMatch", "StringConcat", "StringNormalizer", "StringSplit")},
-    "TfIdfVectorizer": "text featurization (n-gram counts over string or token-id inputs): out of scope",
     "ImageDecoder": "decodes encoded image bytes (JPEG, PNG, ...): out of scope for a numeric library",
     **{op: _RANDOM for op in ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
                               "Multinomial", "Bernoulli")},

@@ -93,4 +93,4 @@ def _constant_of_shape(n):
 
 # Converter modules of newer operator families register on import here.
 from opforge.onnx import _ops_bitwise, _ops_control, _ops_detection, _ops_grid_sample  # noqa: E402,F401
-from opforge.onnx import _ops_rnn, _ops_rotary, _ops_scan_math, _ops_unique, _ops_window  # noqa: E402,F401
+from opforge.onnx import _ops_rnn, _ops_rotary, _ops_scan_math, _ops_tfidf, _ops_unique, _ops_window  # noqa: E402,F401
