@@ -12,9 +12,15 @@ set(OPFORGE_GENERATED_FILES
   python/gen_attention_grads.py
   python/gen_attention_ops.py
   python/gen_attention_ops.pyi
+  python/gen_bitwise_grads.py
+  python/gen_bitwise_ops.py
+  python/gen_bitwise_ops.pyi
   python/gen_conv_grads.py
   python/gen_conv_ops.py
   python/gen_conv_ops.pyi
+  python/gen_detection_grads.py
+  python/gen_detection_ops.py
+  python/gen_detection_ops.pyi
   python/gen_function_grads.py
   python/gen_function_ops.py
   python/gen_function_ops.pyi
@@ -66,12 +72,20 @@ set(OPFORGE_GENERATED_FILES
   python/gen_state_grads.py
   python/gen_state_ops.py
   python/gen_state_ops.pyi
+  python/gen_trig_grads.py
+  python/gen_trig_ops.py
+  python/gen_trig_ops.pyi
+  python/gen_unique_grads.py
+  python/gen_unique_ops.py
+  python/gen_unique_ops.pyi
   python/numpy_map.py
   python/raw_ops.py
   registry.json
   swig/gen_array_ops.i
   swig/gen_attention_ops.i
+  swig/gen_bitwise_ops.i
   swig/gen_conv_ops.i
+  swig/gen_detection_ops.i
   swig/gen_function_ops.i
   swig/gen_grad_ops.i
   swig/gen_index_ops.i
@@ -90,4 +104,6 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_resize_ops.i
   swig/gen_special_ops.i
   swig/gen_state_ops.i
+  swig/gen_trig_ops.i
+  swig/gen_unique_ops.i
 )

@@ -836,3 +836,13 @@ from packed_oracles import PACKED_ORACLES  # noqa: E402
 ORACLES.update(PACKED_ORACLES)
 SUMS |= {"HalfMatMulPacked", "DynamicQuantizeMatMul"}
 PRODUCTS |= {"HalfMatMulPacked"}
+# Bitwise and trig ops (issue 24), in bitwise_trig_oracles.py.
+from bitwise_trig_oracles import BITWISE_TRIG_ORACLES  # noqa: E402
+
+ORACLES.update(BITWISE_TRIG_ORACLES)
+from detection_oracles import DETECTION_ORACLES  # noqa: E402
+
+ORACLES.update(DETECTION_ORACLES)
+from unique_oracles import UNIQUE_ORACLES  # noqa: E402
+
+ORACLES.update(UNIQUE_ORACLES)

@@ -46,6 +46,8 @@ NOT_DISTRIBUTED = {
     **{op: "indices address the whole input, across chunk borders" for op in (
         "GatherND", "ScatterND", "GatherElements", "ScatterElements")},
     "TopK": "two outputs", "NonZero": "its output size depends on every chunk's values",
+    "NonMaxSuppression": "boxes suppress each other across chunk borders; two outputs",
+    "Unique": "rows are compared across chunk borders; five outputs",
     "ScaledDotProductAttention": "each query row reads every key: blocks would need the whole key/value",
     "ScaledDotProductAttentionGrad": "three outputs",
     **{op: "windows span chunk borders (needs overlap, not implemented)" for op in (
@@ -97,7 +99,8 @@ def in_dtype(op, arg):
 def elementwise_cases(op):
     inputs = op["inputs"]
     dts = [in_dtype(op, a) for a in inputs]
-    attrs = {"dtype": "int32"} if op["name"] == "Cast" else {}
+    attrs = {"Cast": {"dtype": "int32"}, "BitCast": {"dtype": "int64"}, "BitShift": {"direction": "LEFT"}}.get(
+        op["name"], {})
     cases = [([arr((6, 8), d) for d in dts], attrs)]
     if len(inputs) > 1:
         cases.append(([arr((6, 8), dts[0])] + [arr((8,), d) for d in dts[1:]], attrs))

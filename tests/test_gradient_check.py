@@ -75,6 +75,10 @@ CASES = {
     "SparseSoftmaxCrossEntropyWithLogits": [((r(3, 4), np.array([0, 3, 1])), {})],
     # special_ops: Erf is smooth; the rounding ops are flat (zero gradient) away from their jumps.
     "Erf": UNARY,
+    # trig_ops: inside each domain, away from its edges.
+    "Asin": [((r(3, low=-0.8, high=0.8),), {})], "Acos": [((r(3, low=-0.8, high=0.8),), {})],
+    "Atan": UNARY, "Asinh": UNARY, "Acosh": [((r(3, low=1.3, high=3.0),), {})],
+    "Atanh": [((r(3, low=-0.8, high=0.8),), {})],
     "Floor": [((np.floor(r(2, 3)) + 0.4,), {})], "Ceil": [((np.floor(r(2, 3)) + 0.6,), {})],
     "Round": [((np.floor(r(2, 3)) + 0.3,), {})], "Sign": [((away_from_zero(2, 3),), {})],
     # index_ops: indices are held; the scatters with distinct indices ('none' and 'add').

@@ -195,6 +195,21 @@ CASES.update({
                                         arr((1, 2, 3, 2)), arr((1, 2, 3, 2))), {"scale": 0.5})],
 })
 
+# Bitwise, trig, detection and unique ops (issue 24).
+_U8 = np.uint8
+CASES.update({
+    **{op: [((arr((2, 3)),), {}), ((arr((), D),), {}), ((arr((0, 4)),), {})]
+       for op in ("Asin", "Acos", "Atan", "Asinh", "Acosh", "Atanh")},
+    **{op: [((arr((2, 1, 3), I), arr((4, 3), I)), {}), ((arr((3,), bool), arr((), bool)), {})]
+       for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")},
+    "BitwiseNot": [((arr((2, 3), _U8),), {})],
+    "BitShift": [((arr((2, 3), _U8), arr((3,), _U8)), {"direction": "LEFT"})],
+    "BitCast": [((arr((2, 3)),), {"dtype": of.int32}), ((arr((4,), D),), {"dtype": "uint64"})],
+    "NonMaxSuppression": [((arr((2, 5, 4)), arr((2, 3, 5))), {"max_output_boxes_per_class": 2})],
+    "Unique": [((arr((6, 2), I),), {}), ((arr((0, 3)),), {"sorted": False})],
+})
+
+
 def call(op, inputs, attrs):
     """Runs op eagerly, inputs by name (an attr may come first: Fill(shape, value))."""
     names = [naming.python_ident(i["name"]) for i in REGISTRY[op]["inputs"]]

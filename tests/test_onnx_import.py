@@ -241,8 +241,8 @@ def test_external_data_is_refused():
 
 def test_unsupported_operator_named_at_import():
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="ok"),
-             helper.make_node("LRN", ["r"], ["y"], name="lrn1", size=3)]
-    _raises(errors.UnimplementedError, "'lrn1' \\(LRN\\).*LRN is not supported",
+             helper.make_node("MelWeightMatrix", ["r"], ["y"], name="mel1")]
+    _raises(errors.UnimplementedError, "'mel1' \\(MelWeightMatrix\\).*MelWeightMatrix is not supported",
             _model(nodes, [_vi("x", [1, 1, 2, 2])], [_vi("y", None)]))
     _raises(errors.UnimplementedError, "domain", _model(
         [helper.make_node("Relu", ["x"], ["y"], domain="com.example")], [_vi("x", [2])], [_vi("y", [2])]))
@@ -263,9 +263,19 @@ def test_unsupported_versions_and_attributes():
                     for n, v in [("s", 0), ("e", 6), ("a", 0), ("st", 2)]])
     with pytest.raises(errors.UnimplementedError, match="'sl'.*step 2"):
         opforge.onnx.run(steps, [x])
-    last = _model([helper.make_node("ArgMax", ["x"], ["y"], select_last_index=1)], [_vi("x", [6])],
-                  [_vi("y", None, TensorProto.INT64)])
-    _raises(errors.UnimplementedError, "select_last_index", last)  # at import, nothing has run
+    div = _model([helper.make_node("Div", ["x", "x"], ["y"], name="d")], [_vi("x", [6], TensorProto.UINT64)],
+                 [_vi("y", None, TensorProto.UINT64)])
+    with pytest.raises(errors.UnimplementedError, match="'d'.*uint64"):
+        opforge.onnx.run(div, [np.arange(1, 7, dtype=np.uint64)])
+
+
+def test_arg_max_min_select_last_index():
+    x = np.array([[3, 1, 3, 0], [2, 2, 5, 5]], np.float32)
+    for op, ref in (("ArgMax", np.argmax), ("ArgMin", np.argmin)):
+        m = _model([helper.make_node(op, ["x"], ["y"], axis=1, keepdims=0, select_last_index=1)],
+                   [_vi("x", [2, 4])], [_vi("y", None, TensorProto.INT64)])
+        (got,) = opforge.onnx.run(m, [x])
+        np.testing.assert_array_equal(got, 3 - ref(x[:, ::-1], axis=1))
 
 
 def test_legacy_broadcast_is_exact():

@@ -99,10 +99,32 @@ def _inline(node, fn, schema, prefix):
                     b.CopyFrom(attrs[a.ref_attr_name])
                     b.name = a.name
                     n.attribute.append(b)
+            elif a.type in (5, 10):  # a body reads the function's values by their renamed names
+                b = onnx.AttributeProto()
+                b.CopyFrom(a)
+                for g in [b.g] if a.type == 5 else b.graphs:
+                    _rename_outer(g, rename, set())
+                n.attribute.append(b)
             else:
                 n.attribute.append(a)
         out.append(n)
     return out
+
+
+def _rename_outer(graph, rename, local):
+    """Renames, in place, the names graph (a body) reads from outside itself and `local`."""
+    local = local | {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    local |= {o for node in graph.node for o in node.output if o}
+    for node in graph.node:
+        for i, v in enumerate(node.input):
+            if v and v not in local:
+                node.input[i] = rename(v)
+        for a in node.attribute:
+            for g in [a.g] if a.type == 5 else a.graphs if a.type == 10 else []:
+                _rename_outer(g, rename, local)
+    for vi in graph.output:
+        if vi.name not in local:
+            vi.name = rename(vi.name)
 
 
 def _value_types(model):
@@ -149,4 +171,65 @@ def expand(model, opset):
         del copy.graph.node[:]
         copy.graph.node.extend(nodes)
         model = copy
-    return model
+    _check_bodies_mapped(model.graph)
+    return _mark_opset(model, opset)
+
+
+def _unmapped(graph, where_in=""):
+    """(operator key, node description) of every unmapped node of graph and of its bodies."""
+    from opforge.onnx import _validate
+    for i, node in enumerate(graph.node):
+        where = _validate.describe(node, i) + where_in
+        default = node.domain in ("", "ai.onnx")
+        if not default or node.op_type not in _node.CONVERTERS:
+            yield (node.op_type if default else f"{node.op_type} (domain {node.domain!r})"), where
+        for a in node.attribute:
+            for g in [a.g] if a.type == 5 else a.graphs if a.type == 10 else []:
+                yield from _unmapped(g, f" in {a.name} of {_validate.describe(node, i)}{where_in}")
+
+
+def _check_bodies_mapped(graph):
+    """Where bodies (If/Loop/Scan) hold unmapped operators, one UnimplementedError names every
+    unmapped operator of the model, nested or not, with counts and a node each (as the
+    importer's check of the main graph does)."""
+    from opforge import errors
+    found = list(_unmapped(graph))
+    if not any(" in " in where for _, where in found):
+        return  # the importer's own check reports the main graph's
+    missing = {}
+    for key, where in found:
+        entry = missing.setdefault(key, [0, where])
+        entry[0] += 1
+    listed = "; ".join(f"{key} x{count} (e.g. node {where})" for key, (count, where) in missing.items())
+    err = errors.UnimplementedError(
+        f"onnx: {len(missing)} operators used by {len(found)} nodes are not supported by opforge: {listed}")
+    err.unsupported_operators = {key: (count, where) for key, (count, where) in missing.items()}
+    raise err
+
+
+OPSET_ATTR = "_opforge_opset"  # on If/Loop/Scan: the opset their bodies' nodes are read at
+
+
+def _mark_opset(model, opset):
+    """A copy whose control-flow nodes (at any depth) carry the model's opset, which their
+    converters need to map the nodes of their bodies; the model itself if it has none."""
+    import onnx
+
+    def has_bodies(graph):
+        return any(a.type in (5, 10) for node in graph.node for a in node.attribute)
+
+    def mark(graph):
+        for node in graph.node:
+            bodies = [a for a in node.attribute if a.type in (5, 10)]
+            if bodies and not any(a.name == OPSET_ATTR for a in node.attribute):
+                node.attribute.append(onnx.helper.make_attribute(OPSET_ATTR, opset))
+            for a in bodies:
+                for g in [a.g] if a.type == 5 else a.graphs:
+                    mark(g)
+
+    if not has_bodies(model.graph):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    mark(copy.graph)
+    return copy

@@ -9,6 +9,7 @@ broadcasts B only: `_legacy_operand` implements exactly that.
 import numpy as np
 
 from opforge import ops as P
+from opforge.errors import UnimplementedError
 from opforge.onnx._node import FLOAT, INT, converter, dtype_of, shape_of
 
 def _div(x, y):
@@ -39,7 +40,38 @@ def _div_int64(x, y):
     return P.add(q, P.select(too_small, step, P.select(too_big, P.neg(step), zero)))
 
 
-_BINARY = {"Add": P.add, "Sub": P.sub, "Mul": P.mul, "Div": _div}
+# opforge's arithmetic kernels cover int32/int64; the narrow integer dtypes
+# compute in int64 and cast back, which wraps modulo 2**bits exactly as the
+# native operation would (and int64 holds every quotient and extreme of them).
+_NARROW = {np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.uint32)}
+_I64, _U64 = np.dtype(np.int64), np.dtype(np.uint64)
+_TOP = np.array(np.iinfo(np.int64).min, dtype=np.int64)
+
+
+def _widened(fn, order=False):
+    """fn over int64 for the narrow integer dtypes (and uint64: Add, Sub, Mul wrap alike in
+    int64; with order=True, Max/Min compare keys with the top bit flipped, which orders
+    uint64 as int64)."""
+    def apply(*values):
+        dt = dtype_of(values[0])
+        if dt in _NARROW:
+            return P.cast(fn(*[P.cast(v, dtype=_I64) for v in values]), dtype=dt)
+        if dt == _U64:
+            if order:
+                keys = [P.add(P.cast(v, dtype=_I64), _TOP) for v in values]
+                return P.cast(P.sub(fn(*keys), _TOP), dtype=dt)
+            return P.cast(fn(*[P.cast(v, dtype=_I64) for v in values]), dtype=dt)
+        return fn(*values)
+    return apply
+
+
+def _div_any(x, y):
+    if dtype_of(x) == _U64:
+        raise UnimplementedError("Div of uint64 is not supported (int64 cannot hold every quotient)")
+    return _widened(_div)(x, y)
+
+
+_BINARY = {"Add": _widened(P.add), "Sub": _widened(P.sub), "Mul": _widened(P.mul), "Div": _div_any}
 _UNARY = {"Neg": P.neg, "Abs": P.abs, "Exp": P.exp, "Log": P.log, "Sqrt": P.sqrt,
           "Tanh": P.tanh, "Sigmoid": P.sigmoid, "Relu": P.relu}
 _COMPARE = {"Equal": (P.equal, (7, 11, 13, 19)), "Less": (P.less, (7, 9, 13)),
@@ -128,13 +160,13 @@ def _fold(fn, values):
 @converter("Max", (1, 6, 8, 12, 13))
 def _max(n):
     vals = _same_shapes(n, n.inputs())
-    return P.identity(vals[0]) if len(vals) == 1 else _fold(P.maximum, vals)
+    return P.identity(vals[0]) if len(vals) == 1 else _fold(_widened(P.maximum, order=True), vals)
 
 
 @converter("Min", (1, 6, 8, 12, 13))
 def _min(n):
     vals = _same_shapes(n, n.inputs())
-    return P.identity(vals[0]) if len(vals) == 1 else _fold(P.minimum, vals)
+    return P.identity(vals[0]) if len(vals) == 1 else _fold(_widened(P.minimum, order=True), vals)
 
 
 @converter("Sum", (1, 6, 8, 13))
@@ -177,7 +209,7 @@ def _clip(n):
         hi = n.input(2) if n.has(2) else None
     # min first, then max, as ONNX defines it (min > max gives max everywhere).
     if lo is not None:
-        x = P.maximum(x, lo)
+        x = _widened(P.maximum, order=True)(x, lo)
     if hi is not None:
-        x = P.minimum(x, hi)
+        x = _widened(P.minimum, order=True)(x, hi)
     return x if lo is not None or hi is not None else P.identity(x)

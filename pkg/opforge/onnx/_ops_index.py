@@ -61,6 +61,11 @@ def _tile(n):
 @converter("Range", (11, 27), {"stash_type": INT})
 def _range(n):
     start, limit, delta = (n.static(i, w) for i, w in enumerate(("start", "limit", "delta")))
+    for v, w in ((start, "start"), (limit, "limit"), (delta, "delta")):
+        if v.size != 1:
+            raise n.fail(f"{w} must be a scalar, got shape {list(v.shape)}")
+    # One-element tensors (as shape arithmetic in function bodies makes them) read as scalars.
+    start, limit, delta = (v.reshape(()) for v in (start, limit, delta))
     dt = start.dtype
     if delta == 0:
         raise n.fail("delta must not be 0")

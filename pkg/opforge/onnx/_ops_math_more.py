@@ -89,3 +89,8 @@ def _constant_of_shape(n):
             raise n.fail(f"attribute 'value' must hold one element, got {v.size}")
         return np.full(shape, v.reshape(-1)[0], dtype=v.dtype)
     return np.zeros(shape, dtype=np.float32)
+
+
+# Converter modules of newer operator families register on import here.
+from opforge.onnx import _ops_bitwise, _ops_control, _ops_detection, _ops_grid_sample  # noqa: E402,F401
+from opforge.onnx import _ops_rnn, _ops_rotary, _ops_scan_math, _ops_tfidf, _ops_unique, _ops_window  # noqa: E402,F401

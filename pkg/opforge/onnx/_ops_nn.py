@@ -10,6 +10,7 @@ import numpy as np
 
 from opforge import ops as P
 from opforge.errors import UnimplementedError
+from opforge.onnx import _take
 from opforge.onnx._node import FLOAT, INT, INTS, converter, dtype_of, shape_of
 
 
@@ -173,23 +174,25 @@ for _name, (_fn, _versions, _since) in _REDUCE.items():
     converter(_name, _versions, {"axes": INTS, "keepdims": INT, "noop_with_empty_axes": INT})(_reduce(_fn, _since))
 
 
-def _check_arg(n):
-    if n.attr("select_last_index", 0):
-        raise n.fail("select_last_index=1 is not supported (opforge returns the first index)",
-                     UnimplementedError)
-
-
 def _arg(fn):
     def convert(n):
         x = n.input(0)
         axis = n.axis(n.attr("axis", 0), len(shape_of(x)))
-        return fn(x, axis=axis, keepdims=bool(n.attr("keepdims", 1)))
+        keepdims = bool(n.attr("keepdims", 1))
+        if not n.attr("select_last_index", 0):
+            return fn(x, axis=axis, keepdims=keepdims)
+        # The last extreme: the first one of the input reversed along axis, counted from the end.
+        size = shape_of(x)[axis]
+        if size is None:
+            raise n.fail("select_last_index=1 needs the static size of the reduced axis", UnimplementedError)
+        i = fn(_take.flip(x, axis), axis=axis, keepdims=keepdims)
+        return P.sub(np.array(size - 1, dtype=dtype_of(i)), i)
     return convert
 
 
 _ARG_ATTRS = {"axis": INT, "keepdims": INT, "select_last_index": INT}
-converter("ArgMax", (1, 11, 12, 13), _ARG_ATTRS, check=_check_arg)(_arg(P.arg_max))
-converter("ArgMin", (1, 11, 12, 13), _ARG_ATTRS, check=_check_arg)(_arg(P.arg_min))
+converter("ArgMax", (1, 11, 12, 13), _ARG_ATTRS)(_arg(P.arg_max))
+converter("ArgMin", (1, 11, 12, 13), _ARG_ATTRS)(_arg(P.arg_min))
 
 
 def _check_stash(n):

@@ -149,7 +149,7 @@ def check_graph(graph, known_names=()):
     consumers = {}
     for i, node in enumerate(graph.node):
         deps = set()
-        for name in node.input:
+        for name in list(node.input) + outer_names(node):  # If/Loop/Scan bodies read outer values too
             if not name or name in defined:
                 continue
             if name not in produced:
@@ -173,6 +173,19 @@ def check_graph(graph, known_names=()):
         if out.name not in defined and out.name not in produced:
             raise InvalidArgumentError(f"onnx: graph output {out.name!r} is never defined")
     return [graph.node[i] for i in order]
+
+
+def outer_names(node):
+    """Names a node's subgraphs (If/Loop/Scan bodies) read from the enclosing scopes."""
+    names = []
+    for a in node.attribute:
+        for g in ([a.g] if a.type == 5 else list(a.graphs) if a.type == 10 else []):  # GRAPH, GRAPHS
+            local = {v.name for v in g.input} | {t.name for t in g.initializer}
+            for sub in g.node:
+                local.update(o for o in sub.output if o)
+            for sub in g.node:
+                names += [x for x in list(sub.input) + outer_names(sub) if x and x not in local]
+    return names
 
 
 def describe(node, index=None):
