@@ -65,6 +65,18 @@ def test_two_process_training_equals_one_process(library):
     assert "ALL OK [0, 1]" in out, out
 
 
+def test_graph_minimize_averages_like_one_process(library):
+    """DistributedOptimizer(Adam).minimize in a graph (fused allreduce nodes,
+    two chained buckets) and eager, 20 steps on two processes, against one
+    process on the whole batches."""
+    pytest.importorskip("sklearn")
+    rc, out = mpirun(2, "graph_training.py")
+    assert rc == 0, out
+    graph, eager = (float(v) for v in re.search(r"GRAPH MAXDIFF (\S+) EAGER MAXDIFF (\S+)", out).groups())
+    assert graph <= 1e-5 and eager <= 1e-5, out
+    assert "ALL OK [0, 1]" in out, out
+
+
 def test_a_stuck_rank_times_out_with_a_clear_error(library):
     start = time.monotonic()
     rc, out = mpirun(2, "faults.py", "stuck", 2.0, timeout=60)

@@ -161,6 +161,15 @@ Status AllgatherKernel(OpKernelContext* ctx) {
   int64_t rows = 0;
   for (int64_t d : dim0s) rows += d;
   shape.set_dim(0, rows);
+  // A graph plans every shape from its feeds before the data moves (this
+  // rank's rows times the process count): the ops after the gather would
+  // read it with the wrong shape. All ranks see the same dim0s: all fail.
+  if (!ctx->node_name().empty() && std::count(dim0s.begin(), dim0s.end(), dim0s[0]) != size) {
+    std::string dims;
+    for (int i = 0; i < size; ++i) dims += (i ? ", " : "") + std::to_string(dim0s[i]);
+    return errors::InvalidArgument(what, ": in a graph every process must gather the same number of rows, got [",
+                                   dims, "] (by rank); gather eagerly or in async mode, or pad to equal rows");
+  }
   Tensor result;
   OF_RETURN_IF_ERROR(Tensor::Allocate(x.dtype(), shape, &result));
   if (total > 0) {

@@ -12,6 +12,10 @@ per parameter, _overlap.py), while the sweep goes on with the earlier
 layers; ``step()`` waits for the buckets and updates from their results.
 With ``overlap=False`` (or gradients passed to ``step``) averaging starts
 at ``step()``: one fused call per dtype.
+
+``minimize(loss)`` averages too: on a graph tensor the fused allreduces are
+nodes between the gradient and the update nodes (_graph.py); with an eager
+callable, the leaves' gradients are averaged after backward.
 """
 from __future__ import annotations
 
@@ -83,6 +87,27 @@ class DistributedOptimizer:
         else:
             averaged = self.synchronize()
         self.optimizer.step(grads=averaged)
+
+    def minimize(self, loss, var_list=None, name=None):
+        """The wrapped optimizer's ``minimize`` with the gradients averaged
+        across processes before the updates. In a graph: returns the one op
+        to run per step (every process runs the same graph). Eager (`loss` a
+        callable): computes it on the tape, averages, updates, returns it."""
+        from opforge.graph._graph import SymbolicTensor
+        from opforge.optim import minimize as _m
+        if isinstance(loss, SymbolicTensor):
+            from opforge.distributed import _graph
+            return _m.minimize_graph(self.optimizer, loss, var_list, name, average=lambda pairs: (
+                _graph.average_gradients(pairs, self.fusion_bytes, self.op, self.name)))
+        return _m.minimize_eager(self.optimizer, loss, var_list, average=self._average_leaves)
+
+    def _average_leaves(self, leaves):
+        params = self.optimizer.params
+        if self._buckets is not None and [id(p) for p in leaves] == [id(p) for p in params]:
+            return self.synchronize()  # the buckets launched during backward
+        if self._buckets is not None:
+            self._buckets.reset()
+        return self.average_gradients([p.grad for p in leaves])
 
     def zero_grad(self):
         if self._buckets is not None:
