@@ -151,3 +151,29 @@ def test_distributed_sampler_splits_evenly():
     assert dropped == [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
     with pytest.raises(of.errors.InvalidArgumentError, match="rank"):
         DistributedSampler(10, num_replicas=2, rank=2)
+
+
+def test_launcher_gives_each_local_process_a_share_of_the_cpus(monkeypatch):
+    from opforge.distributed.run import environment
+    monkeypatch.delenv("OPFORGE_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cpus = of.config.usable_cpus()
+    assert environment(2)["OPFORGE_NUM_THREADS"] == str(max(1, cpus // 2))
+    assert environment(4 * cpus)["OPFORGE_NUM_THREADS"] == "1"
+    assert "OPFORGE_NUM_THREADS" not in environment(2, hostfile="hosts")  # other machines: unknown
+    assert environment(2, timeout=5)["OPFORGE_MPI_TIMEOUT"] == "5"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert "OPFORGE_NUM_THREADS" not in environment(2)  # the user's choice stands
+
+
+def test_overlap_default_follows_spare_cores(monkeypatch):
+    from opforge.distributed import _collectives, _optimizer
+    monkeypatch.setattr(_collectives, "local_size", lambda: 2)
+    monkeypatch.setattr(of.config, "num_threads", lambda: 1)
+    monkeypatch.delenv("OPFORGE_MPI_OVERLAP", raising=False)
+    monkeypatch.setattr(of.config, "usable_cpus", lambda: 2)
+    assert _optimizer.overlap_default() is False  # 2 processes x (1 thread + 1) > 2 cores
+    monkeypatch.setattr(of.config, "usable_cpus", lambda: 4)
+    assert _optimizer.overlap_default() is True
+    monkeypatch.setenv("OPFORGE_MPI_OVERLAP", "0")
+    assert _optimizer.overlap_default() is False

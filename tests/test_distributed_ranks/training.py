@@ -49,7 +49,7 @@ r, n = dist.rank(), dist.size()
 x, y = digits()
 model = mlp(seed=100 + r)  # different on each rank until the broadcast
 dist.broadcast_parameters(model)
-opt = dist.DistributedOptimizer(optimizer(model))
+opt = dist.DistributedOptimizer(optimizer(model), overlap=True)  # the bucketed path (graph_training.py: not)
 dist.broadcast_optimizer_state(opt)
 distributed = train(model, opt, x, y, n, r)
 if r == 0:

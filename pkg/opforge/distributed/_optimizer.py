@@ -5,7 +5,8 @@ dtype go to one MpiGroupedAllreduce call, which packs them into one buffer
 and reduces it in chunks of ``fusion_bytes``; the optimizer then updates
 from numpy views of that buffer (no copies, no per-tensor calls).
 
-Overlap with backward (``overlap=True``, the default): the parameters are
+Overlap with backward (``overlap=True``; the default, None, decides by
+:func:`overlap_default`): the parameters are
 bucketed and each bucket's fused allreduce starts, queued in async mode, as
 soon as backward has made its last gradient final (a post-accumulate hook
 per parameter, _overlap.py), while the sweep goes on with the earlier
@@ -26,6 +27,24 @@ from opforge.distributed import _collectives as C
 from opforge.distributed._overlap import GradientBuckets
 
 
+def overlap_default() -> bool:
+    """Whether DistributedOptimizer overlaps averaging with backward when not
+    told: ``OPFORGE_MPI_OVERLAP`` (1 or 0) if set, else only when this
+    machine's processes leave a core each for communication beside their
+    compute threads (local_size() x (intra-op threads + 1) <= usable CPUs).
+    Measured (bench/distributed.py, docs/distributed.md): on 2 cores with
+    2 processes the overlapped reduction competes with backward for the same
+    cores and a step took 3-10 % longer; with a core to spare it hides most
+    of the averaging, as in horovod and PyTorch's DDP."""
+    import os
+
+    from opforge import config
+    forced = os.environ.get("OPFORGE_MPI_OVERLAP", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    return C.local_size() * (config.num_threads() + 1) <= config.usable_cpus()
+
+
 class DistributedOptimizer:
     """Wraps any ``opforge.optim`` optimizer: ``step()`` averages the
     gradients across processes, then steps the wrapped optimizer.
@@ -37,7 +56,7 @@ class DistributedOptimizer:
     """
 
     def __init__(self, optimizer, fusion_bytes: int = 4 << 20, op: str = "average", name: str = "gradients",
-                 overlap: bool = True):
+                 overlap: bool | None = None):
         if not hasattr(optimizer, "step") or not hasattr(optimizer, "params"):
             raise errors.InvalidArgumentError(
                 f"DistributedOptimizer: expected an opforge.optim optimizer, got {type(optimizer).__name__}")
@@ -49,6 +68,9 @@ class DistributedOptimizer:
         self.fusion_bytes = int(fusion_bytes)
         self.op = op
         self.name = name
+        if overlap is None:
+            overlap = overlap_default()
+        self.overlap = bool(overlap)
         self._buckets = GradientBuckets(optimizer.params, self.fusion_bytes, op, name) if overlap else None
 
     def __getattr__(self, attr):
