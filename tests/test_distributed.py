@@ -29,8 +29,11 @@ def library():
 
 def mpirun(np_, script, *args, timeout=90, env=None):
     """Runs `script` in `np_` local processes; kills them all if it overruns."""
-    cmd = [str(MPIEXEC), "-n", str(np_), sys.executable, str(RANKS / script), *map(str, args)]
-    full_env = {**os.environ, "OPFORGE_EXECUTION": "", **(env or {})}
+    # -hosts localhost: this machine only, even where HYDRA_HOST_FILE names others
+    cmd = [str(MPIEXEC), "-hosts", "localhost", "-n", str(np_), sys.executable, str(RANKS / script),
+           *map(str, args)]
+    # one intra-op thread per process, as the launcher gives them on 2 cores
+    full_env = {**os.environ, "OPFORGE_EXECUTION": "", "OPFORGE_NUM_THREADS": "1", **(env or {})}
     full_env.pop("OPFORGE_EXECUTION")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, env=full_env)

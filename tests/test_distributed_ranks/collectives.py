@@ -101,8 +101,8 @@ np.testing.assert_allclose(got_rows, np.full(x.shape, 2.0 * n), rtol=1e-6)
 got = of.Session(graph, inter_op_threads=1).run([exchanged, grad_q, from_root, grad_b, gathered_q, after],
                                                 {p: x, q: blocks(r)})
 np.testing.assert_array_equal(got[0], want)
-# block j of dq goes back to rank j, which multiplied it by j + 1
-np.testing.assert_allclose(got[1], np.repeat(np.arange(1, n + 1, dtype=np.float32), 2)[:, None] * np.ones((1, 3)))
+back = np.repeat(np.arange(1, n + 1, dtype=np.float32), 2)[:, None] * np.ones((1, 3))  # block j: rank j's factor
+np.testing.assert_allclose(got[1], back)
 np.testing.assert_array_equal(got[2], everyone[n - 1])
 np.testing.assert_allclose(got[3], np.full(x.shape, 3.0 * n if r == n - 1 else 0.0))
 np.testing.assert_array_equal(got[4], np.concatenate([blocks(k) for k in range(n)]))
@@ -118,7 +118,7 @@ else:
 # the tape: alltoall's gradient is the alltoall of dy (block j back to rank j)
 v = of.tensor(blocks(r), requires_grad=True)
 of.sum(dist.alltoall(v, name="t_a2a") * float(r + 1)).backward()
-np.testing.assert_allclose(v.grad.numpy(), np.repeat(np.arange(1, n + 1, dtype=np.float32), 2)[:, None] * np.ones((1, 3)))
+np.testing.assert_allclose(v.grad.numpy(), back)
 
 # async: a pending tensor comes back; reading it waits. Independent
 # collectives may start in any order on the engine's threads: they still

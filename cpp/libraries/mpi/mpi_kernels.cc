@@ -223,16 +223,24 @@ Status CheckRoot(OpKernelContext* ctx) {
   return Status::OK();
 }
 
+// What a broadcast and its gradient agree on first: a valid root, then
+// the tensor's metadata with the root beside it (a root differing across
+// ranks is a mismatch like a shape).
+Status RootedHandshake(OpKernelContext* ctx, const Tensor& t, const std::string& what, int* root) {
+  OF_RETURN_IF_ERROR(CheckRoot(ctx));
+  *root = static_cast<int>(ctx->attr_int("root"));
+  OF_RETURN_IF_ERROR(mpi::Handshake(what.c_str(), MakeMeta(ctx, t, "root=" + std::to_string(*root), false), nullptr));
+  return CheckCount(t.NumElements(), what);
+}
+
 template <typename T>
 Status BroadcastKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(CheckRoot(ctx));
   const Tensor& x = ctx->input(0);
   const std::string what = What(ctx);
-  const int root = static_cast<int>(ctx->attr_int("root"));
-  OF_RETURN_IF_ERROR(mpi::Handshake(what.c_str(), MakeMeta(ctx, x, "root=" + std::to_string(root), false), nullptr));
-  OF_RETURN_IF_ERROR(CheckCount(x.NumElements(), what));
+  int root = 0;
+  OF_RETURN_IF_ERROR(RootedHandshake(ctx, x, what, &root));
   Tensor result = x;  // the root sends its own buffer (MPI only reads it there)
   if (mpi::Rank() != root) OF_RETURN_IF_ERROR(Tensor::Allocate(x.dtype(), x.shape(), &result));
   if (x.NumElements() > 0) {
@@ -248,12 +256,10 @@ template <typename T>
 Status BroadcastGradKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(CheckRoot(ctx));
   const Tensor& dy = ctx->input(0);
   const std::string what = What(ctx);
-  const int root = static_cast<int>(ctx->attr_int("root"));
-  OF_RETURN_IF_ERROR(mpi::Handshake(what.c_str(), MakeMeta(ctx, dy, "root=" + std::to_string(root), false), nullptr));
-  OF_RETURN_IF_ERROR(CheckCount(dy.NumElements(), what));
+  int root = 0;
+  OF_RETURN_IF_ERROR(RootedHandshake(ctx, dy, what, &root));
   Tensor* out = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
   const int64_t n = dy.NumElements();
