@@ -47,7 +47,8 @@ def overlap_case(of, dist, comm, rounds, quick):
     # Two copies of one model: the overlapping optimizer's hooks sit on its own parameters.
     m_over, m_plain = mlp(), mlp()
     fusion = 2 * width * width * 4  # two layers' weights per bucket: several buckets
-    o_over = dist.DistributedOptimizer(of.optim.SGD(m_over.parameters(), lr=0.0), fusion_bytes=fusion)
+    o_over = dist.DistributedOptimizer(of.optim.SGD(m_over.parameters(), lr=0.0), fusion_bytes=fusion,
+                                       overlap=True)
     o_plain = dist.DistributedOptimizer(of.optim.SGD(m_plain.parameters(), lr=0.0), fusion_bytes=fusion,
                                         overlap=False)
     buckets = len(o_over._buckets.buckets)
@@ -76,7 +77,9 @@ def overlap_case(of, dist, comm, rounds, quick):
             "step_s": t,
             "hidden_fraction": (t["no_overlap"] - t["overlap"]) / t["averaging_only"],
             "overlap_speedup": t["no_overlap"] / t["overlap"],
-            "horovod_expectation_s": max(t["backward_only"], t["averaging_only"]) + t["averaging_only"] / buckets}
+            "horovod_expectation_s": max(t["backward_only"], t["averaging_only"]) + t["averaging_only"] / buckets,
+            "processes_here": dist.local_size(), "threads_per_process": of.config.num_threads(),
+            "usable_cpus": of.config.usable_cpus(), "default_overlap_here": dist.overlap_default()}
 
 
 def _rounds(comm, contenders, rounds):
@@ -157,12 +160,12 @@ def main(argv):
     if "--worker" in argv:
         worker(quick, "--overlap-only" in argv)
         return 0
-    from opforge.distributed.run import find_mpiexec
+    from opforge.distributed.run import environment, find_mpiexec
     from opforge.distributed._library import library_path
     library_path()
     cmd = [find_mpiexec(), "-n", "2", sys.executable, "-m", "bench.distributed", "--worker"] + (["--quick"] if quick else [])
     cmd += ["--overlap-only"] if "--overlap-only" in argv else []
-    return subprocess.call(cmd, timeout=900)
+    return subprocess.call(cmd, timeout=900, env=environment(2))  # the launcher's threads per process
 
 
 if __name__ == "__main__":

@@ -15,16 +15,8 @@ import numpy as np
 
 import opforge as of
 import opforge.distributed as dist
-
-
-def load_data(seed):
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-    x, y = load_digits(return_X_y=True)
-    x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=0.25, random_state=seed, stratify=y)
-    mean, std = x_tr.mean(0), x_tr.std(0) + 1e-6
-    prep = lambda a: ((a - mean) / std).astype(np.float32)  # noqa: E731
-    return prep(x_tr), y_tr.astype(np.int64), prep(x_te), y_te.astype(np.int64)
+from digits_common import accuracy
+from train_digits import build_model, load_data
 
 
 def main():
@@ -38,8 +30,7 @@ def main():
     dist.init()
     rank, size = dist.rank(), dist.size()
     x_tr, y_tr, x_te, y_te = load_data(args.seed)
-    model = of.nn.Sequential(of.nn.Linear(64, 256, seed=args.seed + rank), of.nn.ReLU(),
-                             of.nn.Linear(256, 10, seed=args.seed + 1 + rank))
+    model = build_model(args.seed + rank, dropout=0.0)
     dist.broadcast_parameters(model)  # the seeds differ per rank: rank 0's weights win
     opt = dist.DistributedOptimizer(of.optim.Adam(model.parameters(), lr=args.lr * size))
     sampler = dist.DistributedSampler(len(x_tr), seed=args.seed)
@@ -57,11 +48,8 @@ def main():
         mean_loss = float(dist.allreduce(np.float64(total / len(order)), op="average", name="loss"))
         if rank == 0 and (epoch % 5 == 4 or epoch == args.epochs - 1):
             print(f"epoch {epoch + 1}: mean training loss {mean_loss:.4f}", flush=True)
-    with of.no_grad():
-        pred = of.argmax(model(x_te), axis=1).numpy()
-    accuracy = float((pred == y_te).mean())
     if rank == 0:
-        print(f"{size} processes: test accuracy {accuracy:.3f}")
+        print(f"{size} processes: test accuracy {accuracy(model, x_te, y_te):.3f}")
 
 
 if __name__ == "__main__":

@@ -29,8 +29,11 @@ def library():
 
 def mpirun(np_, script, *args, timeout=90, env=None):
     """Runs `script` in `np_` local processes; kills them all if it overruns."""
-    cmd = [str(MPIEXEC), "-n", str(np_), sys.executable, str(RANKS / script), *map(str, args)]
-    full_env = {**os.environ, "OPFORGE_EXECUTION": "", **(env or {})}
+    # -hosts localhost: this machine only, even where HYDRA_HOST_FILE names others
+    cmd = [str(MPIEXEC), "-hosts", "localhost", "-n", str(np_), sys.executable, str(RANKS / script),
+           *map(str, args)]
+    # one intra-op thread per process, as the launcher gives them on 2 cores
+    full_env = {**os.environ, "OPFORGE_EXECUTION": "", "OPFORGE_NUM_THREADS": "1", **(env or {})}
     full_env.pop("OPFORGE_EXECUTION")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, env=full_env)
@@ -62,6 +65,18 @@ def test_two_process_training_equals_one_process(library):
     assert rc == 0, out
     diff = float(out.split("MAXDIFF")[1].split()[0])
     assert diff <= 1e-5, out
+    assert "ALL OK [0, 1]" in out, out
+
+
+def test_graph_minimize_averages_like_one_process(library):
+    """DistributedOptimizer(Adam).minimize in a graph (fused allreduce nodes,
+    two chained buckets) and eager, 20 steps on two processes, against one
+    process on the whole batches."""
+    pytest.importorskip("sklearn")
+    rc, out = mpirun(2, "graph_training.py")
+    assert rc == 0, out
+    graph, eager = (float(v) for v in re.search(r"GRAPH MAXDIFF (\S+) EAGER MAXDIFF (\S+)", out).groups())
+    assert graph <= 1e-5 and eager <= 1e-5, out
     assert "ALL OK [0, 1]" in out, out
 
 
@@ -139,3 +154,29 @@ def test_distributed_sampler_splits_evenly():
     assert dropped == [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
     with pytest.raises(of.errors.InvalidArgumentError, match="rank"):
         DistributedSampler(10, num_replicas=2, rank=2)
+
+
+def test_launcher_gives_each_local_process_a_share_of_the_cpus(monkeypatch):
+    from opforge.distributed.run import environment
+    monkeypatch.delenv("OPFORGE_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cpus = of.config.usable_cpus()
+    assert environment(2)["OPFORGE_NUM_THREADS"] == str(max(1, cpus // 2))
+    assert environment(4 * cpus)["OPFORGE_NUM_THREADS"] == "1"
+    assert "OPFORGE_NUM_THREADS" not in environment(2, hostfile="hosts")  # other machines: unknown
+    assert environment(2, timeout=5)["OPFORGE_MPI_TIMEOUT"] == "5"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert "OPFORGE_NUM_THREADS" not in environment(2)  # the user's choice stands
+
+
+def test_overlap_default_follows_spare_cores(monkeypatch):
+    from opforge.distributed import _collectives, _optimizer
+    monkeypatch.setattr(_collectives, "local_size", lambda: 2)
+    monkeypatch.setattr(of.config, "num_threads", lambda: 1)
+    monkeypatch.delenv("OPFORGE_MPI_OVERLAP", raising=False)
+    monkeypatch.setattr(of.config, "usable_cpus", lambda: 2)
+    assert _optimizer.overlap_default() is False  # 2 processes x (1 thread + 1) > 2 cores
+    monkeypatch.setattr(of.config, "usable_cpus", lambda: 4)
+    assert _optimizer.overlap_default() is True
+    monkeypatch.setenv("OPFORGE_MPI_OVERLAP", "0")
+    assert _optimizer.overlap_default() is False

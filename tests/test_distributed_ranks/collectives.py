@@ -86,10 +86,39 @@ with graph.as_default():
     out = dist.allreduce(p, op="sum", name="in_graph") * 2.0
     (grad_p,) = of.gradients(of.sum(dist.allreduce(p, op="average", name="g_avg") * float(r + 1)), [p])
     (grad_rows,) = of.gradients(of.sum(dist.allgather(p, name="g_gather") * 2.0), [p])
+    q = of.placeholder(of.float32, (None, 3), name="q")  # an unknown first dim: n * 2 rows fed
+    exchanged = dist.alltoall(q, name="g_a2a")
+    (grad_q,) = of.gradients(of.sum(exchanged * float(r + 1)), [q])
+    from_root = dist.broadcast(p, root=n - 1, name="g_bcast")
+    (grad_b,) = of.gradients(of.sum(from_root * 3.0), [p])
+    gathered_q = dist.allgather(q, name="g_gather_q")
+    with of.control_dependencies([dist.barrier(name="g_barrier")]):
+        after = of.identity(p)
 got, got_grad, got_rows = of.Session(graph, inter_op_threads=1).run([out, grad_p, grad_rows], {p: x})
 np.testing.assert_allclose(np.asarray(got), 2 * sum(everyone), rtol=1e-6)
 np.testing.assert_allclose(got_grad, np.full(x.shape, sum(k + 1 for k in range(n)) / n), rtol=1e-6)
 np.testing.assert_allclose(got_rows, np.full(x.shape, 2.0 * n), rtol=1e-6)
+got = of.Session(graph, inter_op_threads=1).run([exchanged, grad_q, from_root, grad_b, gathered_q, after],
+                                                {p: x, q: blocks(r)})
+np.testing.assert_array_equal(got[0], want)
+back = np.repeat(np.arange(1, n + 1, dtype=np.float32), 2)[:, None] * np.ones((1, 3))  # block j: rank j's factor
+np.testing.assert_allclose(got[1], back)
+np.testing.assert_array_equal(got[2], everyone[n - 1])
+np.testing.assert_allclose(got[3], np.full(x.shape, 3.0 * n if r == n - 1 else 0.0))
+np.testing.assert_array_equal(got[4], np.concatenate([blocks(k) for k in range(n)]))
+np.testing.assert_array_equal(got[5], x)
+# a graph plans shapes from its feeds: gathering different row counts raises on every rank
+try:
+    of.Session(graph, inter_op_threads=1).run(gathered_q, {q: blocks(r)[:r + 1]})
+except of.errors.InvalidArgumentError as e:
+    assert "'g_gather_q'" in str(e) and "same number of rows" in str(e), str(e)
+else:
+    raise AssertionError("a graph allgather of different row counts did not raise")
+
+# the tape: alltoall's gradient is the alltoall of dy (block j back to rank j)
+v = of.tensor(blocks(r), requires_grad=True)
+of.sum(dist.alltoall(v, name="t_a2a") * float(r + 1)).backward()
+np.testing.assert_allclose(v.grad.numpy(), back)
 
 # async: a pending tensor comes back; reading it waits. Independent
 # collectives may start in any order on the engine's threads: they still
@@ -99,7 +128,16 @@ with of.execution_mode("async"):
     z = y * 2.0
     many = [dist.allreduce(data(r, (1000 * (k + 1),)), op="sum") for k in range(6)]
     gathered = dist.allgather(rows(r))
+    gathered2 = dist.allgather(rows(r)) * 2.0  # the real row count reaches the op after it
+    a2a = dist.alltoall(blocks(r))
+    rooted = dist.broadcast(x, root=n - 1)
+    dist.barrier()
+    avg = dist.allreduce(x, op="average")
 np.testing.assert_allclose(z.numpy(), 2 * sum(everyone), rtol=1e-6)
+np.testing.assert_array_equal(gathered2.numpy(), 2 * np.concatenate([rows(k) for k in range(n)]))
+np.testing.assert_array_equal(a2a.numpy(), want)
+np.testing.assert_array_equal(rooted.numpy(), everyone[n - 1])
+np.testing.assert_allclose(avg.numpy(), sum(everyone) / n, rtol=1e-6)
 for k, m in enumerate(many):
     np.testing.assert_allclose(m.numpy(), sum(data(j, (1000 * (k + 1),)) for j in range(n)), rtol=1e-6)
 np.testing.assert_array_equal(gathered.numpy(), np.concatenate([rows(k) for k in range(n)]))
@@ -110,11 +148,28 @@ fused = dist.grouped_allreduce(grads, fusion_bytes=64)  # small chunks: several 
 for k, view in enumerate(dist.split_fused(fused, [g.shape for g in grads])):
     np.testing.assert_allclose(view, sum(data(j, (k + 1, 3)) for j in range(n)) / n, rtol=1e-6)
 
-# mismatches raise on every rank, naming the tensor, before data moves; MPI stays usable
+# mismatches raise on every rank, naming the tensor, before data moves; MPI
+# stays usable. Eager, async (reading the pending result raises) and graphs.
+def async_read(make):
+    with of.execution_mode("async"):
+        pending = make()
+    return pending.numpy()
+
+
+def graph_run(make, value):
+    g = of.Graph()
+    with g.as_default():
+        p_ = of.placeholder(of.float32, value.shape)
+        node = make(p_)
+    return of.Session(g).run(node, {p_: value})
+
+
 for bad in (lambda: dist.allreduce(data(r, (3, 4 + (r == 1))), name="weights"),
             lambda: dist.allreduce(data(r, (3, 4), np.float64 if r == 1 else np.float32), name="weights"),
             lambda: dist.allgather(data(r, (2, 3 + (r == 1))), name="weights"),
-            lambda: dist.broadcast(x, name="weights" if r == 0 else "bias")):
+            lambda: dist.broadcast(x, name="weights" if r == 0 else "bias"),
+            lambda: async_read(lambda: dist.allreduce(data(r, (3, 4 + (r == 1))), name="weights")),
+            lambda: graph_run(lambda p_: dist.allreduce(p_, name="weights"), data(r, (3, 4 + (r == 1))))):
     try:
         bad()
     except of.errors.InvalidArgumentError as e:

@@ -161,6 +161,15 @@ Status AllgatherKernel(OpKernelContext* ctx) {
   int64_t rows = 0;
   for (int64_t d : dim0s) rows += d;
   shape.set_dim(0, rows);
+  // A graph plans every shape from its feeds before the data moves (this
+  // rank's rows times the process count): the ops after the gather would
+  // read it with the wrong shape. All ranks see the same dim0s: all fail.
+  if (!ctx->node_name().empty() && std::count(dim0s.begin(), dim0s.end(), dim0s[0]) != size) {
+    std::string dims;
+    for (int i = 0; i < size; ++i) dims += (i ? ", " : "") + std::to_string(dim0s[i]);
+    return errors::InvalidArgument(what, ": in a graph every process must gather the same number of rows, got [",
+                                   dims, "] (by rank); gather eagerly or in async mode, or pad to equal rows");
+  }
   Tensor result;
   OF_RETURN_IF_ERROR(Tensor::Allocate(x.dtype(), shape, &result));
   if (total > 0) {
@@ -214,16 +223,24 @@ Status CheckRoot(OpKernelContext* ctx) {
   return Status::OK();
 }
 
+// What a broadcast and its gradient agree on first: a valid root, then
+// the tensor's metadata with the root beside it (a root differing across
+// ranks is a mismatch like a shape).
+Status RootedHandshake(OpKernelContext* ctx, const Tensor& t, const std::string& what, int* root) {
+  OF_RETURN_IF_ERROR(CheckRoot(ctx));
+  *root = static_cast<int>(ctx->attr_int("root"));
+  OF_RETURN_IF_ERROR(mpi::Handshake(what.c_str(), MakeMeta(ctx, t, "root=" + std::to_string(*root), false), nullptr));
+  return CheckCount(t.NumElements(), what);
+}
+
 template <typename T>
 Status BroadcastKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(CheckRoot(ctx));
   const Tensor& x = ctx->input(0);
   const std::string what = What(ctx);
-  const int root = static_cast<int>(ctx->attr_int("root"));
-  OF_RETURN_IF_ERROR(mpi::Handshake(what.c_str(), MakeMeta(ctx, x, "root=" + std::to_string(root), false), nullptr));
-  OF_RETURN_IF_ERROR(CheckCount(x.NumElements(), what));
+  int root = 0;
+  OF_RETURN_IF_ERROR(RootedHandshake(ctx, x, what, &root));
   Tensor result = x;  // the root sends its own buffer (MPI only reads it there)
   if (mpi::Rank() != root) OF_RETURN_IF_ERROR(Tensor::Allocate(x.dtype(), x.shape(), &result));
   if (x.NumElements() > 0) {
@@ -239,12 +256,10 @@ template <typename T>
 Status BroadcastGradKernel(OpKernelContext* ctx) {
   mpi::Turn turn(ctx->attr("name").s);
   OF_RETURN_IF_ERROR(turn.status());
-  OF_RETURN_IF_ERROR(CheckRoot(ctx));
   const Tensor& dy = ctx->input(0);
   const std::string what = What(ctx);
-  const int root = static_cast<int>(ctx->attr_int("root"));
-  OF_RETURN_IF_ERROR(mpi::Handshake(what.c_str(), MakeMeta(ctx, dy, "root=" + std::to_string(root), false), nullptr));
-  OF_RETURN_IF_ERROR(CheckCount(dy.NumElements(), what));
+  int root = 0;
+  OF_RETURN_IF_ERROR(RootedHandshake(ctx, dy, what, &root));
   Tensor* out = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
   const int64_t n = dy.NumElements();

@@ -13,13 +13,14 @@ Status SameShape(InferenceContext* ctx) {
   return shape_fns::Unchanged(ctx);
 }
 
-// Static shape: every rank's first dim equal (the kernel gives the real
-// shape when they differ, eager and async).
+// Static shape: every rank's first dim equal, unknown if x's is (the
+// kernel gives the real shape when they differ: eager, async, and graphs
+// whose x has an unknown first dim, e.g. a [None, ...] placeholder).
 Status GatherShape(InferenceContext* ctx) {
   OF_RETURN_IF_ERROR(NeedInit(ctx));
   TensorShape s = ctx->input_shape(0);
   if (s.rank() == 0) return errors::InvalidArgument("input 'x' must have at least one dimension, got a scalar");
-  s.set_dim(0, s.dim(0) * mpi::Size());
+  if (!IsUnknownDim(s.dim(0))) s.set_dim(0, s.dim(0) * mpi::Size());
   ctx->set_output_shape(0, s);
   return Status::OK();
 }
@@ -27,7 +28,7 @@ Status GatherShape(InferenceContext* ctx) {
 Status AlltoallShape(InferenceContext* ctx) {
   OF_RETURN_IF_ERROR(NeedInit(ctx));
   const TensorShape& s = ctx->input_shape(0);
-  if (s.rank() == 0 || s.dim(0) % mpi::Size() != 0) {
+  if (s.rank() == 0 || (!IsUnknownDim(s.dim(0)) && s.dim(0) % mpi::Size() != 0)) {
     return errors::InvalidArgument("input 'x' needs a first dimension divisible by the number of processes (",
                                    mpi::Size(), "), got shape ", s.DebugString());
   }
@@ -54,6 +55,7 @@ REGISTER_OP("MpiAllreduce")
     .Attr("postscale: float = 1.0")
     .Attr("name: string = ''")
     .SetShapeFn(SameShape)
+    .SetIsStateful()  // communicates: graphs never merge, fold or drop it
     .Gradient("x = MpiAllreduceGrad(x, y, dy, op=op, prescale=prescale, postscale=postscale, name=name)")
     .Doc(R"doc(
 Reduces `x` element-wise across all processes; every process gets the result.
@@ -77,6 +79,7 @@ REGISTER_OP("MpiAllreduceGrad")
     .Attr("postscale: float = 1.0")
     .Attr("name: string = ''")
     .SetShapeFn(SameShape)
+    .SetIsStateful()  // communicates: graphs never merge, fold or drop it
     .NoGradient()
     .Doc(R"doc(
 The gradient of MpiAllreduce: every process's loss depends on y, so dx is the
@@ -99,6 +102,7 @@ REGISTER_OP("MpiAllgather")
     .Attr("T: {float32, float64, int32, int64, bool}")
     .Attr("name: string = ''")
     .SetShapeFn(GatherShape)
+    .SetIsStateful()  // communicates: graphs never merge, fold or drop it
     .Gradient("x = MpiAllgatherGrad(x, dy, name=name)")
     .Doc(R"doc(
 Concatenates every process's `x` along the first dimension, in rank order.
@@ -115,6 +119,7 @@ REGISTER_OP("MpiAllgatherGrad")
     .Attr("T: {float32, float64}")
     .Attr("name: string = ''")
     .SetShapeFn(SameShape)
+    .SetIsStateful()  // communicates: graphs never merge, fold or drop it
     .NoGradient()
     .Doc(R"doc(
 The gradient of MpiAllgather: dy summed over processes, sliced to this process's rows.
@@ -132,6 +137,7 @@ REGISTER_OP("MpiBroadcast")
     .Attr("root: int >= 0 = 0")
     .Attr("name: string = ''")
     .SetShapeFn(SameShape)
+    .SetIsStateful()  // communicates: graphs never merge, fold or drop it
     .Gradient("x = MpiBroadcastGrad(dy, root=root, name=name)")
     .Doc(R"doc(
 Copies the root process's `x` to every process.
@@ -149,6 +155,7 @@ REGISTER_OP("MpiBroadcastGrad")
     .Attr("root: int >= 0 = 0")
     .Attr("name: string = ''")
     .SetShapeFn(SameShape)
+    .SetIsStateful()  // communicates: graphs never merge, fold or drop it
     .NoGradient()
     .Doc(R"doc(
 The gradient of MpiBroadcast: dy summed over processes on the root, zeros elsewhere.
@@ -165,6 +172,7 @@ REGISTER_OP("MpiAlltoall")
     .Attr("T: {float32, float64, int32, int64, bool}")
     .Attr("name: string = ''")
     .SetShapeFn(AlltoallShape)
+    .SetIsStateful()  // communicates: graphs never merge, fold or drop it
     .Gradient("x = MpiAlltoall(dy, name=name)")
     .Doc(R"doc(
 Splits `x` into equal blocks of rows, one per process, sends block i to
@@ -181,6 +189,7 @@ REGISTER_OP("MpiBarrier")
     .Attr("T: {float32, float64, int32, int64, bool}")
     .Attr("name: string = ''")
     .SetShapeFn(SameShape)
+    .SetIsStateful()  // communicates: graphs never merge, fold or drop it
     .NoGradient()
     .Doc(R"doc(
 Waits until every process reaches it, then returns x (an ordering point in graphs).
@@ -199,6 +208,7 @@ REGISTER_OP("MpiGroupedAllreduce")
     .Attr("fusion_bytes: int >= 1 = 4194304")
     .Attr("name: string = ''")
     .SetShapeFn(FusedShape)
+    .SetIsStateful()  // communicates: graphs never merge, fold or drop it
     .NoGradient()  // applied to gradients, after the backward pass
     .Doc(R"doc(
 Allreduces many tensors with few messages (horovod's tensor fusion): they are

@@ -18,10 +18,12 @@ built against MPI on first use and loaded with ``load_op_library``. Needs
 from opforge.distributed._collectives import (allgather, allreduce, alltoall, barrier, broadcast,
                                               grouped_allreduce, init, is_initialized, local_rank, local_size,
                                               rank, set_timeout, size, split_fused)
+from opforge.distributed._graph import broadcast_variables
 from opforge.distributed._optimizer import (DistributedOptimizer, broadcast_optimizer_state,
-                                            broadcast_parameters)
+                                            broadcast_parameters, overlap_default)
 from opforge.distributed._sampler import DistributedSampler
 
 __all__ = ["init", "is_initialized", "rank", "size", "local_rank", "local_size", "set_timeout", "allreduce",
            "allgather", "broadcast", "alltoall", "barrier", "grouped_allreduce", "split_fused",
-           "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state", "DistributedSampler"]
+           "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state", "broadcast_variables",
+           "overlap_default", "DistributedSampler"]

@@ -147,10 +147,17 @@ def alltoall(x, name: str | None = None):
     return _call("mpi_alltoall", "alltoall", name, x)
 
 
-def barrier(name: str | None = None) -> None:
-    """Returns once every process called it (bounded by the timeout)."""
+def barrier(name: str | None = None):
+    """Returns once every process called it (bounded by the timeout). In a
+    graph it adds the node and returns it: run it, or order ops after it."""
     import numpy as np
-    _call("mpi_barrier", "barrier", name, np.zeros((), np.int32)).numpy()
+
+    from opforge import Tensor
+    out = _call("mpi_barrier", "barrier", name, np.zeros((), np.int32))
+    if not isinstance(out, Tensor):
+        return out
+    out.numpy()  # async mode: waits for the queued barrier
+    return None
 
 
 def grouped_allreduce(tensors, op: str = "average", fusion_bytes: int = 4 << 20, name: str | None = None):

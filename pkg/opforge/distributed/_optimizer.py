@@ -5,13 +5,18 @@ dtype go to one MpiGroupedAllreduce call, which packs them into one buffer
 and reduces it in chunks of ``fusion_bytes``; the optimizer then updates
 from numpy views of that buffer (no copies, no per-tensor calls).
 
-Overlap with backward (``overlap=True``, the default): the parameters are
+Overlap with backward (``overlap=True``; the default, None, decides by
+:func:`overlap_default`): the parameters are
 bucketed and each bucket's fused allreduce starts, queued in async mode, as
 soon as backward has made its last gradient final (a post-accumulate hook
 per parameter, _overlap.py), while the sweep goes on with the earlier
 layers; ``step()`` waits for the buckets and updates from their results.
 With ``overlap=False`` (or gradients passed to ``step``) averaging starts
 at ``step()``: one fused call per dtype.
+
+``minimize(loss)`` averages too: on a graph tensor the fused allreduces are
+nodes between the gradient and the update nodes (_graph.py); with an eager
+callable, the leaves' gradients are averaged after backward.
 """
 from __future__ import annotations
 
@@ -20,6 +25,24 @@ import numpy as np
 from opforge import errors
 from opforge.distributed import _collectives as C
 from opforge.distributed._overlap import GradientBuckets
+
+
+def overlap_default() -> bool:
+    """Whether DistributedOptimizer overlaps averaging with backward when not
+    told: ``OPFORGE_MPI_OVERLAP`` (1 or 0) if set, else only when this
+    machine's processes leave a core each for communication beside their
+    compute threads (local_size() x (intra-op threads + 1) <= usable CPUs).
+    Measured (bench/distributed.py, docs/distributed.md): on 2 cores with
+    2 processes the overlapped reduction competes with backward for the same
+    cores and a step took 3-10 % longer; with a core to spare it hides most
+    of the averaging, as in horovod and PyTorch's DDP."""
+    import os
+
+    from opforge import config
+    forced = os.environ.get("OPFORGE_MPI_OVERLAP", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    return C.local_size() * (config.num_threads() + 1) <= config.usable_cpus()
 
 
 class DistributedOptimizer:
@@ -33,7 +56,7 @@ class DistributedOptimizer:
     """
 
     def __init__(self, optimizer, fusion_bytes: int = 4 << 20, op: str = "average", name: str = "gradients",
-                 overlap: bool = True):
+                 overlap: bool | None = None):
         if not hasattr(optimizer, "step") or not hasattr(optimizer, "params"):
             raise errors.InvalidArgumentError(
                 f"DistributedOptimizer: expected an opforge.optim optimizer, got {type(optimizer).__name__}")
@@ -45,6 +68,9 @@ class DistributedOptimizer:
         self.fusion_bytes = int(fusion_bytes)
         self.op = op
         self.name = name
+        if overlap is None:
+            overlap = overlap_default()
+        self.overlap = bool(overlap)
         self._buckets = GradientBuckets(optimizer.params, self.fusion_bytes, op, name) if overlap else None
 
     def __getattr__(self, attr):
@@ -83,6 +109,27 @@ class DistributedOptimizer:
         else:
             averaged = self.synchronize()
         self.optimizer.step(grads=averaged)
+
+    def minimize(self, loss, var_list=None, name=None):
+        """The wrapped optimizer's ``minimize`` with the gradients averaged
+        across processes before the updates. In a graph: returns the one op
+        to run per step (every process runs the same graph). Eager (`loss` a
+        callable): computes it on the tape, averages, updates, returns it."""
+        from opforge.graph._graph import SymbolicTensor
+        from opforge.optim import minimize as _m
+        if isinstance(loss, SymbolicTensor):
+            from opforge.distributed import _graph
+            return _m.minimize_graph(self.optimizer, loss, var_list, name, average=lambda pairs: (
+                _graph.average_gradients(pairs, self.fusion_bytes, self.op, self.name)))
+        return _m.minimize_eager(self.optimizer, loss, var_list, average=self._average_leaves)
+
+    def _average_leaves(self, leaves):
+        params = self.optimizer.params
+        if self._buckets is not None and [id(p) for p in leaves] == [id(p) for p in params]:
+            return self.synchronize()  # the buckets launched during backward
+        if self._buckets is not None:
+            self._buckets.reset()
+        return self.average_gradients([p.grad for p in leaves])
 
     def zero_grad(self):
         if self._buckets is not None:

@@ -22,27 +22,35 @@ from __future__ import annotations
 from opforge.distributed import _collectives as C
 
 
+def make_buckets(dtypes, nbytes, fusion_bytes):
+    """Index lists: by dtype (sorted by name, the same on every process), in
+    reverse order (the last layers' gradients are final first), each up to
+    `fusion_bytes` (a tensor larger than that is a bucket of its own)."""
+    by_dtype: dict[str, list[int]] = {}
+    for i in reversed(range(len(dtypes))):
+        by_dtype.setdefault(dtypes[i], []).append(i)
+    buckets: list[list[int]] = []
+    for dtype in sorted(by_dtype):
+        current: list[int] = []
+        size = 0
+        for i in by_dtype[dtype]:
+            if current and size + nbytes[i] > fusion_bytes:
+                buckets.append(current)
+                current, size = [], 0
+            current.append(i)
+            size += nbytes[i]
+        if current:
+            buckets.append(current)
+    return buckets
+
+
 class GradientBuckets:
     def __init__(self, params, fusion_bytes: int, op: str, name: str):
         from opforge.autodiff import tape
         self.params = list(params)
         self.fusion_bytes, self.op, self.name = fusion_bytes, op, name
-        by_dtype: dict[str, list[int]] = {}
-        for i in reversed(range(len(self.params))):
-            by_dtype.setdefault(self.params[i].dtype.name, []).append(i)
-        self.buckets: list[list[int]] = []
-        for dtype in sorted(by_dtype):  # the same on every process
-            current: list[int] = []
-            size = 0
-            for i in by_dtype[dtype]:
-                nbytes = self.params[i].nbytes
-                if current and size + nbytes > fusion_bytes:
-                    self.buckets.append(current)
-                    current, size = [], 0
-                current.append(i)
-                size += nbytes
-            if current:
-                self.buckets.append(current)
+        self.buckets = make_buckets([p.dtype.name for p in self.params], [p.nbytes for p in self.params],
+                                    fusion_bytes)
         self.bucket_of = {i: b for b, idx in enumerate(self.buckets) for i in idx}
         self.index = {id(p): i for i, p in enumerate(self.params)}
         self.handles = []

@@ -7,6 +7,13 @@ command: ``-np N``, ``--hostfile FILE`` (passed to mpiexec as ``-f``),
 ``--timeout SECONDS`` (OPFORGE_MPI_TIMEOUT for the collectives),
 ``--mpiexec PATH``. On a cluster, use its own ``mpirun`` directly (see
 docs/distributed.md). Exits with mpiexec's status.
+
+Without a hostfile (all processes on this machine) and unless
+OPFORGE_NUM_THREADS or OMP_NUM_THREADS is set, each process gets an equal
+share of the usable CPUs as its intra-op threads (at least one), as
+torchrun does: N processes each running a pool as wide as the machine
+oversubscribe the cores (on 2 cores, 2 processes of 2 threads took 5-7x
+longer per training step than 2 of 1; bench/distributed.py).
 """
 from __future__ import annotations
 
@@ -51,10 +58,19 @@ def main(args=None) -> int:
         p.error("give the command to run, e.g. python train.py")
     from opforge.distributed._library import library_path
     library_path()  # build once, here
+    return subprocess.call(command(ns.np, ns.command, ns.hostfile, ns.mpiexec),
+                           env=environment(ns.np, ns.hostfile, ns.timeout))
+
+
+def environment(np_: int, hostfile: str | None = None, timeout: float | None = None) -> dict:
+    """os.environ plus the collectives' timeout and each local process's share of the CPUs."""
     env = dict(os.environ)
-    if ns.timeout is not None:
-        env["OPFORGE_MPI_TIMEOUT"] = str(ns.timeout)
-    return subprocess.call(command(ns.np, ns.command, ns.hostfile, ns.mpiexec), env=env)
+    if timeout is not None:
+        env["OPFORGE_MPI_TIMEOUT"] = str(timeout)
+    if not hostfile and not env.get("OPFORGE_NUM_THREADS") and not env.get("OMP_NUM_THREADS"):
+        from opforge import config
+        env["OPFORGE_NUM_THREADS"] = str(max(1, config.usable_cpus() // np_))
+    return env
 
 
 if __name__ == "__main__":

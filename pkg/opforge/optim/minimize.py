@@ -7,6 +7,11 @@ moments) and its step counter are variables of the graph, so they live in
 each Session, are set by ``global_variables_initializer()``, saved by
 ``of.train.Saver``, and Adam's bias correction uses the true step number.
 The updates write only into variables: never into constants or feeds.
+
+`average` (given by opforge.distributed.DistributedOptimizer) sits between
+the gradients and the updates: in a graph it maps the (variable, gradient)
+pairs to pairs whose gradients are averaged across processes (collective
+nodes); in eager mode it maps the leaves' gradients to their averages.
 """
 
 import numpy as np
@@ -37,7 +42,7 @@ def _step_counter(opt, graph):
     return step
 
 
-def minimize_graph(opt, loss, var_list, name):
+def minimize_graph(opt, loss, var_list, name, average=None):
     from opforge import variables as _v
     from opforge.graph.gradients import gradients
     graph = loss.graph
@@ -56,11 +61,13 @@ def minimize_graph(opt, loss, var_list, name):
         raise _errors.InvalidArgumentError(
             f"{type(opt).__name__}.minimize: the loss does not depend on any of {[v.name for v in var_list]}")
     with graph.as_default():
+        if average is not None:
+            pairs = average(pairs)
         updates = opt._graph_updates(graph, pairs)
         return _v.group(*updates, name=name or f"{type(opt).__name__}/minimize")
 
 
-def minimize_eager(opt, loss, var_list):
+def minimize_eager(opt, loss, var_list, average=None):
     from opforge import variables as _v
     if not callable(loss):
         raise _errors.InvalidArgumentError(
@@ -76,5 +83,9 @@ def minimize_eager(opt, loss, var_list):
         p.grad = None
     value = loss()
     value.backward()
+    if average is not None:
+        from opforge.tensor import tensor
+        for p, g in zip(leaves, average(leaves)):
+            p.grad = None if g is None else tensor(g)
     opt._step_leaves(leaves)
     return value
