@@ -29,7 +29,7 @@ def average_gradients(pairs, fusion_bytes: int, op: str, name: str):
     dtypes = [g.dtype.name for _, g in pairs]
     nbytes = [math.prod(s) * np.dtype(g.dtype.as_numpy_dtype).itemsize for s, (_, g) in zip(shapes, pairs)]
     out = [g for _, g in pairs]
-    previous = []
+    previous: list = []
     for b, idx in enumerate(make_buckets(dtypes, nbytes, fusion_bytes)):
         with of.control_dependencies(previous):
             fused = C.grouped_allreduce([out[i] for i in idx], op=op, fusion_bytes=fusion_bytes,
@@ -59,7 +59,7 @@ def broadcast_variables(var_list=None, root: int = 0, name: str = "variables"):
     var_list = _v.global_variables() if var_list is None else list(var_list)
     if not var_list:
         raise errors.InvalidArgumentError("broadcast_variables: the graph has no variables")
-    previous = []
+    previous: list = []
     for i, v in enumerate(var_list):
         if not isinstance(v, _v._GraphVariable):
             raise errors.InvalidArgumentError(f"broadcast_variables: {v!r} is not a graph variable")

@@ -22,7 +22,7 @@ from __future__ import annotations
 from opforge.distributed import _collectives as C
 
 
-def make_buckets(dtypes, nbytes, fusion_bytes):
+def make_buckets(dtypes: list[str], nbytes: list[int], fusion_bytes: int) -> list[list[int]]:
     """Index lists: by dtype (sorted by name, the same on every process), in
     reverse order (the last layers' gradients are final first), each up to
     `fusion_bytes` (a tensor larger than that is a bucket of its own)."""
