@@ -1,4 +1,5 @@
 """Session-wide test ordering, and the op libraries that several test files load."""
+import os
 import pathlib
 import sys
 
@@ -13,6 +14,14 @@ def pytest_collection_modifyitems(config, items):
     # library cannot be unloaded); run those tests last so every other test
     # sees only the built-in registry.
     items.sort(key=lambda item: item.get_closest_marker("loads_op_libraries") is not None)
+    # Under the sanitizer pass (.ci/sanitize) the bench harness tests run
+    # quick-mode benches whose timings mean nothing there; the ops they time
+    # are covered by the op tests, so they only cost CI minutes.
+    if os.environ.get("OPFORGE_SANITIZED"):
+        skip = pytest.mark.skip(reason="bench harness: timings mean nothing under ASan")
+        for item in items:
+            if "bench" in item.name:
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
