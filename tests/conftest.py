@@ -17,11 +17,21 @@ def pytest_collection_modifyitems(config, items):
     # Under the sanitizer pass (.ci/sanitize) the bench harness tests run
     # quick-mode benches whose timings mean nothing there; the ops they time
     # are covered by the op tests, so they only cost CI minutes.
+    # Hypothesis tests draw a quarter of their examples there (at least 5):
+    # every path still runs, at ASan's 3-5x cost per example.
     if os.environ.get("OPFORGE_SANITIZED"):
         skip = pytest.mark.skip(reason="bench harness: timings mean nothing under ASan")
         for item in items:
             if "bench" in item.name:
                 item.add_marker(skip)
+            _fewer_examples(getattr(item, "obj", None))
+
+
+def _fewer_examples(test):
+    from hypothesis import settings
+    current = getattr(test, "_hypothesis_internal_use_settings", None)  # set by @given/@settings
+    if current is not None:
+        test._hypothesis_internal_use_settings = settings(current, max_examples=max(5, current.max_examples // 4))
 
 
 @pytest.fixture(scope="session")
