@@ -236,8 +236,13 @@ Status RmsNormKernel(OpKernelContext* ctx) {
       const T* OF_RESTRICT xr = in + r * d;
       T* OF_RESTRICT yr = y + r * d;
       const double mean_sq = RowSumSquares(xr, d) / static_cast<double>(d);
-      const T inv = static_cast<T>(1.0 / std::sqrt(mean_sq + eps));
-      for (int64 i = 0; i < d; ++i) yr[i] = xr[i] * inv * w[i];
+      const double inv_d = 1.0 / std::sqrt(mean_sq + eps);
+      const T inv = static_cast<T>(inv_d);
+      if (std::isinf(inv) && !std::isinf(inv_d)) {  // a tiny epsilon over a zero row: stay in double
+        for (int64 i = 0; i < d; ++i) yr[i] = static_cast<T>(static_cast<double>(xr[i]) * inv_d * w[i]);
+      } else {
+        for (int64 i = 0; i < d; ++i) yr[i] = xr[i] * inv * w[i];
+      }
     }
   });
   return Status::OK();
