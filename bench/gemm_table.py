@@ -1,7 +1,7 @@
 """Issue 22's GEMM table: float32 matmul GFLOP/s beside numpy (OpenBLAS) and
 beside the machine's measured FMA peak.
 
-    python -m bench.gemm_table [--repeats N] [--quick] [--onnx] [--train] [--all]
+    python -m bench.gemm_table [--repeats N] [--quick] [--onnx] [--train] [--all] [--epilogue]
 
 --all prints the whole issue-22 table in one run: the matmul rows, the ONNX
 MLPs beside onnxruntime, and the training steps beside PyTorch (when torch
@@ -17,7 +17,9 @@ with other work, `chrt -f 1 python -m bench.gemm_table ...` shields the
 run from it (the figures in docs/gemm.md were taken so). The peak is measured once by an FMA-throughput loop
 on every intra-op thread (cpp/kernels/gemm/peak.cc). --onnx adds the ONNX
 MLPs (batch 64: 784-512-512-10; batch 1 and 4: 784-256-256-10) beside
-onnxruntime.
+onnxruntime. --epilogue times FusedMatMul per activation beside the bare
+product (run it again with OPFORGE_GEMM_EPILOGUE=pass for the second-pass
+epilogue the microkernels' in-register one replaced).
 """
 import argparse
 import ctypes
@@ -94,6 +96,31 @@ def matmul_rows(of, repeats, quick, cpu_time=False, settle=0.15):
     return rows
 
 
+EPILOGUE_SHAPES = ((128, 768, 3072), (128, 3072, 768), (16, 768, 3072), (256, 256, 256), (64, 784, 512))
+EPILOGUE_ACTS = ("none", "relu", "gelu", "silu", "sigmoid")
+
+
+def epilogue_rows(repeats, settle=0.15):
+    """FusedMatMul (bias + activation in the GEMM's epilogue) against the bare
+    product of the same shape, interleaved: the epilogue's cost in % of the
+    product. OPFORGE_GEMM_EPILOGUE=pass measures the second-pass epilogue the
+    microkernels' in-register one replaced."""
+    import opforge as of
+    gen = of.ops.gen_linalg_ops
+    rng = np.random.default_rng(0)
+    rows = []
+    for m, k, n in EPILOGUE_SHAPES:
+        ns = {"of": of, "gen": gen, "x": rng.standard_normal((m, k), dtype=np.float32),
+              "w": rng.standard_normal((k, n), dtype=np.float32), "bias": rng.standard_normal(n, dtype=np.float32)}
+        stmts = {"matmul": "of.matmul(x, w)"}
+        stmts.update({a: f"gen.fused_mat_mul(x, w, bias, activation='{a}')" for a in EPILOGUE_ACTS})
+        samples = timing.interleaved(stmts, ns, repeats, 0.05, settle_s=settle)
+        med = {lib: statistics.median(v) for lib, v in samples.items()}
+        rows.append((f"M={m} K={k} N={n}", med["matmul"] * 1e6,
+                     [100 * (med[a] / med["matmul"] - 1) for a in EPILOGUE_ACTS]))
+    return rows
+
+
 def onnx_rows(repeats, cpu_time=False):
     import onnxruntime as ort
     import opforge as of
@@ -134,6 +161,8 @@ def main(argv=None):
     p.add_argument("--onnx", action="store_true", help="also the ONNX MLPs beside onnxruntime")
     p.add_argument("--onnx-only", action="store_true", help="only the ONNX MLPs")
     p.add_argument("--train", action="store_true", help="also the MLP training steps beside PyTorch")
+    p.add_argument("--epilogue", action="store_true",
+                   help="only FusedMatMul's epilogue cost beside the bare product (per activation)")
     p.add_argument("--all", action="store_true", help="matmul, ONNX MLPs and training steps: the issue-22 table")
     p.add_argument("--settle", type=float, default=0.15,
                    help="seconds to pause before each timed matmul batch (0: the libraries run in each "
@@ -148,6 +177,15 @@ def main(argv=None):
     if args.cpu_time and threads != 1:
         raise SystemExit("bench.gemm_table: --cpu-time needs OPFORGE_NUM_THREADS=1 (and OPENBLAS_NUM_THREADS=1)")
     peak = fma_peak_gflops(threads, 0.05 if args.quick else 0.3)
+    if args.epilogue:
+        import os
+        mode = os.environ.get("OPFORGE_GEMM_EPILOGUE", "in registers")
+        print(f"FusedMatMul epilogue ({mode}): time over the bare product, median of {repeats} interleaved repeats")
+        print(f"{'bias + activation':<24}{'matmul us':>10}" + "".join(f"{a:>9}" for a in EPILOGUE_ACTS))
+        for name, t_mm, extra in epilogue_rows(repeats, args.settle):
+            print(f"{name:<24}{t_mm:>10.1f}" + "".join(f"{e:>+8.1f}%" for e in extra))
+        print(f"(load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs at the end)")
+        return 0
     print(f"measured FMA peak: {peak:.0f} GFLOP/s on {threads} threads; "
           f"median of {repeats} interleaved repeats")
     print(f"{'float32 matmul':<28}{'numpy GF/s':>11}{'opforge GF/s':>13}{'% peak':>8}{'vs numpy':>9}")

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "../simd_math.h"
+#include "gemm.h"
 #include "microkernel.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -26,11 +28,71 @@ constexpr int L = 16;
 typedef float V __attribute__((vector_size(64)));
 #include "gemv_isa.inc"
 
+// vscalef for simd::Exp's 2^n, as vector_math's AVX-512 loops use it, so
+// the activations here round exactly as the standalone ops'. Not
+// always_inline (see simd::GenericScale).
+struct Scalef {
+  static inline V Apply(const V& p, const V& n, const V&) {
+    return (V)_mm512_maskz_scalef_ps(__mmask16(0xFFFF), (__m512)p, (__m512)n);
+  }
+};
+
+template <Activation kAct>
+inline __attribute__((always_inline)) __m512 Activate(__m512 v) {
+  if constexpr (kAct == Activation::kRelu) {
+    return _mm512_max_ps(_mm512_setzero_ps(), v);  // NaN stays NaN (max returns its second operand)
+  } else if constexpr (kAct == Activation::kSigmoid) {
+    return (__m512)simd::Sigmoid<float, 64, Scalef>((V)v);
+  } else if constexpr (kAct == Activation::kSilu) {
+    return _mm512_mul_ps(v, (__m512)simd::Sigmoid<float, 64, Scalef>((V)v));
+  } else if constexpr (kAct == Activation::kGelu) {
+    return (__m512)simd::GeluErf<64, Scalef>((V)v);
+  } else {
+    return v;
+  }
+}
+
+// The epilogue in registers, unrolled over the rows so the accumulators
+// never leave them: the same steps, in the same order, as ApplyEpilogue's
+// second pass over a stored tile.
+template <int M, Activation kAct>
+inline __attribute__((always_inline)) void Finish(const __m512* acc0, const __m512* acc1, float* c, int64_t ldc,
+                                                  __mmask16 m0, __mmask16 m1, float alpha, float beta,
+                                                  const TileEpilogue& ep) {
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const bool has_bc = ep.bias_col != nullptr;
+  const __m512 bc0 = has_bc ? _mm512_maskz_loadu_ps(m0, ep.bias_col) : _mm512_setzero_ps();
+  const __m512 bc1 = has_bc ? _mm512_maskz_loadu_ps(m1, ep.bias_col + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    float* ci = c + i * ldc;
+    __m512 r0 = _mm512_mul_ps(va, acc0[i]), r1 = _mm512_mul_ps(va, acc1[i]);
+    if (beta != 0.0f) {
+      r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), r0);
+      r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), r1);
+    }
+    if (has_bc) r0 = _mm512_add_ps(r0, bc0), r1 = _mm512_add_ps(r1, bc1);  // no bias: -0 stays -0
+    if (ep.bias_row != nullptr) {
+      const __m512 br = _mm512_set1_ps(ep.bias_row[i]);
+      r0 = _mm512_add_ps(r0, br), r1 = _mm512_add_ps(r1, br);
+    }
+    r0 = Activate<kAct>(r0), r1 = Activate<kAct>(r1);
+    if (ep.residual != nullptr) {
+      const float* ri = ep.residual + i * ep.residual_ld;
+      r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, ri));
+      r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, ri + 16));
+    }
+    _mm512_mask_storeu_ps(ci, m0, r0);
+    _mm512_mask_storeu_ps(ci + 16, m1, r1);
+  }
+}
+
 // kPacked: a is a packed panel (a_rs = 1, a_cs = MR), so the row offsets are
-// compile-time constants.
+// compile-time constants. ep: the epilogue applied in registers, or null.
 template <int M, bool kPacked>
-void Tile(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_ld,
-          float* c, int64_t ldc, int n, float alpha, float beta) {
+inline __attribute__((always_inline)) void Body(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs,
+                                                const float* b, int64_t b_ld, float* c, int64_t ldc, int n,
+                                                float alpha, float beta, const TileEpilogue* ep) {
   if (kPacked) a_rs = 1, a_cs = MR;
   __m512 acc0[M], acc1[M];
 #pragma GCC unroll 16
@@ -54,27 +116,50 @@ void Tile(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b
   const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
   const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
   const __m512 va = _mm512_set1_ps(alpha);
-  if (beta == 0.0f) {
+  if (ep == nullptr) {
+    if (beta == 0.0f) {
 #pragma GCC unroll 16
-    for (int i = 0; i < M; ++i) {
-      _mm512_mask_storeu_ps(c + i * ldc, m0, _mm512_mul_ps(va, acc0[i]));
-      _mm512_mask_storeu_ps(c + i * ldc + 16, m1, _mm512_mul_ps(va, acc1[i]));
-    }
-  } else {
-    const __m512 vb = _mm512_set1_ps(beta);
+      for (int i = 0; i < M; ++i) {
+        _mm512_mask_storeu_ps(c + i * ldc, m0, _mm512_mul_ps(va, acc0[i]));
+        _mm512_mask_storeu_ps(c + i * ldc + 16, m1, _mm512_mul_ps(va, acc1[i]));
+      }
+    } else {
+      const __m512 vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 16
-    for (int i = 0; i < M; ++i) {
-      float* ci = c + i * ldc;
-      const __m512 o0 = _mm512_maskz_loadu_ps(m0, ci), o1 = _mm512_maskz_loadu_ps(m1, ci + 16);
-      _mm512_mask_storeu_ps(ci, m0, _mm512_fmadd_ps(va, acc0[i], _mm512_mul_ps(vb, o0)));
-      _mm512_mask_storeu_ps(ci + 16, m1, _mm512_fmadd_ps(va, acc1[i], _mm512_mul_ps(vb, o1)));
+      for (int i = 0; i < M; ++i) {
+        float* ci = c + i * ldc;
+        const __m512 o0 = _mm512_maskz_loadu_ps(m0, ci), o1 = _mm512_maskz_loadu_ps(m1, ci + 16);
+        _mm512_mask_storeu_ps(ci, m0, _mm512_fmadd_ps(va, acc0[i], _mm512_mul_ps(vb, o0)));
+        _mm512_mask_storeu_ps(ci + 16, m1, _mm512_fmadd_ps(va, acc1[i], _mm512_mul_ps(vb, o1)));
+      }
     }
+    return;
   }
+  switch (static_cast<Activation>(ep->activation)) {
+    case Activation::kNone: Finish<M, Activation::kNone>(acc0, acc1, c, ldc, m0, m1, alpha, beta, *ep); break;
+    case Activation::kRelu: Finish<M, Activation::kRelu>(acc0, acc1, c, ldc, m0, m1, alpha, beta, *ep); break;
+    case Activation::kGelu: Finish<M, Activation::kGelu>(acc0, acc1, c, ldc, m0, m1, alpha, beta, *ep); break;
+    case Activation::kSilu: Finish<M, Activation::kSilu>(acc0, acc1, c, ldc, m0, m1, alpha, beta, *ep); break;
+    case Activation::kSigmoid: Finish<M, Activation::kSigmoid>(acc0, acc1, c, ldc, m0, m1, alpha, beta, *ep); break;
+  }
+}
+
+template <int M, bool kPacked>
+void Tile(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_ld,
+          float* c, int64_t ldc, int n, float alpha, float beta) {
+  Body<M, kPacked>(kc, a, a_rs, a_cs, b, b_ld, c, ldc, n, alpha, beta, nullptr);
+}
+
+template <int M, bool kPacked>
+void TileEpi(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_ld,
+             float* c, int64_t ldc, int n, float alpha, float beta, const TileEpilogue& ep) {
+  Body<M, kPacked>(kc, a, a_rs, a_cs, b, b_ld, c, ldc, n, alpha, beta, &ep);
 }
 
 template <int... Ms>
 constexpr Kernels Make(std::integer_sequence<int, Ms...>) {
-  return Kernels{"avx512", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackB<NR>, &GemvN, &GemvT};
+  return Kernels{"avx512", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackB<NR>, &GemvN, &GemvT,
+                 {&TileEpi<Ms + 1, true>...}, {&TileEpi<Ms + 1, false>...}};
 }
 
 const Kernels kKernels = Make(std::make_integer_sequence<int, MR>());

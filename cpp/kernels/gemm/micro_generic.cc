@@ -52,7 +52,7 @@ void Tile(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b
 
 template <int... Ms>
 constexpr Kernels Make(std::integer_sequence<int, Ms...>) {
-  return Kernels{"generic", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackB<NR>, &GemvN, &GemvT};
+  return Kernels{"generic", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackB<NR>, &GemvN, &GemvT, {}, {}};
 }
 
 const Kernels kKernels = Make(std::make_integer_sequence<int, MR>());

@@ -17,6 +17,21 @@ using MicroFn = void (*)(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs,
 
 constexpr int kMaxMR = 16;
 
+// The epilogue of one register tile, applied to the accumulators before the
+// store (last depth block only): v = alpha * acc + beta * C; v += bias;
+// v = act(v); v += residual. Pointers are at the tile's first row / column,
+// null when absent; activation is a gemm::Activation.
+struct TileEpilogue {
+  const float* bias_col;  // bias_col[j], j < n
+  const float* bias_row;  // bias_row[i], i < m
+  int activation;
+  const float* residual;  // residual[i * residual_ld + j]
+  int64_t residual_ld;
+};
+using MicroEpiFn = void (*)(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                            int64_t b_ld, float* c, int64_t ldc, int n, float alpha, float beta,
+                            const TileEpilogue& ep);
+
 struct Kernels {
   const char* name;
   int mr, nr;
@@ -33,6 +48,10 @@ struct Kernels {
   // [N, K]): c[j] = alpha * dot(a, B[:, j]) + beta * c[j]; a contiguous.
   void (*gemv_t)(int64_t k, const float* a, const float* b, int64_t b_cs, float* c, int64_t n,
                  float alpha, float beta);
+  // packed / strided with the epilogue in registers; all null where an ISA
+  // has none (the driver then runs ApplyEpilogue over the stored tile).
+  MicroEpiFn packed_epi[kMaxMR];
+  MicroEpiFn strided_epi[kMaxMR];
 };
 
 // M = 1, B's rows contiguous, on `threads` threads split along the depth

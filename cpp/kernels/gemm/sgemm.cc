@@ -9,6 +9,11 @@
 // Small M (see kUnpackedRows): A is read in place by broadcasts (no packing), B in
 // place when its rows are contiguous, else one nr-wide panel at a time.
 //
+// The epilogue (bias, activation, residual) is applied by the microkernel to
+// its accumulators on the last depth block, before the store, where the ISA
+// has such kernels (AVX-512); elsewhere by a second pass over each finished
+// tile while it is in L1 (epilogue.cc).
+//
 // Threads: C is cut into a grid of tiles (whole register tiles), a few per
 // thread, claimed dynamically (claims.h); each thread runs the serial nest on its tile
 // with its own packing buffers: one fork-join per call, no barriers inside.
@@ -106,6 +111,32 @@ void PackA(const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, int 
   }
 }
 
+// Whether the microkernels apply the epilogue in registers where their ISA
+// has the kernels for it (OPFORGE_GEMM_EPILOGUE=pass: a second pass over
+// each stored tile, ApplyEpilogue, as before; for comparison).
+bool EpilogueInRegisters() {
+  static const bool on = [] {
+    const char* v = std::getenv("OPFORGE_GEMM_EPILOGUE");
+    return v == nullptr || std::strcmp(v, "pass") != 0;
+  }();
+  return on;
+}
+
+// The epilogue of the register tile whose first element is C[row, col].
+TileEpilogue TileEp(const Epilogue& ep, int64_t row, int64_t col) {
+  TileEpilogue t;
+  t.bias_col = ep.bias_kind == BiasKind::kPerColumn ? ep.bias + col : nullptr;
+  t.bias_row = ep.bias_kind == BiasKind::kPerRow ? ep.bias + row : nullptr;
+  t.activation = static_cast<int>(ep.activation);
+  t.residual = ep.residual != nullptr ? ep.residual + row * ep.residual_ld + col : nullptr;
+  t.residual_ld = ep.residual_ld;
+  return t;
+}
+
+bool RegisterEpilogue(const Epilogue& ep, const Kernels& kr) {
+  return !ep.empty() && kr.packed_epi[0] != nullptr && EpilogueInRegisters();
+}
+
 // One row of C: the GEMV kernels, when B has contiguous rows or columns.
 bool OneRow(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i, int64_t j0,
             int64_t j1) {
@@ -130,6 +161,7 @@ void SmallM(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
   const int64_t tiles = (i1 - i0 + kr.mr - 1) / kr.mr;
   const int mr = static_cast<int>((i1 - i0 + tiles - 1) / tiles);
   const bool in_place = g.cs_b == 1;
+  const bool in_regs = RegisterEpilogue(ep, kr);
   float* bbuf = in_place && (j1 - j0) % nr == 0 ? nullptr : Scratch(0, std::min(g.k, kSmallKC) * nr);
   for (int64_t jr = j0; jr < j1; jr += nr) {
     const int n = static_cast<int>(std::min<int64_t>(nr, j1 - jr));
@@ -142,13 +174,19 @@ void SmallM(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
         bp = bbuf, b_ld = nr;
       }
       const float beta = pc == 0 ? g.beta : 1.0f;
+      const bool epi = in_regs && pc + kc >= g.k;
       for (int64_t ir = i0; ir < i1; ir += mr) {
         const int m = static_cast<int>(std::min<int64_t>(mr, i1 - ir));
-        kr.strided[m - 1](kc, g.a + ir * g.rs_a + pc * g.cs_a, g.rs_a, g.cs_a, bp, b_ld,
-                          g.c + ir * g.ldc + jr, g.ldc, n, g.alpha, beta);
+        const float* a = g.a + ir * g.rs_a + pc * g.cs_a;
+        float* c = g.c + ir * g.ldc + jr;
+        if (epi) {
+          kr.strided_epi[m - 1](kc, a, g.rs_a, g.cs_a, bp, b_ld, c, g.ldc, n, g.alpha, beta, TileEp(ep, ir, jr));
+        } else {
+          kr.strided[m - 1](kc, a, g.rs_a, g.cs_a, bp, b_ld, c, g.ldc, n, g.alpha, beta);
+        }
       }
     }
-    if (!ep.empty()) ApplyEpilogue(ep, g.c + i0 * g.ldc + jr, g.ldc, i0, jr, i1 - i0, n);
+    if (!ep.empty() && !in_regs) ApplyEpilogue(ep, g.c + i0 * g.ldc + jr, g.ldc, i0, jr, i1 - i0, n);
   }
 }
 
@@ -161,6 +199,7 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
   float* bpack = Scratch(0, nc_max * std::min(g.k, kKC));
   float* apack = apre != nullptr ? nullptr : Scratch(1, MC * std::min(g.k, kKC));
   const int64_t m_padded = (g.m + mr - 1) / mr * mr;
+  const bool in_regs = RegisterEpilogue(ep, kr);
   for (int64_t jc = j0; jc < j1; jc += kNC) {
     const int64_t nc = std::min(kNC, j1 - jc);
     const int64_t npanels = (nc + nr - 1) / nr;
@@ -190,10 +229,15 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
           const float* bp = bpack + q * kc * nr;
           for (int64_t ir = 0; ir < mc; ir += mr) {
             const int m = static_cast<int>(std::min<int64_t>(mr, mc - ir));
-            kr.packed[m - 1](kc, ablk + ir * kc, 1, mr, bp, nr, g.c + (ic + ir) * g.ldc + jr, g.ldc,
-                             n, g.alpha, beta);
+            float* c = g.c + (ic + ir) * g.ldc + jr;
+            if (last && in_regs) {
+              kr.packed_epi[m - 1](kc, ablk + ir * kc, 1, mr, bp, nr, c, g.ldc, n, g.alpha, beta,
+                                   TileEp(ep, ic + ir, jr));
+            } else {
+              kr.packed[m - 1](kc, ablk + ir * kc, 1, mr, bp, nr, c, g.ldc, n, g.alpha, beta);
+            }
           }
-          if (last && !ep.empty()) ApplyEpilogue(ep, g.c + ic * g.ldc + jr, g.ldc, ic, jr, mc, n);
+          if (last && !ep.empty() && !in_regs) ApplyEpilogue(ep, g.c + ic * g.ldc + jr, g.ldc, ic, jr, mc, n);
         }
       }
     }
