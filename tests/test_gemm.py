@@ -84,6 +84,8 @@ def test_matmul_model_shapes(m, k, n, tb):
        ta=st.booleans(), tb=st.booleans(), act=st.sampled_from(["none", "relu", "gelu"]),
        seed=st.integers(0, 2 ** 16))
 @example(m=250, k=600, n=2200, ta=False, tb=True, act="relu", seed=0)  # two A blocks, packed once
+@example(m=4, k=784, n=256, ta=False, tb=True, act="relu", seed=0)  # a few rows: threaded as a GEMV is
+@example(m=8, k=257, n=777, ta=True, tb=False, act="gelu", seed=0)
 @example(m=130, k=600, n=777, ta=True, tb=False, act="gelu", seed=1)
 def test_threaded_split_shapes(m, k, n, ta, tb, act, seed):
     # Products big enough for the intra-op threads: one row of tiles (all of
