@@ -13,6 +13,8 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+// simd_math.h's templates are instantiated here (see the -Wpsabi note there).
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace opforge {
 namespace gemm {
