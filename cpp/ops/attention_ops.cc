@@ -87,7 +87,7 @@ REGISTER_OP("ScaledDotProductAttention")
     .Input("value: T")
     .Input("mask: T")
     .Output("y: T")
-    .Attr("T: {float32, float64}")
+    .Attr("T: {float32, float64, halftype}")
     .Attr("causal: bool = false")
     .Attr("scale: float = 0.0")
     .SetShapeFn(AttentionShape)
@@ -104,6 +104,7 @@ and value head h / (Hq / Hkv). The causal mask lets query i see keys
 j <= i + Sk - Sq (aligned at the end, as with a key/value cache). A row that
 sees no key gives zeros. The mask is additive (use -inf to hide a key) and
 has no gradient.
+float16 and bfloat16 compute in float32 and round the output once.
 
 query: [B, Hq, Sq, D].
 key: [B, Hkv, Sk, D], Hkv dividing Hq.

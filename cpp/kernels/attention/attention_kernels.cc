@@ -14,6 +14,7 @@
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
 #include "../gemm/gemm.h"
+#include "../half_via_float.h"
 #include "../vector_math.h"
 
 namespace opforge {
@@ -268,6 +269,9 @@ Status AttentionGradKernel(OpKernelContext* ctx) {
 
 REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kFloat32, AttentionKernelF32);
 REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kFloat64, AttentionKernel<double>);
+// float16/bfloat16: widened to float32, the float32 kernel, the output rounded once.
+REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kFloat16, HalfViaFloat32);
+REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kBFloat16, HalfViaFloat32);
 REGISTER_KERNEL("ScaledDotProductAttentionGrad", kCPU, DType::kFloat32, AttentionGradKernel<float>);
 REGISTER_KERNEL("ScaledDotProductAttentionGrad", kCPU, DType::kFloat64, AttentionGradKernel<double>);
 
