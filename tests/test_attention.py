@@ -40,6 +40,25 @@ def test_matches_the_reference(dtype, tol, causal, hq, hkv, sq, sk):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("sq,sk,mask_shape", [(17, 17, (1,)), (6, 23, (2, 1, 6, 23)), (9, 9, (9, 1)),
+                                              (5, 300, (1, 300))])
+def test_float32_paths_wide_heads(causal, sq, sk, mask_shape):
+    # Short rows (the per-head vector loops: padded keys, 4-row tiles, dv 19 = 16 + a
+    # scalar tail), and 300 keys (the blocked sgemm kernel). A mask that is -inf
+    # for whole rows gives zeros there.
+    b, hq, hkv, d, dv = 2, 4, 2, 16, 19
+    q = RNG.standard_normal((b, hq, sq, d)).astype(np.float32)
+    k = RNG.standard_normal((b, hkv, sk, d)).astype(np.float32)
+    v = RNG.standard_normal((b, hkv, sk, dv)).astype(np.float32)
+    mask = RNG.standard_normal(mask_shape).astype(np.float32)
+    if mask.ndim == 4:
+        mask[0, 0, 2] = -np.inf  # batch 0, query 2: no key
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal).numpy()
+    want = reference(*(a.astype(np.float64) for a in (q, k, v, mask)), causal=causal)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
 def test_float16_computes_in_float32_and_rounds_once(causal):
     q, k = RNG.standard_normal((2, 4, 7, 8)), RNG.standard_normal((2, 2, 9, 8))
     v, mask = RNG.standard_normal((2, 2, 9, 6)), RNG.standard_normal((7, 9))
