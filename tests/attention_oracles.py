@@ -1,4 +1,4 @@
-"""test_bad_input oracles for ScaledDotProductAttention and its backward op
+"""test_bad_input oracles for ScaledDotProductAttention and its backward op, and ApplyRotaryEmbedding
 (robustness_oracles.py merges them into ORACLES): float64 numpy with whole
 score matrices, the kernel's blockwise online softmax's independent twin.
 Shapes are small and sometimes inconsistent; values small and finite."""
@@ -80,7 +80,35 @@ def attention_grad(query, key, value, mask, y, dy, causal, scale):
     return tuple(a.astype(query.dtype) for a in (dq, dk, dv))
 
 
+def _gen_rotary(draw, dtype):
+    lead = draw(st.lists(st.integers(0, 3), min_size=0, max_size=3))
+    x_shape = tuple(lead) + (draw(st.sampled_from([0, 2, 4, 6, 3])),)
+
+    def table():
+        k = draw(st.integers(1, len(x_shape)))
+        dims = [1 if draw(st.booleans()) else n for n in x_shape[len(x_shape) - k:-1]] + [x_shape[-1]]
+        if not draw(st.integers(0, 7)):  # an inconsistent shape
+            dims[draw(st.integers(0, len(dims) - 1))] += 1
+        return tuple(dims)
+    return tuple(array(draw, dtype, s, small=True, finite=True) for s in (x_shape, table(), table())), {}
+
+
+@quiet
+def rotary(x, cos, sin):
+    if x.ndim < 1 or x.shape[-1] % 2:
+        raise ValueError("x")
+    for c in (cos, sin):
+        if not 1 <= c.ndim <= x.ndim or c.shape[-1] != x.shape[-1] or any(
+                n not in (1, m) for n, m in zip(c.shape[:-1], x.shape[x.ndim - c.ndim:-1])):
+            raise ValueError("cos/sin")
+    h = x.shape[-1] // 2
+    x64 = x.astype(np.float64)
+    rot = np.concatenate([-x64[..., h:], x64[..., :h]], axis=-1)
+    return (x64 * cos + rot * sin).astype(x.dtype)
+
+
 ATTENTION_ORACLES = {
+    "ApplyRotaryEmbedding": (_gen_rotary, rotary),
     "ScaledDotProductAttention": (_gen, attention),
     "ScaledDotProductAttentionGrad": (lambda d, t: _gen(d, t, grad=True), attention_grad),
 }

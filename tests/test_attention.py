@@ -39,6 +39,37 @@ def test_matches_the_reference(dtype, tol, causal, hq, hkv, sq, sk):
     np.testing.assert_allclose(got, reference(q, k, v, mask, causal), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("sq,sk,mask_shape", [(17, 17, (1,)), (6, 23, (2, 1, 6, 23)), (9, 9, (9, 1)),
+                                              (5, 300, (1, 300))])
+def test_float32_paths_wide_heads(causal, sq, sk, mask_shape):
+    # Short rows (the per-head vector loops: padded keys, 4-row tiles, dv 19 = 16 + a
+    # scalar tail), and 300 keys (the blocked sgemm kernel). A mask that is -inf
+    # for whole rows gives zeros there.
+    b, hq, hkv, d, dv = 2, 4, 2, 16, 19
+    q = RNG.standard_normal((b, hq, sq, d)).astype(np.float32)
+    k = RNG.standard_normal((b, hkv, sk, d)).astype(np.float32)
+    v = RNG.standard_normal((b, hkv, sk, dv)).astype(np.float32)
+    mask = RNG.standard_normal(mask_shape).astype(np.float32)
+    if mask.ndim == 4:
+        mask[0, 0, 2] = -np.inf  # batch 0, query 2: no key
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal).numpy()
+    want = reference(*(a.astype(np.float64) for a in (q, k, v, mask)), causal=causal)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_float16_computes_in_float32_and_rounds_once(causal):
+    q, k = RNG.standard_normal((2, 4, 7, 8)), RNG.standard_normal((2, 2, 9, 8))
+    v, mask = RNG.standard_normal((2, 2, 9, 6)), RNG.standard_normal((7, 9))
+    h = [a.astype(np.float16) for a in (q, k, v, mask)]
+    got = F.scaled_dot_product_attention(*h[:3], attn_mask=h[3], is_causal=causal).numpy()
+    assert got.dtype == np.float16
+    # The float64 reference on the same float16 inputs, rounded once to float16.
+    want = reference(*[a.astype(np.float64) for a in h[:3]], h[3].astype(np.float64), causal)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-3, atol=1e-3)
+
+
 def test_bool_mask_scale_and_rows_that_see_nothing():
     q, k, v = (RNG.standard_normal((1, 2, 3, 4)) for _ in range(3))
     keep = np.array([[True, False, True], [False, False, False], [True, True, True]])

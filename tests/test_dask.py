@@ -50,6 +50,7 @@ NOT_DISTRIBUTED = {
     "Unique": "rows are compared across chunk borders; five outputs",
     "ScaledDotProductAttention": "each query row reads every key: blocks would need the whole key/value",
     "ScaledDotProductAttentionGrad": "three outputs",
+    "ApplyRotaryEmbedding": "cos/sin broadcast against x: their chunks would have to follow x's",
     **{op: "windows span chunk borders (needs overlap, not implemented)" for op in (
         "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool2D", "MaxPool2DGrad", "AvgPool2D",
         "AvgPool2DGrad", "AdaptiveAvgPool2D", "AdaptiveAvgPool2DGrad", "FusedConv2D", "ConvTranspose2D",

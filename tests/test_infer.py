@@ -193,6 +193,7 @@ CASES.update({
                                    {"causal": True})],
     "ScaledDotProductAttentionGrad": [((arr((1, 2, 3, 4)), arr((1, 1, 3, 4)), arr((1, 1, 3, 2)), arr((1,)),
                                         arr((1, 2, 3, 2)), arr((1, 2, 3, 2))), {"scale": 0.5})],
+    "ApplyRotaryEmbedding": [((arr((2, 3, 4, 6)), arr((4, 6)), arr((2, 1, 4, 6))), {})],
 })
 
 # Bitwise, trig, detection and unique ops (issue 24).

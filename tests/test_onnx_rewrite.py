@@ -231,3 +231,52 @@ def test_tanh_gelu_as_gpt2_exports_it_becomes_one_step():
     # A wrong constant (0.04 for 0.044715) is another function: left alone.
     nodes[2] = _c("c", np.float32(0.04))
     _check(_model(nodes, [_vi("x", [4, 32])], [_vi("y", None)]), {"x": x}, "Tanh", "Gelu")
+
+
+def _rotary_model(d=8, cos_shape=(1, 1, 5, 8), axis=3, cat_axis=-1, shared=False):
+    """Hugging Face's apply_rotary_pos_emb as torch.onnx exports it (Llama)."""
+    h = d // 2
+    big = np.iinfo(np.int64).max
+    nodes = [_c("s0", np.array([0])), _c("sh", np.array([h])), _c("end", np.array([big])),
+             _c("ax", np.array([axis])), _c("one", np.array([1])),
+             helper.make_node("Slice", ["x", "s0", "sh", "ax", "one"], ["x1"]),
+             helper.make_node("Slice", ["x", "sh", "end", "ax", "one"], ["x2"]),
+             helper.make_node("Neg", ["x2"], ["n"]),
+             helper.make_node("Concat", ["n", "x1"], ["r"], axis=cat_axis),
+             helper.make_node("Mul", ["x", "cos"], ["xc"]), helper.make_node("Mul", ["r", "sin"], ["rs"]),
+             helper.make_node("Add", ["xc", "rs"], ["y"])]
+    outputs = [_vi("y", None)] + ([_vi("r", None)] if shared else [])
+    return _model(nodes, [_vi("x", [2, 3, 5, d]), _vi("cos", list(cos_shape)), _vi("sin", list(cos_shape))], outputs)
+
+
+def _rotary_feeds(d=8, cos_shape=(1, 1, 5, 8)):
+    return {"x": RNG.standard_normal((2, 3, 5, d)).astype(np.float32),
+            "cos": RNG.standard_normal(cos_shape).astype(np.float32),
+            "sin": RNG.standard_normal(cos_shape).astype(np.float32)}
+
+
+@pytest.mark.parametrize("cos_shape", [(1, 1, 5, 8), (2, 1, 5, 8), (5, 8)])
+def test_rotary_embedding_as_llama_exports_it_becomes_one_op(cos_shape):
+    prog = _check(_rotary_model(cos_shape=cos_shape), _rotary_feeds(cos_shape=cos_shape),
+                  "ApplyRotaryEmbedding", "Neg")
+    assert "ApplyRotaryEmbedding" in _graph_ops(prog) and "Concat" not in _graph_ops(prog)
+
+
+def test_rotary_that_does_not_halve_the_last_axis_runs_unfused():
+    # Split at 4 of a last dim of 10: the pattern matches at import, the fused
+    # converter refuses it at run time, and the original nodes run.
+    model = _rotary_model(d=10, cos_shape=(10,))
+    for node in model.graph.node:
+        if node.output[0] == "sh":
+            node.attribute[0].t.CopyFrom(numpy_helper.from_array(np.array([4])))
+    feeds = _rotary_feeds(d=10, cos_shape=(10,))
+    prog = opforge.onnx.load(model)
+    assert "ApplyRotaryEmbedding" in _types(prog)
+    want = _ort(model, feeds)
+    for _ in range(2):
+        np.testing.assert_allclose(prog.run(feeds)[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_rotary_whose_rotated_half_is_also_an_output_is_left_alone():
+    prog = _check(_rotary_model(shared=True), _rotary_feeds(), "Neg", "ApplyRotaryEmbedding")
+    assert "ApplyRotaryEmbedding" not in _graph_ops(prog)

@@ -1,4 +1,5 @@
-// The attention group: ScaledDotProductAttention, computed blockwise with an
+// The attention group: ApplyRotaryEmbedding (rotary position embeddings, as the
+// ONNX importer fuses them), ScaledDotProductAttention, computed blockwise with an
 // online softmax (the [Sq, Sk] score matrix never exists whole), and its
 // backward op, which recomputes the softmax statistics instead of storing
 // them. Kernels live in cpp/kernels/attention/.
@@ -79,6 +80,34 @@ Status AttentionGradShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
+// x [..., D] with D even; cos and sin of rank <= rank(x), each dim 1 or x's,
+// the last one D.
+Status RotaryShape(InferenceContext* ctx) {
+  const TensorShape& x = ctx->input_shape(0);
+  if (x.rank() < 1) return errors::InvalidArgument("argument 'x' must have rank >= 1, got a scalar");
+  const int64_t d = x.dim(x.rank() - 1);
+  if (Known(d) && d % 2) {
+    return errors::InvalidArgument("argument 'x' ", x.DebugString(), " must have an even last dim (two halves)");
+  }
+  const char* names[] = {"cos", "sin"};
+  for (int t = 1; t < 3; ++t) {
+    const TensorShape& c = ctx->input_shape(t);
+    bool ok = c.rank() >= 1 && c.rank() <= x.rank();
+    for (int i = 0; ok && i < c.rank(); ++i) {
+      const int64_t want = x.dim(x.rank() - c.rank() + i), got = c.dim(i);
+      const bool last = i == c.rank() - 1;
+      ok = !Known(want) || !Known(got) || got == want || (!last && got == 1);
+    }
+    if (!ok) {
+      return errors::InvalidArgument("argument '", names[t - 1], "' ", c.DebugString(),
+                                     " must broadcast to argument 'x' ", x.DebugString(),
+                                     " with the same last dim");
+    }
+  }
+  ctx->set_output_shape(0, x);
+  return Status::OK();
+}
+
 }  // namespace
 
 REGISTER_OP("ScaledDotProductAttention")
@@ -87,7 +116,7 @@ REGISTER_OP("ScaledDotProductAttention")
     .Input("value: T")
     .Input("mask: T")
     .Output("y: T")
-    .Attr("T: {float32, float64}")
+    .Attr("T: {float32, float64, halftype}")
     .Attr("causal: bool = false")
     .Attr("scale: float = 0.0")
     .SetShapeFn(AttentionShape)
@@ -104,6 +133,7 @@ and value head h / (Hq / Hkv). The causal mask lets query i see keys
 j <= i + Sk - Sq (aligned at the end, as with a key/value cache). A row that
 sees no key gives zeros. The mask is additive (use -inf to hide a key) and
 has no gradient.
+float16 and bfloat16 compute in float32 and round the output once.
 
 query: [B, Hq, Sq, D].
 key: [B, Hkv, Sk, D], Hkv dividing Hq.
@@ -146,6 +176,30 @@ scale: As in the forward op.
 dquery: Gradient for query.
 dkey: Gradient for key (summed over the query heads sharing it).
 dvalue: Gradient for value (likewise).
+)doc");
+
+REGISTER_OP("ApplyRotaryEmbedding")
+    .Input("x: T")
+    .Input("cos: T")
+    .Input("sin: T")
+    .Output("y: T")
+    .Attr("T: {float32, float64}")
+    .SetShapeFn(RotaryShape)
+    // An inference fusion the ONNX importer makes of exported models; opforge
+    // models that train compose rotary embeddings from differentiable ops.
+    .NoGradient()
+    .Doc(R"doc(
+x * cos + rotate_half(x) * sin: rotary position embeddings in one pass.
+
+rotate_half(x) is concat(-x[..., D/2:], x[..., :D/2]) over the last axis
+(the halves form of Llama, GPT-NeoX and Hugging Face's apply_rotary_pos_emb).
+The ONNX importer runs the Slice/Neg/Concat/Mul/Add pattern of exported
+models as this op.
+
+x: [..., D], D even (e.g. [batch, heads, seq, head_dim]).
+cos: The cosines, broadcastable to x (each dim 1 or x's; the last one D).
+sin: The sines, of the same form.
+y: The rotated x, of x's shape.
 )doc");
 
 }  // namespace opforge

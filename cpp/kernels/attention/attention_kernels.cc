@@ -14,6 +14,8 @@
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
 #include "../gemm/gemm.h"
+#include "attention_small.h"
+#include "../half_via_float.h"
 #include "../vector_math.h"
 
 namespace opforge {
@@ -139,6 +141,20 @@ Status AttentionKernelF32(OpKernelContext* ctx) {
   const float *v = ctx->input(2).data<float>(), *mask = ctx->input(3).data<float>();
   float* y = out->data<float>();
   const int64 group = g.hq / g.hkv, qblocks = (g.sq + kRows - 1) / kRows;
+  if (attention::UseSmall(g.sq, g.sk, g.d, g.dv)) {  // short sequences: direct loops per head
+    ParallelFor(g.b * g.hq, g.sq * g.sk * (g.d + g.dv) * 2 + 1, [&](int64 lo, int64 hi) {
+      std::vector<float> scratch(attention::SmallScratch(g.sq, g.sk, g.d));
+      for (int64 t = lo; t < hi; ++t) {
+        const int64 h = t % g.hq, bb = t / g.hq, kv = bb * g.hkv + h / group;
+        const attention::SmallHead head{q + t * g.sq * g.d, k + kv * g.sk * g.d, v + kv * g.sk * g.dv,
+                                        mask + bb * g.ms[0] + h * g.ms[1], g.ms[2], g.ms[3],
+                                        g.sq, g.sk, g.d, g.dv, static_cast<float>(g.scale), g.causal,
+                                        y + t * g.sq * g.dv};
+        attention::RunSmallHead(head, scratch.data());
+      }
+    });
+    return Status::OK();
+  }
   const float ninf = -std::numeric_limits<float>::infinity();
   ParallelFor(g.b * g.hq * qblocks, std::min(g.sq, kRows) * g.sk * (g.d + g.dv) * 2 + 1, [&](int64 lo, int64 hi) {
     std::vector<float> sc(kRows * kCols), acc(kRows * g.dv), m(kRows), l(kRows);
@@ -268,6 +284,9 @@ Status AttentionGradKernel(OpKernelContext* ctx) {
 
 REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kFloat32, AttentionKernelF32);
 REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kFloat64, AttentionKernel<double>);
+// float16/bfloat16: widened to float32, the float32 kernel, the output rounded once.
+REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kFloat16, HalfViaFloat32);
+REGISTER_KERNEL("ScaledDotProductAttention", kCPU, DType::kBFloat16, HalfViaFloat32);
 REGISTER_KERNEL("ScaledDotProductAttentionGrad", kCPU, DType::kFloat32, AttentionGradKernel<float>);
 REGISTER_KERNEL("ScaledDotProductAttentionGrad", kCPU, DType::kFloat64, AttentionGradKernel<double>);
 

@@ -7,6 +7,7 @@ exported models carry become the one operator opforge runs fused.
   in six ops instead of eight (GPT-2)
 - RMSNorm   w * (x / Sqrt(ReduceMean(x^2, last axis) + eps))  -> RMSNormalization
 - LayerNorm (x - mean) / Sqrt(var + eps) * w + b            -> LayerNormalization
+- rotary    x * cos + Concat(-x2, x1) * sin (Llama)         -> ApplyRotaryEmbedding (_rewrite_rotary.py)
 
 A rewrite works on the checked node list before any converter runs, and
 only where every node it removes is read by the pattern alone (nothing else
@@ -311,10 +312,10 @@ class Synthetic:
 
 
 def _rewrites():
-    from opforge.onnx import _rewrite_attention
+    from opforge.onnx import _rewrite_attention, _rewrite_rotary
     # LayerNorm before RMSNorm: its centred half is an RMSNorm of x - mean too.
     return (("Softmax", _rewrite_attention.match), ("Erf", _gelu), ("Tanh", _gelu_tanh),
-            ("ReduceMean", _layer_norm), ("ReduceMean", _rms_norm))
+            ("ReduceMean", _layer_norm), ("ReduceMean", _rms_norm), ("Neg", _rewrite_rotary.match))
 
 
 def rewrite(order, initializers, graph_outputs, opset):
