@@ -24,6 +24,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_function_grads.py
   python/gen_function_ops.py
   python/gen_function_ops.pyi
+  python/gen_fused_elementwise_grads.py
+  python/gen_fused_elementwise_ops.py
+  python/gen_fused_elementwise_ops.pyi
   python/gen_grad_grads.py
   python/gen_grad_ops.py
   python/gen_grad_ops.pyi
@@ -87,6 +90,7 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_conv_ops.i
   swig/gen_detection_ops.i
   swig/gen_function_ops.i
+  swig/gen_fused_elementwise_ops.i
   swig/gen_grad_ops.i
   swig/gen_index_ops.i
   swig/gen_linalg_ops.i

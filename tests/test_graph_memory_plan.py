@@ -11,6 +11,13 @@ import opforge as of
 from opforge import errors
 
 
+@pytest.fixture(autouse=True)
+def _one_node_per_op(monkeypatch):
+    # These chains exist to make buffers reused; graph fusion (graph_fusion.cc)
+    # would run each as one node.
+    monkeypatch.setenv("OPFORGE_GRAPH_FUSION", "0")
+
+
 def _chain(x, n):
     # Long enough that every early value's buffer is reused by a later node.
     for i in range(n):

@@ -62,6 +62,8 @@ CASES.update({
     "Cast": [((arr((2, 3)),), {"dtype": of.int64}), ((arr((4,), bool),), {"dtype": "float64"})],
     "Concat": [(([arr((2, 3)), arr((1, 3)), arr((4, 3))],), {}), (([arr((2, 3), I)] * 2,), {"axis": -1})],
     "Fill": [((np.float64(2.5),), {"shape": [2, 0, 3]}), ((np.int32(1),), {"shape": []})],
+    "FusedElementwise": [(([arr((2, 3)), arr((3,))],), {"program": [0, 0, 0, 0, 0, 1, 1, 0, 16, 2, 0, 1, 10, 0, 2, 0],
+                                                        "constants": []})],
     "FusedMatMul": [((arr((2, 3)), arr((3, 4)), arr((4,))), {"activation": "relu"}),
                     ((arr((3, 2)), arr((4, 3)), arr((4,))), {"transpose_a": True, "transpose_b": True})],
     "FusedMatMulActivationGrad": [((arr((2, 4)), arr((2, 4)), arr((2, 3)), arr((3, 4)), arr((4,))),

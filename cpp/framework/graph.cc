@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "graph_fusion.h"
 #include "graph_plan.h"
 #include "opforge/inlined_vector.h"
 #include "run_state.h"
@@ -254,6 +255,7 @@ Status Graph::GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const st
     for (const NodeOutput& in : node.inputs) needed[in.node] = 1;
     for (int c : node.control_inputs) needed[c] = 1;
   }
+  plan->fused = FuseElementwise(nodes_, feed_of, fetches, &needed);  // graph_fusion.h
   std::vector<int> plan_index(n, -1), const_slot(n, -1);
   auto source = [&](const NodeOutput& o) {
     if (feed_of[o.node] >= 0) return Plan::Source{Plan::Source::kFeed, feed_of[o.node], 0, nullptr};
@@ -270,7 +272,7 @@ Status Graph::GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const st
   };
   std::unordered_map<std::string, int> last_user;  // resource -> the last planned op naming it
   for (int id = 0; id < n; ++id) {
-    const GraphNode& node = nodes_[id];
+    const GraphNode& node = plan->fused ? plan->fused->Node(id, nodes_[id]) : nodes_[id];
     if (!needed[id] || feed_of[id] >= 0 || node.kind != GraphNode::kOp) continue;
     const int k = static_cast<int>(plan->nodes.size());
     plan_index[id] = k;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 namespace opforge {
 
 struct Arena;  // memory_plan.cc
+struct FusedNodes;  // graph_fusion.h
 
 struct Graph::Plan {
   Plan() = default;
@@ -51,6 +53,7 @@ struct Graph::Plan {
   std::vector<Step> steps;
   std::vector<Source> step_sources;
   std::vector<Tensor> constants;  // kConst sources index this
+  std::shared_ptr<const FusedNodes> fused;  // the fused nodes `nodes` may point to (graph_fusion.h)
 
   // The in-order runner's memory plan, kept between runs: taken by a run
   // (a concurrent second run of the plan builds its own) and put back.
