@@ -1,6 +1,8 @@
 // Dtype promotion at the call site (py_promote.h).
 #include "py_promote.h"
 
+#include <cstring>
+
 #include "dtype_promotion_args.h"
 #include "py_convert.h"
 #include "py_dtypes.h"
@@ -39,7 +41,18 @@ DType StrongDType(PyObject* obj) {
     PyErr_Clear();
     return DType::kInvalid;
   }
-  if (!ToDType(dt, &d)) d = DType::kInvalid;
+  if (!ToDType(dt, &d)) {
+    // Another library's dtype object (torch.bfloat16): its name after the last dot.
+    d = DType::kInvalid;
+    PyErr_Clear();
+    PyObject* text = PyObject_Str(dt);
+    const char* s = text ? PyUnicode_AsUTF8(text) : nullptr;
+    if (s != nullptr) {
+      const char* dot = std::strrchr(s, '.');
+      if (!DTypeFromName(dot ? dot + 1 : s, &d)) d = DType::kInvalid;
+    }
+    Py_XDECREF(text);
+  }
   Py_DECREF(dt);
   PyErr_Clear();
   return d;
