@@ -101,5 +101,29 @@ int PromoteArgs(const OpBinding& b, PyObject* const* args, size_t level, std::ve
   return 1;
 }
 
+bool PromoteShapeOnly(const OpBinding& b, BindInput* bound) {
+  const OpDef& op = *b.op();
+  const size_t n = op.inputs.size();
+  InlinedVector<DType, 4> dtypes(n);
+  for (size_t a = 0; a < n; ++a) {
+    const BindInput& in = bound[a];
+    dtypes[a] = in.kind == BindInput::kSymbolic                          ? in.dtype
+                : in.kind == BindInput::kTensor || in.kind == BindInput::kPending ? in.tensor.dtype()
+                                                                         : DType::kInvalid;
+  }
+  InlinedVector<DType, 4> promoted(n);
+  for (size_t a = 0; a < n; ++a) promoted[a] = dtypes[a];
+  bool changed = false;
+  Status s = PromoteInputDTypes(op, promoted.data(), &changed);
+  if (!s.ok()) {
+    SetError(s.WithPrefix(op.name + ": "));
+    return false;
+  }
+  for (size_t a = 0; changed && a < n; ++a) {
+    if (promoted[a] != dtypes[a] && bound[a].kind == BindInput::kSymbolic) bound[a].dtype = promoted[a];
+  }
+  return true;
+}
+
 }  // namespace py
 }  // namespace opforge

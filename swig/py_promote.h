@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "numpy_api.h"
+#include "bind.h"
 #include "py_call.h"
 
 namespace opforge {
@@ -23,6 +24,13 @@ PyObject* DispatchAt(const OpBinding& b, PyObject* const* args, size_t level, Py
 // 1; 0 where nothing changes; -1 with an opforge.errors exception set.
 int PromoteArgs(const OpBinding& b, PyObject* const* args, size_t level, std::vector<PyObject*>* promoted,
                 std::vector<PyObject*>* owned);
+
+// Shape-only binding (infer/bind, which dask's meta inference uses): the
+// dtype-only inputs (kSymbolic) of an op that promotes take their promoted
+// dtype, as the Cast of a real call would give them. Inputs with values are
+// left as they are (the binder then refuses a mismatch). False with an
+// opforge.errors exception set where the table has no common dtype.
+bool PromoteShapeOnly(const OpBinding& b, BindInput* bound);
 
 }  // namespace py
 }  // namespace opforge

@@ -127,3 +127,14 @@ def test_the_docs_page_shows_the_same_table():
     assert lines[0].split() == [ab(n) for n in ORDER]
     rows = {line.split()[0]: line.split()[1:] for line in lines[1:]}
     assert rows == {ab(a): [ab(d) for d in TABLE[a]] for a in ORDER}
+
+
+def test_shape_only_inference_promotes_as_a_call_would():
+    pw = of._pywrap_internal
+    dtypes = pw.infer("Add", ((of.float32, (2, 3)), (of.int32, (2, 3))), {})[0]
+    assert list(dtypes) == [of.float32]
+    assert list(pw.infer("Select", ((of.bool_, (2,)), (of.float16, (2,)), (of.bfloat16, (2,))), {})[0]) == [of.float32]
+    with pytest.raises(errors.InvalidArgumentError, match="Add.*no common dtype"):
+        pw.infer("Add", ((of.int64, (2,)), (of.uint64, (2,))), {})
+    with pytest.raises(errors.InvalidArgumentError, match="RmsNorm.*no implicit promotion"):
+        pw.infer("RmsNorm", ((of.float32, (2, 3)), (of.float64, (3,))), {"epsilon": 1e-5})
