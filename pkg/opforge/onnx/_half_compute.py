@@ -15,11 +15,10 @@ inserted Casts around float16 nodes that have no float16 kernel.
 Graphs with subgraphs (If, Loop, Scan) are left as they are.
 """
 import numpy as np
-import onnx
-from onnx import TensorProto, numpy_helper
 
-_F16, _F32 = TensorProto.FLOAT16, TensorProto.FLOAT
-_DTYPE_ATTRS = {"to", "dtype"}  # Cast, CastLike-free dtype attrs (RandomNormal, EyeLike, ...)
+# TensorProto.FLOAT16 and FLOAT (onnx is imported only when a model is: `import opforge.onnx` stays lean)
+_F16, _F32 = 10, 1
+_DTYPE_ATTRS = {"to", "dtype"}  # Cast's and the dtype attrs of RandomNormal, EyeLike, ...
 
 
 def _has_half_conv(graph, half_names):
@@ -38,12 +37,14 @@ def _half_values(graph):
 
 
 def _widen_tensor(t):
+    from onnx import numpy_helper
     if t.data_type == _F16:
         t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name))
 
 
 def compute_in_float32(model):
     """The model rewritten to compute in float32 where it has float16 Convs; else the model unchanged."""
+    import onnx
     graph = model.graph
     for node in graph.node:
         if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
