@@ -10,6 +10,7 @@
 #include "opforge/inlined_vector.h"
 #include "opforge/registry.h"
 #include "py_call.h"
+#include "py_promote.h"
 #include "py_convert.h"
 #include "py_errors.h"
 #include "py_tensor.h"
@@ -244,6 +245,7 @@ PyObject* Infer(const char* op_type, PyObject* inputs, PyObject* attrs_dict) {
       if (!pair(PySequence_Fast_GET_ITEM(item, k), InputLabel(arg, k, true), &bound[a].items[k])) return nullptr;
     }
   }
+  if (b->promotes() && !PromoteShapeOnly(*b, bound.data())) return nullptr;
   BoundCall bc;
   Status s = Bind(op, bound.data(), attrs.data(), &bc);
   if (!s.ok()) return SetError(s);
@@ -281,6 +283,7 @@ PyObject* BindCall(const char* op_type, PyObject* inputs, PyObject* attrs_dict) 
       }
     }
   }
+  if (b->promotes() && !PromoteShapeOnly(*b, bound.data())) return nullptr;
   BoundCall bc;
   Status s = Bind(op, bound.data(), attrs.data(), &bc);
   if (!s.ok()) return SetError(s);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bind.h"
+#include "dtype_promotion_args.h"
 #include "executor.h"
 #include "mode_stack.h"
 #include "opforge/inlined_vector.h"
@@ -22,6 +23,7 @@
 #include "py_eager.h"
 #include "py_errors.h"
 #include "numpy_api.h"
+#include "py_promote.h"
 #include "py_tensor.h"
 #include "py_state.h"
 
@@ -143,6 +145,16 @@ PyObject* CallHook(const OpBinding& b, PyObject* const* args, size_t level, PyOb
 // thread's stack; 0: eager). `call` is the OpCall of a hook above, or null.
 PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyObject* call) {
   const OpDef& op = *b.op();
+  if (b.promotes()) {  // mixed dtypes: Cast calls at this level, then the call on their results
+    std::vector<PyObject*> promoted, owned;
+    const int r = PromoteArgs(b, args, level, &promoted, &owned);
+    if (r < 0) return nullptr;
+    if (r > 0) {
+      PyObject* out = Dispatch(b, promoted.data(), level, call);
+      for (PyObject* o : owned) Py_DECREF(o);
+      return out;
+    }
+  }
   Mode mode = Mode::kEager;
   void* target = nullptr;
   if (level > 0) {
@@ -195,6 +207,10 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
 
 }  // namespace
 
+PyObject* DispatchAt(const OpBinding& b, PyObject* const* args, size_t level, PyObject* call) {
+  return Dispatch(b, args, level, call);
+}
+
 OpBinding::OpBinding(const char* op_name) : name_(op_name), op_(OpRegistry::Global()->Find(op_name)) { Layout(); }
 
 OpBinding::OpBinding(const OpDef* op) : name_(op->name), op_(op) { Layout(); }
@@ -213,6 +229,7 @@ void OpBinding::Layout() {
     if (i >= 0 && op_->FindInput(op_->params[k]) < 0) attr_pos_.emplace_back(i, static_cast<int>(k));
   }
   memoizable_ = Memoizable(*op_, plain_, attr_pos_.size());
+  promotes_ = PromotesInputs(*op_);
 }
 
 void OpBinding::set_memo(EagerMemo* m) const {

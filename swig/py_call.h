@@ -39,6 +39,8 @@ class OpBinding {
   const std::vector<int>& input_pos() const { return input_pos_; }
   const std::vector<std::pair<int, int>>& attr_pos() const { return attr_pos_; }
   bool plain() const { return plain_; }  // no list args
+  // Its inputs sharing a type attr are promoted to one dtype (py_promote.h).
+  bool promotes() const { return promotes_; }
 
   // The eager fast path's memo of the last inference (py_eager.h), or null.
   bool memoizable() const { return memoizable_; }
@@ -56,6 +58,7 @@ class OpBinding {
   std::vector<int> input_pos_;                 // per op input: its position in params
   std::vector<std::pair<int, int>> attr_pos_;  // (index in op.attrs, position in params)
   bool plain_ = false;
+  bool promotes_ = false;
   bool memoizable_ = false;
   mutable EagerMemo* memo_ = nullptr;
 };

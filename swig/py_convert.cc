@@ -5,6 +5,7 @@
 
 #include "numpy_api.h"
 #include "numpy_buffer.h"
+#include "py_dlpack.h"
 #include "py_dtypes.h"
 #include "py_errors.h"
 #include "py_graph.h"
@@ -87,6 +88,14 @@ bool TensorFromProtocol(PyObject* obj, const char* op, const std::string& arg, T
       Py_XDECREF(numpy);
     }
     arr = from_dlpack ? PyObject_CallOneArg(from_dlpack, obj) : nullptr;
+    if (!arr && (PyErr_ExceptionMatches(PyExc_BufferError) || PyErr_ExceptionMatches(PyExc_RuntimeError))) {
+      // A dtype numpy's importer lacks (bfloat16): opforge's own importer.
+      PyErr_Clear();
+      PyObject* cap = PyObject_CallMethod(obj, "__dlpack__", nullptr);
+      const bool ok = cap != nullptr && TensorFromDLPackCapsule(cap, out);
+      Py_XDECREF(cap);
+      if (ok) return true;
+    }
   } else {
     how = "the array interface, __array__ or the buffer protocol";
     arr = PyArray_FromAny(obj, nullptr, 0, 0, 0, nullptr);

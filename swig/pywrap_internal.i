@@ -9,6 +9,7 @@
 #include "py_graph.h"
 #include "py_graph_views.h"
 #include "py_call.h"
+#include "py_dlpack.h"
 #include "py_module.h"
 #include "py_op_library.h"
 #include "py_state.h"
@@ -156,4 +157,11 @@ PyObject* GraphControlDeps(PyObject* graph);
 PyObject* GraphNodeControlInputs(PyObject* graph, int node);
 }}
 
+// DLPack for dtypes numpy's DLPack cannot carry (bfloat16) (py_dlpack.h).
+%rename(dlpack_export) opforge::py::DLPackExport;
+%rename(dlpack_import) opforge::py::DLPackImport;
+namespace opforge { namespace py {
+PyObject* DLPackExport(PyObject* tensor, int versioned);
+PyObject* DLPackImport(PyObject* capsule);
+}}
 %include "gen_ops.i"

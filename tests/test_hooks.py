@@ -89,4 +89,4 @@ def test_removing_a_hook_that_is_not_innermost_is_an_error():
 def test_errors_raise_through_the_hook_path():
     with _hooks.installed(lambda call: call.run()):
         with pytest.raises(of.errors.InvalidArgumentError, match="Add"):
-            of.add(np.ones(2, np.float32), np.ones(2, np.float64))
+            of.add(np.ones(2, np.int64), np.ones(2, np.uint64))  # no common dtype

@@ -128,10 +128,10 @@ def test_lists_take_the_partner_dtype():
     (np.ones(3, np.float32), "a", "must be an opforge.Tensor"),
     (np.ones(3, np.float32), None, "not NoneType"),
     (np.ones(3, np.float32), [[1, 2], [3]], "rectangular"),
-    (np.ones(3, np.float32), np.ones(3, np.float16), "float16"),
+    (np.ones(3, np.int64), np.ones(3, np.uint64), "no common dtype"),  # float32 + float16 promotes
     (np.ones(3, np.float32), np.ones(3, np.complex64), "complex64"),
     (np.ones(3, np.float32), np.array([1, "a"], dtype=object), "object"),
-    (np.ones(3, np.float32), np.ones(3, np.uint8), "uint8"),
+    (np.ones(3, np.int8), np.ones(3, np.uint8), "promote to int16"),  # Add has no int16 kernel
 ])
 def test_unconvertible_inputs_raise_invalid_argument(x, y, needle):
     with pytest.raises(of.errors.InvalidArgumentError, match="Add") as info:

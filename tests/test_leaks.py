@@ -31,7 +31,10 @@ def _calls(x):
         ("concat", lambda: of.concat([x, other, x]), None),
         ("strided copy", lambda: of.add(x[::2], other[::2]), None),
         ("numpy view of result", lambda: of.add(x, x).numpy(), None),
-        ("dtype mismatch", lambda: of.add(x, other.astype(np.float64)), errors.InvalidArgumentError),
+        ("promoted dtypes (a Cast call first)", lambda: of.add(x, other.astype(np.float64)), None),
+        ("dtype mismatch", lambda: of.concat([x, other.astype(np.float64)]), errors.InvalidArgumentError),
+        ("no common dtype", lambda: of.where(x > 0, x.astype(np.int64), other.astype(np.uint64)),
+         errors.InvalidArgumentError),
         ("second input unconvertible", lambda: of.add(x, "nope"), errors.InvalidArgumentError),
         ("scalar kind", lambda: of.add(x.astype(np.int32), 1.5), errors.InvalidArgumentError),
         ("broadcast failure", lambda: of.add(x, other[:3]), errors.InvalidArgumentError),
@@ -73,7 +76,8 @@ def test_tensor_input_and_attr_objects_are_not_leaked():
         with pytest.raises(errors.InvalidArgumentError):
             of.transpose(t, perm=[0, 0])
         with pytest.raises(errors.InvalidArgumentError):
-            of.add(t, t.numpy().astype(np.int64))
+            of.concat([t, t.numpy().astype(np.int64)])
+        of.add(t, t.numpy().astype(np.int64))  # promoted through a Cast call
     assert [sys.getrefcount(o) for o in (t, axis, perm, dtype)] == bases
 
 

@@ -177,7 +177,10 @@ def test_matmul_transpose_error_mentions_transpose():
 
 
 def test_matmul_dtype_errors():
-    with pytest.raises(of.errors.InvalidArgumentError, match="MatMul"):
-        gen.mat_mul(np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float64))
+    with pytest.raises(of.errors.InvalidArgumentError, match="MatMul.*no common dtype"):
+        gen.mat_mul(np.zeros((2, 2), np.int64), np.zeros((2, 2), np.uint64))
+    with pytest.raises(of.errors.InvalidArgumentError, match="MatMul.*promote to int16"):
+        gen.mat_mul(np.zeros((2, 2), np.int8), np.zeros((2, 2), np.uint8))
+    assert gen.mat_mul(np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float64)).dtype == of.float64
     with pytest.raises((of.errors.InvalidArgumentError, of.errors.NotFoundError), match="MatMul"):
         gen.mat_mul(np.zeros((2, 2), np.bool_), np.zeros((2, 2), np.bool_))

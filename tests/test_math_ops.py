@@ -453,10 +453,23 @@ def test_zero_d_results():
         ("select", (np.ones(3, np.bool_), np.ones(3, np.float32), np.ones(3, np.int32))),
     ],
 )
-def test_dtype_mismatch_is_error(op, args):
+def test_mixed_dtypes_promote_by_the_table(op, args):
+    # the dtype is the promotion table's (docs/dtype_promotion.md); the values
+    # numpy's, computed in that dtype
+    strong = [a for a in args if a.dtype != np.bool_] if op == "select" else list(args)
+    common = np.dtype(of.result_type(*strong).name)
+    got = run(op, *args)
+    want = getattr(np, {"select": "where", "sub": "subtract"}.get(op, op))(*[a if op == "select" and k == 0 else a.astype(common)
+                                                          for k, a in enumerate(args)])
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "maximum", "less", "equal"])
+def test_no_common_dtype_is_error(op):
     name = "".join(p.capitalize() for p in op.split("_"))
-    with pytest.raises(of.errors.InvalidArgumentError, match=name):
-        run(op, *args)
+    with pytest.raises(of.errors.InvalidArgumentError, match=f"{name}.*no common dtype"):
+        run(op, np.ones(3, np.int64), np.ones(3, np.uint64))
 
 
 @pytest.mark.parametrize(

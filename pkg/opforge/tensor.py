@@ -58,6 +58,11 @@ class _TensorMethods:
         """
         if stream is not None:
             raise BufferError("Tensor.__dlpack__: opforge tensors live on the CPU; stream must be None")
+        if self.dtype.name == "bfloat16":  # numpy's exporter has no bfloat16: opforge's own (py_dlpack.cc)
+            if dl_device is not None and tuple(dl_device) != (1, 0):
+                raise BufferError(f"Tensor.__dlpack__: opforge tensors live on the CPU, not {dl_device}")
+            src = self.copy() if copy else self
+            return _pw.dlpack_export(src, int(max_version is not None and max_version[0] >= 1))
         return self.numpy().__dlpack__(max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self):
@@ -66,6 +71,8 @@ class _TensorMethods:
     # ---- pickle and copies: numpy pickles the view (protocol 5: out of band)
 
     def __reduce_ex__(self, protocol):
+        if self.dtype.name == "bfloat16":  # as float32 (exact): unpickling needs no ml_dtypes
+            return (_from_float32, (_ops.cast(self, _dtypes.float32).numpy(), "bfloat16"))
         return (tensor, (self.numpy(),))
 
     def __copy__(self):
@@ -270,12 +277,28 @@ def tensor(value, dtype=None, requires_grad=False):
     return t
 
 
+def _from_float32(values, dtype_name):
+    """Unpickles a bfloat16 tensor pickled as its (exact) float32 values."""
+    return _ops.cast(values, _dtypes.as_dtype(dtype_name))
+
+
 def from_dlpack(x, /, *, device=None, copy=None):
     """A Tensor sharing the memory of any DLPack producer (``__dlpack__``).
 
     numpy's importer reads the capsule (DLPack 1.x versioned or legacy); the
     result borrows its memory without a copy unless copy=True (or the data
-    is not in an opforge dtype). CPU memory only, as numpy.
+    is not in an opforge dtype). CPU memory only, as numpy. bfloat16, which
+    numpy's importer does not know, goes through opforge's own importer.
     """
-    return _pw.to_tensor(np.from_dlpack(x, device=device, copy=copy), None)
+    try:
+        return _pw.to_tensor(np.from_dlpack(x, device=device, copy=copy), None)
+    except (BufferError, RuntimeError, TypeError):
+        if device not in (None, "cpu") or not hasattr(x, "__dlpack__"):
+            raise
+        try:
+            capsule = x.__dlpack__(max_version=(1, 0))
+        except TypeError:  # a producer from before DLPack 1.0
+            capsule = x.__dlpack__()
+        t = _pw.dlpack_import(capsule)
+        return t.copy() if copy else t
 

@@ -14,6 +14,7 @@ from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  #
 from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
 from opforge.onnx import _fuse_matmul  # noqa: E402  (MatMul -> Add -> activation as FusedMatMul)
+from opforge.onnx import _half_compute  # noqa: E402  (float16 conv nets computed in float32)
 from opforge.onnx import _ops_select, _ops_compose, _ops_attention  # noqa: F401,E402  (index, composed, attention)
 from opforge.onnx import _ops_quant  # noqa: F401,E402  (quantization operators)
 
@@ -59,6 +60,7 @@ class Program:
         self.opset = _validate.default_opset(model)
         model, self.opset = _opset.upgrade(model, self.opset)  # old opsets via onnx.version_converter
         model = _functions.expand(model, self.opset)  # unmapped operators that are ONNX functions
+        model = _half_compute.compute_in_float32(model)  # float16 conv nets: float32 between the edges
         graph = model.graph
         self.initializers = {}
         for t in graph.initializer:

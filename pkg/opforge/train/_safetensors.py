@@ -14,8 +14,21 @@ import numpy as np
 from opforge import errors as _errors
 
 _DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "BOOL": np.bool_,
-           "F16": np.float16, "I8": np.int8, "U8": np.uint8, "I16": np.int16}
-_CODES = {np.dtype(v).name: k for k, v in _DTYPES.items()}
+           "F16": np.float16, "I8": np.int8, "U8": np.uint8, "I16": np.int16, "U16": np.uint16,
+           "U32": np.uint32, "U64": np.uint64,
+           "BF16": np.uint16}  # stored as its bits; ml_dtypes' bfloat16 once read (_bfloat16)
+_CODES = {np.dtype(v).name: k for k, v in _DTYPES.items() if k != "BF16"}
+_CODES["bfloat16"] = "BF16"
+
+
+def _bfloat16(bits, name):
+    """uint16 bits as ml_dtypes' bfloat16 (imported only when a file holds one)."""
+    try:
+        import ml_dtypes
+    except ImportError as e:
+        raise _errors.InvalidArgumentError(
+            f"load: '{name}' is bfloat16, which numpy reads through ml_dtypes: pip install ml_dtypes") from e
+    return bits.view(ml_dtypes.bfloat16)
 _MAX_HEADER = 100 << 20
 
 
@@ -29,6 +42,8 @@ def save_file(tensors, path, metadata=None):
         code = _CODES.get(arr.dtype.name)
         if code is None:
             raise _errors.InvalidArgumentError(f"save: '{name}' has dtype {arr.dtype}, which checkpoints do not store")
+        if code == "BF16":
+            arr = arr.view(np.uint16)
         data = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
         header[name] = {"dtype": code, "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
@@ -103,6 +118,8 @@ def load_file(path):
         spans.append((begin, end, name))
         out[name] = np.frombuffer(data[begin:end], dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape).astype(
             dtype, copy=True)
+        if entry["dtype"] == "BF16":
+            out[name] = _bfloat16(out[name], name)
     spans.sort()
     for (b0, e0, n0), (b1, _, n1) in zip(spans, spans[1:]):
         if b1 < e0:
