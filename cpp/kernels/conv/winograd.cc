@@ -112,8 +112,13 @@ bool WinogradApplies(const Geometry& g) {
          g.c >= 16 && g.o >= 16 && g.oh >= 8 && g.ow >= 8 && g.n * ((g.oh + 3) / 4) * ((g.ow + 3) / 4) >= kMinTiles;
 }
 
+void WinogradFilter(const float* f, int64_t o, int64_t c, float* u) {
+  const FilterFn ffn = GetFilter();
+  ParallelFor(o, c * 200, [&](int64_t o0, int64_t o1) { ffn(f, o, c, false, o0, o1, u); });
+}
+
 void WinogradForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y,
-                     bool transposed) {
+                     bool transposed, const float* u_pre) {
   WinoPlan p;
   p.c = g.c, p.o = g.o, p.h = g.h, p.w = g.w, p.oh = g.oh, p.ow = g.ow, p.pt = g.pt, p.pl = g.pl;
   p.th = (g.oh + 3) / 4, p.tw = (g.ow + 3) / 4, p.tiles = p.th * p.tw;
@@ -127,9 +132,12 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
   const int64_t threads = NumIntraOpThreads();
   p.tb = std::min(p.tb, ((total + threads - 1) / threads + 31) / 32 * 32);
   // Not zero-filled: every element is written.
-  ScratchBuffer<float> u(36 * g.o * g.c);
-  const FilterFn ffn = GetFilter();
-  ParallelFor(g.o, g.c * 200, [&](int64_t o0, int64_t o1) { ffn(f, g.o, g.c, transposed, o0, o1, u.data()); });
+  ScratchBuffer<float> u(u_pre != nullptr ? 0 : 36 * g.o * g.c);
+  if (u_pre == nullptr) {
+    const FilterFn ffn = GetFilter();
+    ParallelFor(g.o, g.c * 200, [&](int64_t o0, int64_t o1) { ffn(f, g.o, g.c, transposed, o0, o1, u.data()); });
+  }
+  const float* ud = u_pre != nullptr ? u_pre : u.data();
   const int64_t blocks = (total + p.tb - 1) / p.tb;
   const BlockFn fn = Get();
   ParallelFor(blocks, p.tb * g.c * g.o * 36, [&](int64_t b0, int64_t b1) {
@@ -139,7 +147,7 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
     if (vbuf.size() < static_cast<size_t>(36 * p.c * p.tb)) vbuf.resize(static_cast<size_t>(36 * p.c * p.tb));
     if (mbuf.size() < static_cast<size_t>(36 * p.o * p.tb)) mbuf.resize(static_cast<size_t>(36 * p.o * p.tb));
     for (int64_t b = b0; b < b1; ++b) {
-      fn(p, x, u.data(), bias, act, y, b * p.tb, std::min(total, (b + 1) * p.tb), vbuf.data(), mbuf.data());
+      fn(p, x, ud, bias, act, y, b * p.tb, std::min(total, (b + 1) * p.tb), vbuf.data(), mbuf.data());
     }
   });
 }
@@ -147,7 +155,8 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
 #else  // no own GEMM in this build
 
 bool WinogradApplies(const Geometry&) { return false; }
-void WinogradForward(const Geometry&, const float*, const float*, const float*, Act, float*, bool) {}
+void WinogradForward(const Geometry&, const float*, const float*, const float*, Act, float*, bool, const float*) {}
+void WinogradFilter(const float*, int64_t, int64_t, float*) {}
 
 #endif
 

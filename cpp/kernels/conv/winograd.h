@@ -20,8 +20,14 @@ bool WinogradApplies(const Geometry& g);
 // y = act(conv(x, f) + bias) (bias may be null). `transposed`: f is the
 // filter of the convolution whose input gradient this is ([g.c, g.o, 3, 3],
 // used flipped and transposed): dx = WinogradForward(dy, ..., true).
+// `u`: the filter already transformed (WinogradFilter; f unused), or null.
 void WinogradForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y,
-                     bool transposed);
+                     bool transposed, const float* u = nullptr);
+
+// u [36][o][c] = the transform of the filter f [o, c, 3, 3] (36 * o * c
+// floats): what WinogradForward computes per call, done once for a constant
+// weight (PackConv2DFilter).
+void WinogradFilter(const float* f, int64_t o, int64_t c, float* u);
 
 }  // namespace conv
 }  // namespace opforge
