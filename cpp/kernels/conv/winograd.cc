@@ -18,6 +18,7 @@
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define OF_WG_X86 1
+#include <immintrin.h>
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__)
