@@ -12,6 +12,7 @@ from packed_oracles import HEADER, header
 CASES = [
     (1, 32, 20, 48, 3, 1, 1, 1),   # 25 tiles, under Winograd's 32: im2col with a stored transform unused
     (2, 32, 20, 48, 3, 1, 1, 1),   # Winograd over two images
+    (2, 32, 16, 144, 3, 1, 1, 1),  # Winograd with its transform stored as GEMM panels (over 128 outputs)
     (3, 24, 9, 40, 3, 1, 1, 1),    # small outputs in a batch: one GEMM over all images
     (1, 40, 15, 70, 3, 2, 1, 1),   # im2col, stride 2, rows past a whole register tile
     (2, 20, 11, 300, 1, 1, 0, 1),  # pointwise, more than 256 rows of panels
@@ -48,7 +49,7 @@ def test_panels_are_the_numpy_layout_and_winograd_adds_its_transform():
     plain = P.pack_conv2d_filter(w, winograd=False).numpy()
     np.testing.assert_array_equal(plain, pack_conv(w, winograd=False))
     wino = P.pack_conv2d_filter(w).numpy()
-    assert wino.size == plain.size + 4 * 36 * 18 * 20  # the transform, 36 x o x c floats, before the panels
+    assert wino.size == plain.size + (4 * 36 * (18 + 15) * 20 + 63) // 64 * 64  # room for the transform, first
     # U[xi][o][c] = (G k G^T)[xi] for F(4x4, 3x3).
     G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
                   [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
@@ -127,3 +128,26 @@ def test_onnx_conv_imports_packed_and_matches_onnxruntime():
     assert ops.count("Conv2DPacked") == 2 and "PackConv2DFilter" not in ops, ops  # packed once, at import
     got = np.asarray(of.Session(imported.graph).run([imported.outputs["y"]], {imported.inputs["x"]: x})[0])
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_winograd_with_filter_panels_matches_numpy():
+    # Over 128 outputs and several tile blocks: the 36 GEMMs read U as panels (packed at import for
+    # Conv2DPacked, once per call for Conv2D and its input gradient), checked against numpy.
+    import vision_reference as ref
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 24, 18, 18)).astype(np.float32)
+    w = (rng.standard_normal((136, 24, 3, 3)) / np.sqrt(24 * 9)).astype(np.float32)
+    want = ref.conv2d(x.astype(np.float64), w.astype(np.float64), pads=[1, 1, 1, 1])
+    scale = np.abs(want).max()
+    got = P.conv2d_packed(x, P.pack_conv2d_filter(w), np.zeros(0, np.float32), filter_shape=list(w.shape),
+                          pads=[1, 1, 1, 1]).numpy()
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * scale)
+    np.testing.assert_allclose(of.conv2d(x, w, pads=[1, 1, 1, 1]).numpy(), want, rtol=0, atol=2e-5 * scale)
+    # The input gradient of a 136 -> 144 convolution: Winograd over the transposed filter, 144 outputs.
+    w2 = (rng.standard_normal((136, 144, 3, 3)) / np.sqrt(144 * 9)).astype(np.float32)
+    x2 = rng.standard_normal((3, 144, 18, 18)).astype(np.float32)
+    dy = rng.standard_normal((3, 136, 18, 18)).astype(np.float32)
+    want = ref.conv2d_backprop_input(x2.astype(np.float64), w2.astype(np.float64), dy.astype(np.float64),
+                                     pads=[1, 1, 1, 1])
+    got = of.raw_ops.conv2d_backprop_input(x2, w2, dy, pads=[1, 1, 1, 1]).numpy()
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())

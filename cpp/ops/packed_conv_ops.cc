@@ -29,8 +29,8 @@ bool StoresWinograd(bool want, int64_t o, int64_t c, int64_t kh, int64_t kw) {
   return want && kh == 3 && kw == 3 && o >= 16 && c >= 16;
 }
 
-// Bytes: the header, the Winograd transform (36 * o * c floats, padded to
-// 64 bytes) when stored, then the panels of the largest register tile any
+// Bytes: the header, room for the Winograd transform (36 matrices [o][c], or
+// as GEMM panels of at most o + 15 rows, padded to 64 bytes) when stored, then the panels of the largest register tile any
 // ISA uses (mr <= 16: at most o + 15 rows), so the shape does not depend
 // on the CPU.
 Status PackShape(InferenceContext* ctx) {
@@ -49,7 +49,8 @@ Status PackShape(InferenceContext* ctx) {
   if (k > (int64_t{1} << 24) || o * k > (int64_t{1} << 32)) {
     return errors::InvalidArgument("argument 'filter' is too large to pack: ", f.DebugString());
   }
-  const int64_t wino = StoresWinograd(ctx->attr_bool("winograd"), o, c, f.dim(2), f.dim(3)) ? Up(4 * 36 * o * c, 64) : 0;
+  const int64_t wino =
+      StoresWinograd(ctx->attr_bool("winograd"), o, c, f.dim(2), f.dim(3)) ? Up(4 * 36 * (o + 15) * c, 64) : 0;
   ctx->set_output_shape(0, TensorShape({kHeader + wino + 4 * (o + 15) * k}));
   return Status::OK();
 }

@@ -31,6 +31,7 @@ using int64 = int64_t;
 
 constexpr uint32_t kFormatConv = 3;  // beside packed_blob.h's 1 (int8) and 2 (float16)
 constexpr uint32_t kFlagWinograd = 1;
+constexpr uint32_t kFlagWinogradPanels = 2;  // the transform as 36 panel sets (WinogradPanelsPay)
 
 int64 Up(int64 v, int64 to) { return (v + to - 1) / to * to; }
 
@@ -39,7 +40,9 @@ bool StoresWinograd(bool want, int64 o, int64 c, int64 kh, int64 kw) {
   return want && kh == 3 && kw == 3 && o >= 16 && c >= 16;
 }
 
-int64 WinoBytes(bool stored, int64 o, int64 c) { return stored ? Up(4 * 36 * o * c, 64) : 0; }
+// The transform's room: 36 matrices [o][c], or 36 panel sets of at most
+// (o + 15) x c floats (the shape function cannot know mr).
+int64 WinoBytes(bool stored, int64 o, int64 c) { return stored ? Up(4 * 36 * (o + 15) * c, 64) : 0; }
 
 // The tensor size the shape function gives a blob of this filter.
 int64 BlobBytes(bool wino, int64 o, int64 c, int64 k) { return packed::kHeaderBytes + WinoBytes(wino, o, c) + 4 * (o + 15) * k; }
@@ -57,7 +60,14 @@ Status PackKernel(OpKernelContext* ctx) {
   std::memset(dst, 0, static_cast<size_t>(out->NumElements()));
   uint8_t* payload = dst + packed::kHeaderBytes;
   const int64 wbytes = WinoBytes(wino, o, c);
-  if (wino) WinogradFilter(f.data<float>(), o, c, reinterpret_cast<float*>(payload));
+  if (wino && WinogradPanelsPay(o, c)) {
+    ScratchBuffer<float> u(36 * o * c);
+    WinogradFilter(f.data<float>(), o, c, u.data());
+    float* dst_u = reinterpret_cast<float*>(payload);
+    for (int xi = 0; xi < 36; ++xi) PackPanels(u.data() + xi * o * c, o, c, dst_u + xi * PanelFloats(o, c));
+  } else if (wino) {
+    WinogradFilter(f.data<float>(), o, c, reinterpret_cast<float*>(payload));
+  }
   PackPanels(f.data<float>(), o, k, reinterpret_cast<float*>(payload + wbytes));
   packed::Header h{};
   h.format = kFormatConv;
@@ -65,7 +75,7 @@ Status PackKernel(OpKernelContext* ctx) {
   h.mr = PanelRows(), h.nr = 0, h.kgroup = static_cast<int32_t>(kh), h.wide = static_cast<int32_t>(kw);
   h.k = k, h.n = o;
   h.payload_bytes = static_cast<uint64_t>(wbytes + 4 * PanelFloats(o, k));
-  h.flags = wino ? kFlagWinograd : 0;
+  h.flags = !wino ? 0 : WinogradPanelsPay(o, c) ? kFlagWinograd | kFlagWinogradPanels : kFlagWinograd;
   packed::WriteHeader(h, dst);
   return Status::OK();
 }
@@ -86,7 +96,8 @@ Status CheckBlob(const Tensor& t, const std::vector<int64>& fs, packed::Header* 
                                    "' GEMM layout; this process runs '", PanelLayout(), "': pack it again here");
   }
   const bool wino = (h->flags & kFlagWinograd) != 0;
-  if ((h->flags & ~kFlagWinograd) != 0 || (wino && !StoresWinograd(true, o, c, kh, kw)) ||
+  const uint32_t want_flags = !wino ? 0 : WinogradPanelsPay(o, c) ? kFlagWinograd | kFlagWinogradPanels : kFlagWinograd;
+  if (h->flags != want_flags || (wino && !StoresWinograd(true, o, c, kh, kw)) ||
       h->payload_bytes != static_cast<uint64_t>(WinoBytes(wino, o, c) + 4 * PanelFloats(o, k)) ||
       t.NumElements() != BlobBytes(wino, o, c, k)) {
     return errors::InvalidArgument("argument 'packed' is not a packed weight of this op: its flags or payload size "
@@ -176,7 +187,8 @@ Status Conv2DPackedKernel(OpKernelContext* ctx) {
   const bool wino = (h.flags & kFlagWinograd) != 0;
   if (wino && WinogradApplies(g)) {
     WinogradForward(g, x.data<float>(), nullptr, b, act, y->data<float>(), false,
-                    reinterpret_cast<const float*>(payload));
+                    reinterpret_cast<const float*>(payload),
+                    (h.flags & kFlagWinogradPanels) != 0 ? PanelFloats(g.o, g.c) : 0);
     return Status::OK();
   }
   GemmForward(g, x.data<float>(), reinterpret_cast<const float*>(payload + WinoBytes(wino, g.o, g.c)), b, act,

@@ -13,6 +13,8 @@
 
 #include "opforge/parallel.h"
 
+#include "packed_gemm.h"
+
 #include "../simd_math.h"
 #include "../vector_math.h"
 
@@ -44,6 +46,7 @@ struct WinoPlan {
   int64_t c, o, h, w, oh, ow, pt, pl;
   int64_t th, tw, tiles;  // 4x4 output tiles per image
   int64_t tb;             // tiles per block (a multiple of 32: whole GEMM panels)
+  int64_t u_panels;       // > 0: U[xi] packed as GEMM panels, this many floats apart
 };
 
 namespace baseline {
@@ -119,10 +122,11 @@ void WinogradFilter(const float* f, int64_t o, int64_t c, float* u) {
 }
 
 void WinogradForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y,
-                     bool transposed, const float* u_pre) {
+                     bool transposed, const float* u_pre, int64_t u_panels) {
   WinoPlan p;
   p.c = g.c, p.o = g.o, p.h = g.h, p.w = g.w, p.oh = g.oh, p.ow = g.ow, p.pt = g.pt, p.pl = g.pl;
   p.th = (g.oh + 3) / 4, p.tw = (g.ow + 3) / 4, p.tiles = p.th * p.tw;
+  p.u_panels = u_pre != nullptr ? u_panels : 0;
   // Blocks of tb tiles, numbered across the batch (small images fill a block
   // from several): each of the 36 GEMMs re-packs U[xi], so blocks are as
   // wide as keeps a slice V[xi] ([C][tb]) or M[xi] ([O][tb]) at 64 KiB (all 36
@@ -140,6 +144,16 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
   }
   const float* ud = u_pre != nullptr ? u_pre : u.data();
   const int64_t blocks = (total + p.tb - 1) / p.tb;
+  // Where the GEMMs would pack U[xi] again for every block, pack it once
+  // here (ResNet-18's 256-channel layers at batch 8, one thread: 14.9 ->
+  // 9.9 ms per convolution with the panels made at import, Conv2DPacked).
+  ScratchBuffer<float> panels(u_pre == nullptr && blocks > 1 && WinogradPanelsPay(g.o, g.c)
+                                  ? 36 * PanelFloats(g.o, g.c) : 0);
+  if (u_pre == nullptr && blocks > 1 && WinogradPanelsPay(g.o, g.c)) {
+    const int64_t pf = PanelFloats(g.o, g.c);
+    for (int xi = 0; xi < 36; ++xi) PackPanels(u.data() + xi * g.o * g.c, g.o, g.c, panels.data() + xi * pf);
+    ud = panels.data(), p.u_panels = pf;
+  }
   const BlockFn fn = Get();
   ParallelFor(blocks, p.tb * g.c * g.o * 36, [&](int64_t b0, int64_t b1) {
     // Kept per thread between calls (a fresh 1-2 MiB buffer per call faults
@@ -156,7 +170,8 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
 #else  // no own GEMM in this build
 
 bool WinogradApplies(const Geometry&) { return false; }
-void WinogradForward(const Geometry&, const float*, const float*, const float*, Act, float*, bool, const float*) {}
+void WinogradForward(const Geometry&, const float*, const float*, const float*, Act, float*, bool, const float*,
+                     int64_t) {}
 void WinogradFilter(const float*, int64_t, int64_t, float*) {}
 
 #endif
