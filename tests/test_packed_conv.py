@@ -104,7 +104,7 @@ def test_unaligned_blob_and_edited_payload_do_not_crash():
     assert P.conv2d_packed(x, edited, b, filter_shape=list(w.shape), pads=[1] * 4).numpy().shape == want.shape
 
 
-def test_onnx_conv_imports_packed_and_matches_onnxruntime():
+def test_onnx_conv_imports_packed_and_matches_onnxruntime(monkeypatch):
     pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper, numpy_helper
@@ -128,6 +128,9 @@ def test_onnx_conv_imports_packed_and_matches_onnxruntime():
     assert ops.count("Conv2DPacked") == 2 and "PackConv2DFilter" not in ops, ops  # packed once, at import
     got = np.asarray(of.Session(imported.graph).run([imported.outputs["y"]], {imported.inputs["x"]: x})[0])
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    monkeypatch.setenv("OPFORGE_ONNX_PACK_CONV", "0")  # the packed copy is extra memory: it can be turned off
+    ops = [op.type for op in opforge.onnx.import_model(model).graph.get_operations()]
+    assert "Conv2DPacked" not in ops and ops.count("FusedConv2D") == 1 and ops.count("Conv2D") == 1, ops
 
 
 def test_winograd_with_filter_panels_matches_numpy():

@@ -100,7 +100,13 @@ _WINOGRAD_MIN_TILES = 32
 def _packed_conv(n, x, shape, float32, attrs, activation):
     """Conv2DPacked over the filter packed once here (PackConv2DFilter), for a float32 2-D Conv with one group and a
     constant weight, else None. The filter's Winograd transform is stored too where the call may take that path
-    (3x3, stride 1, outputs of 8x8 or more and enough tiles; unknown sizes count as enough)."""
+    (3x3, stride 1, outputs of 8x8 or more and enough tiles; unknown sizes count as enough).
+
+    The packed copy comes on top of the model's weights, which the imported program keeps (its eager path reads
+    them): OPFORGE_ONNX_PACK_CONV=0 imports FusedConv2D / Conv2D on the weights themselves instead."""
+    import os
+    if os.environ.get("OPFORGE_ONNX_PACK_CONV", "1") == "0":
+        return None
     from opforge.onnx._ops_half import _const
     from opforge.quantization._functional import pack_eagerly
     w = _const(n, 1)
