@@ -48,6 +48,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_optim_grads.py
   python/gen_optim_ops.py
   python/gen_optim_ops.pyi
+  python/gen_packed_conv_grads.py
+  python/gen_packed_conv_ops.py
+  python/gen_packed_conv_ops.pyi
   python/gen_packed_weight_grads.py
   python/gen_packed_weight_ops.py
   python/gen_packed_weight_ops.pyi
@@ -99,6 +102,7 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_norm_ops.i
   swig/gen_ops.i
   swig/gen_optim_ops.i
+  swig/gen_packed_conv_ops.i
   swig/gen_packed_weight_ops.i
   swig/gen_pad_ops.i
   swig/gen_pool_ops.i

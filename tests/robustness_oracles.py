@@ -849,6 +849,12 @@ from packed_oracles import PACKED_ORACLES  # noqa: E402
 ORACLES.update(PACKED_ORACLES)
 SUMS |= {"HalfMatMulPacked", "DynamicQuantizeMatMul"}
 PRODUCTS |= {"HalfMatMulPacked"}
+# Packed convolution filters (issue 23), in packed_conv_oracles.py.
+from packed_conv_oracles import PACKED_CONV_ORACLES  # noqa: E402
+
+ORACLES.update(PACKED_CONV_ORACLES)
+SUMS |= {"Conv2DPacked"}
+PRODUCTS |= {"Conv2DPacked"}
 # Bitwise and trig ops (issue 24), in bitwise_trig_oracles.py.
 from bitwise_trig_oracles import BITWISE_TRIG_ORACLES  # noqa: E402
 

@@ -173,12 +173,16 @@ CASES.update({
 # Packed-weight ops (issue 25): blobs packed here, once, at import of this module.
 _QB = of.ops.pack_mat_mul_integer_weight(arr((3, 4), S8), S8(0)).numpy()
 _HB = of.ops.pack_half_mat_mul_weight(arr((4, 3), np.float16), transpose_b=True).numpy()
+_CB = of.ops.pack_conv2d_filter(arr((4, 3, 3, 3), np.float32)).numpy()
 CASES.update({
     "PackMatMulIntegerWeight": [((arr((3, 4), S8), arr((4,), S8)), {})],
     "MatMulIntegerPacked": [((arr((2, 5, 3), U8), U8(1), _QB), {"n": 4})],
     "DynamicQuantizeMatMul": [((arr((2, 3)), _QB, _S, arr((4,))), {"n": 4, "activation": "relu"})],
     "PackHalfMatMulWeight": [((arr((4, 3), np.float16),), {"transpose_b": True})],
     "HalfMatMulPacked": [((arr((2, 3), np.float16), _HB, arr((4,), np.float16)), {"n": 4})],
+    "PackConv2DFilter": [((arr((4, 3, 3, 3), np.float32),), {"winograd": False})],
+    "Conv2DPacked": [((arr((2, 3, 5, 5), np.float32), _CB, arr((4,), np.float32)),
+                      {"filter_shape": [4, 3, 3, 3], "pads": [1, 1, 1, 1], "activation": "relu"})],
 })
 
 

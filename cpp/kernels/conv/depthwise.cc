@@ -174,5 +174,18 @@ void BiasActRows(Act act, float* y, const float* bias, int64_t rows, int64_t p) 
   fn(act, y, bias, rows, p);
 }
 
+void BiasActTile(Act act, float* y, int64_t ld, const float* bias, int64_t rows, int64_t p) {
+  using Fn = void (*)(Act, float*, int64_t, const float*, int64_t, int64_t);
+  static const Fn fn = [] {
+#if defined(OF_DW_X86)
+    const char* isa = vmath::IsaName();
+    if (std::strcmp(isa, "avx512") == 0) return &avx512::BiasActStrided;
+    if (std::strcmp(isa, "avx2") == 0) return &avx2::BiasActStrided;
+#endif
+    return &baseline::BiasActStrided;
+  }();
+  fn(act, y, ld, bias, rows, p);
+}
+
 }  // namespace conv
 }  // namespace opforge

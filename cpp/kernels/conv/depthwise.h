@@ -56,6 +56,8 @@ void DepthwiseForward(const Geometry& g, const float* x, const float* f, const f
 // y[r, :] = act(y[r, :] + bias[r]) for r < rows, rows of p floats (bias
 // may be null), vectorized like the kernel above.
 void BiasActRows(Act act, float* y, const float* bias, int64_t rows, int64_t p);
+// The same over rows `ld` floats apart (a tile of a larger matrix).
+void BiasActTile(Act act, float* y, int64_t ld, const float* bias, int64_t rows, int64_t p);
 
 // The instruction set the float32 kernel runs: "avx512", "avx2" or "baseline".
 const char* DepthwiseIsa();

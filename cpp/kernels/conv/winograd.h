@@ -20,8 +20,21 @@ bool WinogradApplies(const Geometry& g);
 // y = act(conv(x, f) + bias) (bias may be null). `transposed`: f is the
 // filter of the convolution whose input gradient this is ([g.c, g.o, 3, 3],
 // used flipped and transposed): dx = WinogradForward(dy, ..., true).
+// `u`: the filter already transformed (WinogradFilter; f unused), or null;
+// `u_panels` > 0: u is the 36 matrices [o][c] each packed by PackPanels
+// (packed_gemm.h), u_panels floats apart.
 void WinogradForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y,
-                     bool transposed);
+                     bool transposed, const float* u = nullptr, int64_t u_panels = 0);
+
+// Whether the 36 GEMMs [o, c] x [c, tiles] would pack U[xi] on every call
+// (cpp/kernels/gemm/sgemm.cc packs A above 64 rows, unless at most 128 rows
+// and depth 256): then a prepacked filter stores U as GEMM panels.
+inline bool WinogradPanelsPay(int64_t o, int64_t c) { return o > 64 && !(o <= 128 && c <= 256); }
+
+// u [36][o][c] = the transform of the filter f [o, c, 3, 3] (36 * o * c
+// floats): what WinogradForward computes per call, done once for a constant
+// weight (PackConv2DFilter).
+void WinogradFilter(const float* f, int64_t o, int64_t c, float* u);
 
 }  // namespace conv
 }  // namespace opforge

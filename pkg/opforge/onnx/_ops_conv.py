@@ -78,6 +78,9 @@ def _conv(n, activation="none"):
     if len(shape) == 3:
         w = P.reshape(w, shape=[ws[0], ws[1], 1, ws[2]])
     attrs = dict(strides=strides, pads=pads, dilations=dil, groups=n.attr("group", 1))
+    y = _packed_conv(n, x, shape, w32 is None, attrs, activation)
+    if y is not None:
+        return y
     if n.has(2) or activation != "none":
         # The bias and activation run in the convolution's GEMM epilogue.
         b = n.input(2) if n.has(2) else np.zeros(ws[0], dtype_of(x))
@@ -87,6 +90,42 @@ def _conv(n, activation="none"):
         y = P.conv2d(_to2d(x, shape), w, **attrs)
     y = _from2d(y, len(shape))
     return P.cast(y, dtype="float16") if w32 is not None else y
+
+
+# A Winograd F(4x4, 3x3) convolution needs at least this many 4x4 output
+# tiles in a call (cpp/kernels/conv/winograd.cc, kMinTiles).
+_WINOGRAD_MIN_TILES = 32
+
+
+def _packed_conv(n, x, shape, float32, attrs, activation):
+    """Conv2DPacked over the filter packed once here (PackConv2DFilter), for a float32 2-D Conv with one group and a
+    constant weight, else None. The filter's Winograd transform is stored too where the call may take that path
+    (3x3, stride 1, outputs of 8x8 or more and enough tiles; unknown sizes count as enough).
+
+    The packed copy comes on top of the model's weights, which the imported program keeps (its eager path reads
+    them): OPFORGE_ONNX_PACK_CONV=0 imports FusedConv2D / Conv2D on the weights themselves instead."""
+    import os
+    if os.environ.get("OPFORGE_ONNX_PACK_CONV", "1") == "0":
+        return None
+    from opforge.onnx._ops_half import _const
+    from opforge.quantization._functional import pack_eagerly
+    w = _const(n, 1)
+    if (not float32 or w is None or w.dtype != np.float32 or w.ndim != 4 or len(shape) != 4
+            or attrs["groups"] != 1 or dtype_of(x) != np.float32):
+        return None
+    o, _, kh, kw = w.shape
+    wino = kh == kw == 3 and attrs["strides"] == [1, 1] and attrs["dilations"] == [1, 1]
+    if wino:
+        b, (h, wd) = shape[0], shape[2:]
+        if h is not None and wd is not None:
+            p = attrs["pads"]
+            oh, ow = h + p[0] + p[2] - 2, wd + p[1] + p[3] - 2
+            tiles = ((oh + 3) // 4) * ((ow + 3) // 4) * (b if b is not None else _WINOGRAD_MIN_TILES)
+            wino = min(oh, ow) >= 8 and tiles >= _WINOGRAD_MIN_TILES
+    packed = pack_eagerly(P.pack_conv2d_filter, np.ascontiguousarray(w), winograd=bool(wino))
+    bias = n.input(2) if n.has(2) else np.zeros(0, np.float32)
+    return P.conv2d_packed(x, packed, bias, filter_shape=list(w.shape), strides=attrs["strides"], pads=attrs["pads"],
+                           dilations=attrs["dilations"], activation=activation)
 
 
 def _conv_transpose_pads(n, shape, ws, strides, dil):

@@ -1,0 +1,205 @@
+// PackConv2DFilter and Conv2DPacked (cpp/ops/packed_conv_ops.cc): a constant
+// filter packed once into the GEMM's panels (packed_gemm.h) and, for 3x3,
+// its Winograd transform (winograd.h); the convolution then takes the same
+// routes as FusedConv2D (conv_kernels.cc) without the per-call packing.
+//
+// Payload (after the 128-byte header of packed_blob.h, format 3): the
+// Winograd transform [36][o][c] when flag bit 0 is set (padded to 64
+// bytes), then the panels. Header: layout = the microkernel's ISA, mr its
+// rows, kgroup / wide = kh / kw, k = c * kh * kw, n = o.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "opforge/kernel.h"
+#include "opforge/parallel.h"
+
+#include "../quant/packed_blob.h"
+#include "conv_gemm.h"
+#include "conv_geometry.h"
+#include "depthwise.h"
+#include "im2col.h"
+#include "packed_gemm.h"
+#include "winograd.h"
+
+namespace opforge {
+namespace conv {
+namespace {
+
+using int64 = int64_t;
+
+constexpr uint32_t kFormatConv = 3;  // beside packed_blob.h's 1 (int8) and 2 (float16)
+constexpr uint32_t kFlagWinograd = 1;
+constexpr uint32_t kFlagWinogradPanels = 2;  // the transform as 36 panel sets (WinogradPanelsPay)
+
+int64 Up(int64 v, int64 to) { return (v + to - 1) / to * to; }
+
+// As StoresWinograd in packed_conv_ops.cc.
+bool StoresWinograd(bool want, int64 o, int64 c, int64 kh, int64 kw) {
+  return want && kh == 3 && kw == 3 && o >= 16 && c >= 16;
+}
+
+// The transform's room: 36 matrices [o][c], or 36 panel sets of at most
+// (o + 15) x c floats (the shape function cannot know mr).
+int64 WinoBytes(bool stored, int64 o, int64 c) { return stored ? Up(4 * 36 * (o + 15) * c, 64) : 0; }
+
+// The tensor size the shape function gives a blob of this filter.
+int64 BlobBytes(bool wino, int64 o, int64 c, int64 k) { return packed::kHeaderBytes + WinoBytes(wino, o, c) + 4 * (o + 15) * k; }
+
+Status PackKernel(OpKernelContext* ctx) {
+  const Tensor& f = ctx->input(0);
+  const int64 o = f.dim(0), c = f.dim(1), kh = f.dim(2), kw = f.dim(3), k = c * kh * kw;
+  const bool wino = StoresWinograd(ctx->attr_bool("winograd"), o, c, kh, kw);
+  Tensor* out = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
+  if (out->NumElements() != BlobBytes(wino, o, c, k)) {
+    return errors::Internal("PackConv2DFilter: the blob size does not match the shape function's");
+  }
+  uint8_t* dst = out->data<uint8_t>();
+  std::memset(dst, 0, static_cast<size_t>(out->NumElements()));
+  uint8_t* payload = dst + packed::kHeaderBytes;
+  const int64 wbytes = WinoBytes(wino, o, c);
+  if (wino && WinogradPanelsPay(o, c)) {
+    ScratchBuffer<float> u(36 * o * c);
+    WinogradFilter(f.data<float>(), o, c, u.data());
+    float* dst_u = reinterpret_cast<float*>(payload);
+    for (int xi = 0; xi < 36; ++xi) PackPanels(u.data() + xi * o * c, o, c, dst_u + xi * PanelFloats(o, c));
+  } else if (wino) {
+    WinogradFilter(f.data<float>(), o, c, reinterpret_cast<float*>(payload));
+  }
+  PackPanels(f.data<float>(), o, k, reinterpret_cast<float*>(payload + wbytes));
+  packed::Header h{};
+  h.format = kFormatConv;
+  packed::SetLayout(&h, PanelLayout());
+  h.mr = PanelRows(), h.nr = 0, h.kgroup = static_cast<int32_t>(kh), h.wide = static_cast<int32_t>(kw);
+  h.k = k, h.n = o;
+  h.payload_bytes = static_cast<uint64_t>(wbytes + 4 * PanelFloats(o, k));
+  h.flags = !wino ? 0 : WinogradPanelsPay(o, c) ? kFlagWinograd | kFlagWinogradPanels : kFlagWinograd;
+  packed::WriteHeader(h, dst);
+  return Status::OK();
+}
+
+// The blob `t` checked against filter [o, c, kh, kw]: everything the kernel
+// reads from it is within the tensor.
+Status CheckBlob(const Tensor& t, const std::vector<int64>& fs, packed::Header* h) {
+  OF_RETURN_IF_ERROR(packed::ReadHeader(t, "packed", kFormatConv, h));
+  const int64 o = fs[0], c = fs[1], kh = fs[2], kw = fs[3], k = c * kh * kw;
+  if (h->n != o || h->k != k || h->kgroup != kh || h->wide != kw) {
+    return errors::InvalidArgument("argument 'packed' holds a filter of ", h->n, " outputs, depth ", h->k, " and a ",
+                                   h->kgroup, "x", h->wide, " kernel, but attr 'filter_shape' is [", o, ", ", c, ", ",
+                                   kh, ", ", kw, "]");
+  }
+  if (std::strncmp(h->layout, PanelLayout(), sizeof(h->layout)) != 0 || h->mr != PanelRows()) {
+    return errors::InvalidArgument("argument 'packed' was packed for the '",
+                                   std::string(h->layout, strnlen(h->layout, sizeof(h->layout))),
+                                   "' GEMM layout; this process runs '", PanelLayout(), "': pack it again here");
+  }
+  const bool wino = (h->flags & kFlagWinograd) != 0;
+  const uint32_t want_flags = !wino ? 0 : WinogradPanelsPay(o, c) ? kFlagWinograd | kFlagWinogradPanels : kFlagWinograd;
+  if (h->flags != want_flags || (wino && !StoresWinograd(true, o, c, kh, kw)) ||
+      h->payload_bytes != static_cast<uint64_t>(WinoBytes(wino, o, c) + 4 * PanelFloats(o, k)) ||
+      t.NumElements() != BlobBytes(wino, o, c, k)) {
+    return errors::InvalidArgument("argument 'packed' is not a packed weight of this op: its flags or payload size "
+                                   "do not match attr 'filter_shape'");
+  }
+  return Status::OK();
+}
+
+// Small outputs in a batch: one GEMM over all images' columns side by side
+// (as BatchedForward in conv_kernels.cc).
+constexpr int64 kBatchedPixels = 256;
+constexpr int64 kBatchedColumnElems = int64{8} << 20;
+
+void GemmForward(const Geometry& g, const float* x, const float* panels, const float* bias, Act act, float* y) {
+  const int64 K = g.k(), P = g.p();
+  const bool pw = g.pointwise();
+  if (g.n > 1 && P < kBatchedPixels && K * g.n * P <= kBatchedColumnElems) {
+    const int64 NP = g.n * P;
+    ScratchBuffer<float> col(K * NP), prod(g.o * NP);
+    ParallelFor(g.n * g.c, K / g.c * P, [&](int64 b, int64 end) {
+      for (int64 u = b; u < end; ++u) {
+        const int64 n = u / g.c, c = u % g.c;
+        const float* xc = x + n * g.c * g.h * g.w;
+        float* dst = col.data() + n * P;
+        if (pw) {
+          std::memcpy(dst + c * NP, xc + c * P, sizeof(float) * P);
+        } else {
+          Im2ColRange(g, xc, dst, c, c + 1, NP);
+        }
+      }
+    });
+    PanelGemm(panels, g.o, NP, K, col.data(), NP, prod.data(), NP, bias, act, true);
+    ParallelFor(g.n * g.o, P, [&](int64 b, int64 end) {
+      for (int64 u = b; u < end; ++u) {
+        std::memcpy(y + u * P, prod.data() + (u % g.o) * NP + (u / g.o) * P, sizeof(float) * P);
+      }
+    });
+    return;
+  }
+  auto one = [&](int64 n, float* col, bool in_worker) {
+    const float* xn = x + n * g.c * g.h * g.w;
+    if (!pw) Im2Col(g, xn, col, !in_worker);
+    PanelGemm(panels, g.o, P, K, pw ? xn : col, P, y + n * g.o * P, P, bias, act, !in_worker);
+  };
+  if (g.n > 1 && g.n >= NumIntraOpThreads()) {
+    ParallelFor(g.n, g.o * P * K, [&](int64 b, int64 e) {
+      ScratchBuffer<float> col(pw ? 0 : K * P);
+      for (int64 n = b; n < e; ++n) one(n, col.data(), true);
+    });
+  } else {
+    ScratchBuffer<float> col(pw ? 0 : K * P);
+    for (int64 n = 0; n < g.n; ++n) one(n, col.data(), false);
+  }
+}
+
+Status Conv2DPackedKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const Tensor& blob = ctx->input(1);
+  const Tensor& bias = ctx->input(2);
+  const std::vector<int64>& fs = ctx->attr_ints("filter_shape");
+  packed::Header h;
+  OF_RETURN_IF_ERROR(CheckBlob(blob, fs, &h));
+  if (bias.NumElements() != 0 && bias.NumElements() != fs[0]) {  // unknown in a graph's shape check
+    return errors::InvalidArgument("argument 'bias' must hold 0 or ", fs[0], " values, got ", bias.NumElements());
+  }
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  if (y->NumElements() == 0) return Status::OK();
+  Geometry g;
+  g.n = x.dim(0), g.c = x.dim(1), g.h = x.dim(2), g.w = x.dim(3);
+  g.o = fs[0], g.kh = fs[2], g.kw = fs[3];
+  g.oh = y->dim(2), g.ow = y->dim(3);
+  const std::vector<int64>& s = ctx->attr_ints("strides");
+  const std::vector<int64>& d = ctx->attr_ints("dilations");
+  const std::vector<int64>& p = ctx->attr_ints("pads");
+  g.sh = s[0], g.sw = s[1], g.dh = d[0], g.dw = d[1], g.pt = p[0], g.pl = p[1];
+  g.groups = 1, g.cg = g.c, g.og = g.o;
+  const std::string& a = ctx->attr("activation").s;
+  const Act act = a == "relu"        ? Act::kRelu
+                  : a == "sigmoid"   ? Act::kSigmoid
+                  : a == "silu"      ? Act::kSilu
+                  : a == "hardswish" ? Act::kHardSwish
+                                     : Act::kNone;
+  std::vector<uint8_t> copy;
+  const uint8_t* payload = packed::Payload(blob, h, &copy);
+  const float* b = bias.NumElements() != 0 ? bias.data<float>() : nullptr;
+  const bool wino = (h.flags & kFlagWinograd) != 0;
+  if (wino && WinogradApplies(g)) {
+    WinogradForward(g, x.data<float>(), nullptr, b, act, y->data<float>(), false,
+                    reinterpret_cast<const float*>(payload),
+                    (h.flags & kFlagWinogradPanels) != 0 ? PanelFloats(g.o, g.c) : 0);
+    return Status::OK();
+  }
+  GemmForward(g, x.data<float>(), reinterpret_cast<const float*>(payload + WinoBytes(wino, g.o, g.c)), b, act,
+              y->data<float>());
+  return Status::OK();
+}
+
+}  // namespace
+
+REGISTER_KERNEL("PackConv2DFilter", kCPU, DType::kFloat32, PackKernel);
+REGISTER_KERNEL("Conv2DPacked", kCPU, DType::kFloat32, Conv2DPackedKernel);
+
+}  // namespace conv
+}  // namespace opforge

@@ -1,0 +1,156 @@
+// The GEMM over prepacked filter panels (packed_gemm.h): the BLIS loop nest
+// of cpp/kernels/gemm/sgemm.cc with A already packed, on the same
+// microkernels (chosen by the same ISA name, so OPFORGE_SIMD caps both).
+#include "packed_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "opforge/parallel.h"
+
+#include "depthwise.h"
+
+#ifdef OF_CONV_OWN_SGEMM
+#include "../gemm/microkernel.h"
+#endif
+
+namespace opforge {
+namespace conv {
+
+#ifdef OF_CONV_OWN_SGEMM
+namespace {
+
+constexpr int64_t kKC = 256;       // depth of a block (as sgemm.cc)
+constexpr int64_t kMCPanels = 16;  // A panels per L2 block
+constexpr int64_t kNC = 3072;      // columns per B block
+constexpr int64_t kMinParallelFma = 128 * 128 * 128;
+
+const gemm::Kernels& Get() {
+  static const gemm::Kernels* k = [] {
+    const char* isa = gemm::SgemmIsa();
+    if (std::strcmp(isa, "avx512") == 0 && gemm::Avx512Kernels() != nullptr) return gemm::Avx512Kernels();
+    if (std::strcmp(isa, "avx2") == 0 && gemm::Avx2Kernels() != nullptr) return gemm::Avx2Kernels();
+    return gemm::GenericKernels();
+  }();
+  return *k;
+}
+
+int64_t Padded(int64_t m, int mr) { return (m + mr - 1) / mr * mr; }
+
+// Rows [i0, i1) (i0 a multiple of mr) by columns [j0, j1) of C.
+void Tile(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t k, const float* b, int64_t ldb,
+          float* c, int64_t ldc, const float* bias, Act act, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  const int mr = kr.mr, nr = kr.nr;
+  const int64_t mp = Padded(m, mr), MC = kMCPanels * mr;
+  const bool epilogue = bias != nullptr || act != Act::kNone;
+  static thread_local std::vector<float> bbuf;
+  const int64_t need = (std::min(kNC, j1 - j0) + nr - 1) / nr * nr * std::min(k, kKC) + 16;
+  if (static_cast<int64_t>(bbuf.size()) < need) bbuf.resize(static_cast<size_t>(need));
+  float* bpack = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(bbuf.data()) + 63) & ~uintptr_t{63});
+  for (int64_t jc = j0; jc < j1; jc += kNC) {
+    const int64_t nc = std::min(kNC, j1 - jc), npanels = (nc + nr - 1) / nr;
+    for (int64_t pc = 0; pc < k; pc += kKC) {
+      const int64_t kc = std::min(kKC, k - pc);
+      const float beta = pc == 0 ? 0.0f : 1.0f;
+      for (int64_t q = 0; q < npanels; ++q) {
+        const int64_t j = jc + q * nr;
+        kr.pack_b(b + pc * ldb + j, ldb, 1, std::min<int64_t>(nr, jc + nc - j), kc, bpack + q * kc * nr);
+      }
+      const float* ablk = panels + pc * mp;
+      for (int64_t ic = i0; ic < i1; ic += MC) {
+        const int64_t mc = std::min(MC, i1 - ic);
+        for (int64_t q = 0; q < npanels; ++q) {
+          const int64_t jr = jc + q * nr;
+          const int n = static_cast<int>(std::min<int64_t>(nr, jc + nc - jr));
+          for (int64_t ir = ic; ir < ic + mc; ir += mr) {
+            const int rows = static_cast<int>(std::min<int64_t>(mr, ic + mc - ir));
+            kr.packed[rows - 1](kc, ablk + ir * kc, 1, mr, bpack + q * kc * nr, nr, c + ir * ldc + jr, ldc, n,
+                                1.0f, beta);
+            // The epilogue on the register tile just stored, while it is in L1
+            // (a pass over whole rows afterwards made SiLU cost 2x on EfficientNet).
+            if (epilogue && pc + kc >= k) {
+              BiasActTile(act, c + ir * ldc + jr, ldc, bias != nullptr ? bias + ir : nullptr, rows, n);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const char* PanelLayout() { return Get().name; }
+int PanelRows() { return Get().mr; }
+
+int64_t PanelFloats(int64_t m, int64_t k) { return Padded(m, Get().mr) * k; }
+
+void PackPanels(const float* a, int64_t m, int64_t k, float* panels) {
+  const int mr = Get().mr;
+  const int64_t mp = Padded(m, mr);
+  ParallelFor(mp / mr, k * mr, [&](int64_t p0, int64_t p1) {
+    for (int64_t pc = 0; pc < k; pc += kKC) {
+      const int64_t kc = std::min(kKC, k - pc);
+      for (int64_t pn = p0; pn < p1; ++pn) {
+        float* dst = panels + pc * mp + pn * mr * kc;
+        for (int64_t p = 0; p < kc; ++p) {
+          for (int i = 0; i < mr; ++i) {
+            const int64_t row = pn * mr + i;
+            dst[p * mr + i] = row < m ? a[row * k + pc + p] : 0.0f;
+          }
+        }
+      }
+    }
+  });
+}
+
+void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
+               int64_t ldc, const float* bias, Act act, bool parallel) {
+  if (m <= 0 || n <= 0) return;
+  const gemm::Kernels& kr = Get();
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    for (int64_t i = 0; i < m && (bias != nullptr || act != Act::kNone); ++i) {
+      BiasActRows(act, c + i * ldc, bias != nullptr ? bias + i : nullptr, 1, n);
+    }
+    return;
+  }
+  const int64_t units_m = (m + kr.mr - 1) / kr.mr, units_n = (n + kr.nr - 1) / kr.nr;
+  int64_t threads = parallel && m * n * k >= kMinParallelFma ? NumIntraOpThreads() : 1;
+  threads = std::min(threads, units_m * units_n);
+  if (threads <= 1) {
+    Tile(kr, panels, m, k, b, ldb, c, ldc, bias, act, 0, m, 0, n);
+    return;
+  }
+  // Columns first (each tile packs its own columns); rows when there are too
+  // few column panels (ResNet's 7x7 layers at batch 1: 49 columns).
+  const int64_t tn = std::min(units_n, threads), tm = std::min(units_m, (threads + tn - 1) / tn);
+  ParallelFor(tm * tn, m * n * k / (tm * tn), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r = t / tn, q = t % tn;
+      const int64_t i0 = units_m * r / tm * kr.mr, i1 = std::min(m, units_m * (r + 1) / tm * kr.mr);
+      const int64_t j0 = units_n * q / tn * kr.nr, j1 = std::min(n, units_n * (q + 1) / tn * kr.nr);
+      if (i0 < i1 && j0 < j1) Tile(kr, panels, m, k, b, ldb, c, ldc, bias, act, i0, i1, j0, j1);
+    }
+  });
+}
+
+#else  // no own GEMM in this build: the "panels" are the row-major filter
+
+const char* PanelLayout() { return "rowmajor"; }
+int PanelRows() { return 1; }
+int64_t PanelFloats(int64_t m, int64_t k) { return m * k; }
+void PackPanels(const float* a, int64_t m, int64_t k, float* panels) { std::memcpy(panels, a, sizeof(float) * m * k); }
+void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
+               int64_t ldc, const float* bias, Act act, bool parallel) {
+  Gemm<float>(false, false, m, n, k, panels, k, b, ldb, c, ldc, !parallel);
+  for (int64_t i = 0; i < m && (bias != nullptr || act != Act::kNone); ++i) {
+    BiasActRows(act, c + i * ldc, bias != nullptr ? bias + i : nullptr, 1, n);
+  }
+}
+
+#endif
+
+}  // namespace conv
+}  // namespace opforge

@@ -1,0 +1,34 @@
+// A float32 GEMM over a filter packed once (PackConv2DFilter): the filter
+// [m, k] laid out as the GEMM's A panels (kc-deep blocks of mr-high panels,
+// as cpp/kernels/gemm/sgemm.cc packs A per call), so a convolution with a
+// constant weight reads its filter as the microkernel wants it instead of
+// re-packing it on every call (onnxruntime's prepacked conv weights).
+// The columns (im2col or the input itself) are packed per call as before.
+#pragma once
+
+#include <cstdint>
+
+#include "conv_gemm.h"
+
+namespace opforge {
+namespace conv {
+
+// The register tile of the microkernel in use: its name (the ISA layout a
+// blob records) and mr.
+const char* PanelLayout();
+int PanelRows();
+
+// Floats of the panels of an m x k filter.
+int64_t PanelFloats(int64_t m, int64_t k);
+
+// Packs a (row-major [m, k]) into PanelFloats(m, k) floats (rows past m zero).
+void PackPanels(const float* a, int64_t m, int64_t k, float* panels);
+
+// C[m, n] (row stride ldc) = act(A B + bias[i]) for A in panels, B row-major
+// [k, n] (row stride ldb); bias may be null. `parallel`: may split over the
+// intra-op pool.
+void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
+               int64_t ldc, const float* bias, Act act, bool parallel);
+
+}  // namespace conv
+}  // namespace opforge

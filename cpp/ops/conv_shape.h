@@ -1,0 +1,87 @@
+// Shape checks shared by the convolution ops (conv_ops.cc) and the
+// packed-filter convolution (packed_conv_ops.cc).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "opforge/op.h"
+#include "opforge/shape_inference.h"
+#include "shape_checks.h"
+
+namespace opforge {
+namespace conv_shape {
+
+// Strides, dilations (2 positive ints each) and pads (4 ints >= 0).
+inline Status CheckWindowAttrs(InferenceContext* ctx) {
+  const std::vector<int64_t>& s = ctx->attr_ints("strides");
+  const std::vector<int64_t>& d = ctx->attr_ints("dilations");
+  const std::vector<int64_t>& p = ctx->attr_ints("pads");
+  if (s.size() != 2 || s[0] < 1 || s[1] < 1) {
+    return errors::InvalidArgument("attr 'strides' must be 2 ints >= 1 (height, width), got ", ListString(s));
+  }
+  if (d.size() != 2 || d[0] < 1 || d[1] < 1) {
+    return errors::InvalidArgument("attr 'dilations' must be 2 ints >= 1 (height, width), got ", ListString(d));
+  }
+  if (p.size() != 4 || p[0] < 0 || p[1] < 0 || p[2] < 0 || p[3] < 0) {
+    return errors::InvalidArgument("attr 'pads' must be 4 ints >= 0 (top, left, bottom, right), got ",
+                                   ListString(p));
+  }
+  return Status::OK();
+}
+
+// One spatial output size; -1 stays unknown.
+inline Status ConvOutDim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, const char* axis,
+                  int64_t* out) {
+  if (in < 0 || k < 0) {
+    *out = -1;
+    return Status::OK();
+  }
+  const int64_t eff = (k - 1) * d + 1;
+  const int64_t padded = in + pb + pe;
+  if (k == 0 || eff > padded) {
+    return errors::InvalidArgument("argument 'filter': the dilated kernel ", axis, " ", eff,
+                                   " is larger than the padded input ", axis, " ", padded);
+  }
+  *out = (padded - eff) / s + 1;
+  return Status::OK();
+}
+
+// x [N, C, H, W], filter [O, C / groups, kh, kw] -> y [N, O, OH, OW];
+// `groups` < 1: from attr 'groups'.
+inline Status ConvForwardShape(const TensorShape& x, const TensorShape& f, InferenceContext* ctx, TensorShape* y,
+                               int64_t groups = 0) {
+  OF_RETURN_IF_ERROR(CheckWindowAttrs(ctx));
+  if (x.rank() != 4) {
+    return errors::InvalidArgument("argument 'x' must be 4-D [batch, channels, height, width], got shape ",
+                                   x.DebugString());
+  }
+  if (f.rank() != 4) {
+    return errors::InvalidArgument(
+        "argument 'filter' must be 4-D [out_channels, in_channels / groups, kh, kw], got shape ", f.DebugString());
+  }
+  const int64_t g = groups >= 1 ? groups : ctx->attr_int("groups");
+  if (g < 1) return errors::InvalidArgument("attr 'groups' must be >= 1, got ", g);
+  const int64_t c = x.dim(1), o = f.dim(0);
+  if (c >= 0 && c % g != 0) {
+    return errors::InvalidArgument("argument 'x' has ", c, " channels, which do not divide by attr 'groups' ", g);
+  }
+  if (o >= 0 && o % g != 0) {
+    return errors::InvalidArgument("argument 'filter' has ", o, " output channels, which do not divide by attr 'groups' ", g);
+  }
+  if (c >= 0 && f.dim(1) >= 0 && f.dim(1) * g != c) {
+    return errors::InvalidArgument("argument 'filter' has ", f.dim(1), " input channels per group; argument 'x' has ",
+                                   c, " channels and attr 'groups' is ", g, ", so it must be ", c / g);
+  }
+  const std::vector<int64_t>& s = ctx->attr_ints("strides");
+  const std::vector<int64_t>& d = ctx->attr_ints("dilations");
+  const std::vector<int64_t>& p = ctx->attr_ints("pads");
+  int64_t oh, ow;
+  OF_RETURN_IF_ERROR(ConvOutDim(x.dim(2), f.dim(2), s[0], d[0], p[0], p[2], "height", &oh));
+  OF_RETURN_IF_ERROR(ConvOutDim(x.dim(3), f.dim(3), s[1], d[1], p[1], p[3], "width", &ow));
+  *y = TensorShape({x.dim(0), o, oh, ow});
+  return Status::OK();
+}
+
+}  // namespace conv_shape
+}  // namespace opforge

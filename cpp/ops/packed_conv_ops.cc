@@ -1,0 +1,143 @@
+// Convolution over a constant filter packed once, as onnxruntime prepacks
+// constant conv weights at load: PackConv2DFilter lays the filter out as the
+// GEMM microkernel reads it (and, for a 3x3 filter, also stores its Winograd
+// transform), behind the checked header of cpp/kernels/quant/packed_blob.h;
+// Conv2DPacked reads it instead of re-packing (or re-transforming) the
+// filter on every call. A truncated, edited or foreign blob is an
+// InvalidArgumentError naming argument 'packed'. Blobs are a per-process
+// cache: the panels depend on the ISA (one packed under another
+// OPFORGE_SIMD is refused).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conv_shape.h"
+#include "opforge/op.h"
+#include "opforge/shape_inference.h"
+#include "shape_checks.h"
+
+namespace opforge {
+namespace {
+
+constexpr int64_t kHeader = 128;
+
+int64_t Up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+// Whether a blob of filter [o, c, kh, kw] carries the Winograd transform:
+// the same rule in the shape function and the kernel (packed_conv_kernels.cc).
+bool StoresWinograd(bool want, int64_t o, int64_t c, int64_t kh, int64_t kw) {
+  return want && kh == 3 && kw == 3 && o >= 16 && c >= 16;
+}
+
+// Bytes: the header, room for the Winograd transform (36 matrices [o][c], or
+// as GEMM panels of at most o + 15 rows, padded to 64 bytes) when stored, then the panels of the largest register tile any
+// ISA uses (mr <= 16: at most o + 15 rows), so the shape does not depend
+// on the CPU.
+Status PackShape(InferenceContext* ctx) {
+  const TensorShape& f = ctx->input_shape(0);
+  if (f.rank() != 4) {
+    return errors::InvalidArgument("argument 'filter' must be 4-D [out_channels, in_channels, kh, kw], got shape ",
+                                   f.DebugString());
+  }
+  for (int i = 0; i < 4; ++i) {
+    if (IsUnknownDim(f.dim(i)) || f.dim(i) < 1 || f.dim(i) > (int64_t{1} << 20)) {
+      return errors::InvalidArgument("argument 'filter' must have a known shape with dims in [1, 2^20] (a constant "
+                                     "weight), got ", f.DebugString());
+    }
+  }
+  const int64_t o = f.dim(0), c = f.dim(1), k = c * f.dim(2) * f.dim(3);
+  if (k > (int64_t{1} << 24) || o * k > (int64_t{1} << 32)) {
+    return errors::InvalidArgument("argument 'filter' is too large to pack: ", f.DebugString());
+  }
+  const int64_t wino =
+      StoresWinograd(ctx->attr_bool("winograd"), o, c, f.dim(2), f.dim(3)) ? Up(4 * 36 * (o + 15) * c, 64) : 0;
+  ctx->set_output_shape(0, TensorShape({kHeader + wino + 4 * (o + 15) * k}));
+  return Status::OK();
+}
+
+// x [N, C, H, W] with the filter of attr 'filter_shape' -> y [N, O, OH, OW].
+Status Conv2DPackedShape(InferenceContext* ctx) {
+  const std::vector<int64_t>& fs = ctx->attr_ints("filter_shape");
+  if (fs.size() != 4 || fs[0] < 1 || fs[1] < 1 || fs[2] < 1 || fs[3] < 1) {
+    return errors::InvalidArgument("attr 'filter_shape' must be 4 ints >= 1 [out_channels, in_channels, kh, kw], got ",
+                                   ListString(fs));
+  }
+  if (ctx->input_shape(1).rank() != 1) {
+    return errors::InvalidArgument("argument 'packed' must be 1-D (a PackConv2DFilter output), got ",
+                                   ctx->input_shape(1).DebugString());
+  }
+  TensorShape y;
+  if (fs[0] > (int64_t{1} << 20) || fs[1] > (int64_t{1} << 20) || fs[2] > (int64_t{1} << 20) || fs[3] > (int64_t{1} << 20)) {
+    return errors::InvalidArgument("attr 'filter_shape' dims must be at most 2^20, got ", ListString(fs));
+  }
+  OF_RETURN_IF_ERROR(conv_shape::ConvForwardShape(ctx->input_shape(0), TensorShape({fs[0], fs[1], fs[2], fs[3]}), ctx, &y, 1));
+  const TensorShape& b = ctx->input_shape(2);
+  if (b.rank() != 1 || (!IsUnknownDim(b.dim(0)) && b.dim(0) != fs[0] && b.dim(0) != 0)) {
+    return errors::InvalidArgument("argument 'bias' must be 1-D of length out_channels ", fs[0],
+                                   " or empty, got shape ", b.DebugString());
+  }
+  const std::string& act = ctx->attr("activation").s;
+  if (act != "none" && act != "relu" && act != "sigmoid" && act != "silu" && act != "hardswish") {
+    return errors::InvalidArgument("attr 'activation' must be 'none', 'relu', 'sigmoid', 'silu' or 'hardswish', got '",
+                                   act, "'");
+  }
+  ctx->set_output_shape(0, y);
+  return Status::OK();
+}
+
+}  // namespace
+
+REGISTER_OP("PackConv2DFilter")
+    .Input("filter: T")
+    .Attr("winograd: bool = true")
+    .Output("packed: uint8")
+    .Attr("T: {float32}")
+    .SetShapeFn(PackShape)
+    .NoGradient()  // an opaque blob
+    .Doc(R"doc(
+Packs a constant Conv2D filter once for Conv2DPacked.
+
+The blob holds the filter as the float32 GEMM's panels for this CPU's ISA
+and, for a 3x3 filter with 16 or more input and output channels (when
+winograd is true), its Winograd F(4x4, 3x3) transform, behind a checked
+header. It is valid in this process (and processes on the same ISA); a blob
+from another ISA is refused.
+
+filter: The weights, [out_channels, in_channels, kernel_height, kernel_width] (one group).
+winograd: Also store the Winograd transform of a 3x3 filter (4x the filter's size), used where the convolution takes that path.
+packed: The opaque packed filter (uint8 bytes).
+)doc");
+
+REGISTER_OP("Conv2DPacked")
+    .Input("x: T")
+    .Input("packed: uint8")
+    .Input("bias: T")
+    .Attr("filter_shape: list(int)")
+    .Attr("strides: list(int) = [1, 1]")
+    .Attr("pads: list(int) = [0, 0, 0, 0]")
+    .Attr("dilations: list(int) = [1, 1]")
+    .Attr("activation: string = 'none'")
+    .Output("y: T")
+    .Attr("T: {float32}")
+    .SetShapeFn(Conv2DPackedShape)
+    // An inference fast path over a constant weight (the ONNX importer's
+    // Conv): the filter is a blob, so there is no filter gradient to give.
+    .NoGradient()
+    .Doc(R"doc(
+activation(Conv2D(x, filter) + bias) over a filter packed once by PackConv2DFilter (one group).
+
+The same result as FusedConv2D (Conv2D when bias is empty and activation is
+'none'), without re-packing or re-transforming the filter on every call.
+
+x: The input, [batch, in_channels, height, width].
+packed: The filter, from PackConv2DFilter (checked against filter_shape).
+bias: One value per output channel, or empty for none.
+filter_shape: The filter's shape [out_channels, in_channels, kernel_height, kernel_width].
+strides: Stride along height and width.
+pads: Zero padding [top, left, bottom, right].
+dilations: Dilation along height and width.
+activation: 'none', 'relu', 'sigmoid', 'silu' (x * sigmoid(x)) or 'hardswish'.
+y: The output, [batch, out_channels, out_height, out_width].
+)doc");
+
+}  // namespace opforge

@@ -1,0 +1,97 @@
+"""test_bad_input oracles for PackConv2DFilter and Conv2DPacked (cpp/ops/packed_conv_ops.cc).
+
+The blobs are built here in numpy, independently of the C++ packer: the
+128-byte header of packed_oracles.py (format 3) and the float32 GEMM's A
+panels (kc-deep blocks of 256, mr-high panels of the microkernel in use).
+The filters drawn here are too small for the Winograd transform (fewer than
+16 channels), so every blob is exact bytes. Conv2DPacked's draws get blobs
+whose filter this module remembers; a hostile one (truncated, a header byte
+flipped) is unknown, and the oracle raises, as the op must.
+"""
+import numpy as np
+from hypothesis import strategies as st
+
+import vision_reference as ref
+from opforge.testing.check.inputs import array, quiet
+from packed_oracles import HEADER, _hostile, header
+from vision_oracles import _window_attrs
+
+MR = {"avx512": 12, "avx2": 6, "generic": 4}  # the f32 microkernels' rows (cpp/kernels/gemm/micro_*.cc)
+_FILTERS = {}  # blob bytes -> filter
+
+
+def panel_layout():
+    """The float32 GEMM microkernel whose panels PackConv2DFilter writes ("avx512", "avx2" or "generic")."""
+    import ctypes
+
+    from opforge import _pywrap_internal
+    fn = ctypes.CDLL(_pywrap_internal.__file__)._ZN7opforge4conv11PanelLayoutEv
+    fn.restype = ctypes.c_char_p
+    return fn().decode()
+
+
+def pack_conv(f, winograd=True):
+    """PackConv2DFilter's bytes for a filter without the Winograd transform (under 16 channels or not 3x3)."""
+    f = np.asarray(f)
+    if f.ndim != 4 or min(f.shape) < 1 or f.dtype.type is not np.float32:
+        raise ValueError("filter")
+    o, c, kh, kw = f.shape
+    if winograd and kh == kw == 3 and o >= 16 and c >= 16:
+        raise NotImplementedError("the Winograd transform is not exact in numpy")
+    layout = panel_layout()
+    mr, k = MR[layout], c * kh * kw
+    mp = (o + mr - 1) // mr * mr
+    a = np.zeros((mp, k), np.float32)
+    a[:o] = f.reshape(o, k)
+    body = b"".join(a[:, pc:pc + 256].reshape(mp // mr, mr, -1).transpose(0, 2, 1).tobytes()
+                    for pc in range(0, k, 256))
+    total = HEADER + 4 * (o + 15) * k
+    blob = header(3, layout, mr, 0, kh, kw, k, o, len(body), 0) + body
+    return np.frombuffer(blob.ljust(total, b"\0"), np.uint8).copy()
+
+
+def pack_gen(draw, dtype):
+    shape = tuple(draw(st.lists(st.integers(0, 4), min_size=4, max_size=4)))
+    if draw(st.integers(0, 9)) == 0:
+        shape = shape[:draw(st.integers(0, 3))]
+    return (array(draw, dtype, shape),), {"winograd": draw(st.booleans())}
+
+
+def conv_packed_gen(draw, dtype):
+    f_shape = (draw(st.integers(1, 4)), draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    f = array(draw, dtype, f_shape, small=True, finite=True)
+    blob = pack_conv(f)
+    _FILTERS[blob.tobytes()] = f
+    c = f_shape[1] + draw(st.sampled_from([0, 0, 0, 1]))
+    x_shape = (draw(st.integers(0, 2)), c, draw(st.integers(0, 5)), draw(st.integers(0, 5)))
+    if draw(st.integers(0, 9)) == 0:
+        x_shape = x_shape[:draw(st.integers(0, 3))]
+    strides, pads, dil = _window_attrs(draw)
+    o = f_shape[0]
+    bias = array(draw, dtype, (draw(st.sampled_from([o, o, o, 0, o + 1])),), small=True, finite=True)
+    fs = list(f_shape)
+    if draw(st.integers(0, 9)) == 0:
+        fs[draw(st.integers(0, 3))] += 1
+    kw = {"filter_shape": fs, "strides": strides, "pads": pads, "dilations": dil,
+          "activation": draw(st.sampled_from(["none", "relu", "sigmoid", "silu", "hardswish", "gelu"]))}
+    return (array(draw, dtype, x_shape, small=True, finite=True), _hostile(draw, blob), bias), kw
+
+
+def conv2d_packed(x, packed, bias, filter_shape, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
+                  activation="none"):
+    f = _FILTERS.get(np.asarray(packed).tobytes())
+    if f is None or list(filter_shape) != list(f.shape):
+        raise ValueError("argument 'packed' is not a packed filter of this shape")
+    y = ref.conv2d(x, f, strides=strides, pads=pads, dilations=dilations, groups=1).astype(np.float64)
+    if activation not in ("none", "relu", "sigmoid", "silu", "hardswish") or bias.size not in (0, y.shape[1]):
+        raise ValueError("activation or bias")
+    z = y + (bias.reshape(1, -1, 1, 1) if bias.size else 0.0)
+    out = {"none": z, "relu": np.maximum(z, 0), "sigmoid": 1 / (1 + np.exp(-z)), "silu": z / (1 + np.exp(-z)),
+           "hardswish": z * np.clip(z / 6 + 0.5, 0, 1)}
+    return out[activation].astype(x.dtype)
+
+
+PACKED_CONV_ORACLES = {
+    "PackConv2DFilter": (pack_gen, quiet(pack_conv)),
+    "Conv2DPacked": (conv_packed_gen, quiet(conv2d_packed)),
+}
