@@ -846,3 +846,7 @@ ORACLES.update(DETECTION_ORACLES)
 from unique_oracles import UNIQUE_ORACLES  # noqa: E402
 
 ORACLES.update(UNIQUE_ORACLES)
+# Shape-tensor ops (issue 24: one graph for every size), in shape_oracles.py.
+from shape_oracles import SHAPE_ORACLES  # noqa: E402
+
+ORACLES.update(SHAPE_ORACLES)

@@ -16,6 +16,7 @@ from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (r
 from opforge.onnx import _fuse_matmul  # noqa: E402  (MatMul -> Add -> activation as FusedMatMul)
 from opforge.onnx import _ops_select, _ops_compose, _ops_attention  # noqa: F401,E402  (index, composed, attention)
 from opforge.onnx import _ops_quant  # noqa: F401,E402  (quantization operators)
+from opforge.onnx import _ops_shape_dyn  # noqa: F401,E402  (last: wraps Expand, Tile, Range, ConstantOfShape)
 
 
 def _has_unknown_dims(v):
