@@ -132,3 +132,23 @@ def test_eager_calls_with_the_same_shapes_but_other_values_are_not_memoised():
         assert P.reshape_to(x, i64(*target)).shape == tuple(target)
     for n in (3, 5):
         assert P.arange_of(i64(0), i64(n), i64(1)).shape == (n,)
+
+
+def test_a_partly_known_target_gives_static_dims_and_each_run_checks_them():
+    # [B, S, -1, 16] with B, S from another tensor's shape (as exported
+    # attention builds it): the -1 is guessed as 64 / 16 = 4 when the graph
+    # is built; a run where it is not 4 fails instead of answering wrong.
+    g = of.Graph()
+    with g.as_default():
+        x = of.placeholder(np.float32, shape=[None, None, 64])
+        other = of.placeholder(np.float32, shape=[None, None])
+        target = P.concat([P.shape(other), i64(-1, 16)], axis=0)
+        y = P.reshape_to(x, target, dims=[-2, -2, -1, 16])
+    assert list(y.shape) == [None, None, 4, 16]
+    sess = of.Session(g)
+    v = np.arange(2 * 3 * 64, dtype=np.float32).reshape(2, 3, 64)
+    np.testing.assert_array_equal(sess.run(y, {x: v, other: np.zeros((2, 3), np.float32)}), v.reshape(2, 3, 4, 16))
+    with pytest.raises(errors.InvalidArgumentError, match="ReshapeTo.*built for"):
+        sess.run(y, {x: v, other: np.zeros((3, 1), np.float32)})
+    with pytest.raises(errors.InvalidArgumentError, match="differs from attr 'dims'"):
+        P.reshape_to(v, i64(2, 3, 4, 8), dims=[-2, -2, -1, 16])

@@ -59,6 +59,17 @@ Status ReinferShapes(const Graph::Plan& p, const Feeds& feeds, std::vector<Tenso
     TensorShape* out = reinferred.data() + p.offset[k];
     Status s = InferFromTensors(*node.op, in.data(), static_cast<int>(in.size()), attrs.data(), dtypes.data(), out);
     if (!s.ok()) return s.WithPrefix("Session.run: with the fed shapes, " + node.Label() + ": ");
+    if (node.op->name == "ReshapeTo") {
+      // Its static dims may be a guess from a partly known target (shape_ops.cc): check it.
+      const TensorShape& planned = node.shapes[0];
+      for (int d = 0; d < planned.rank() && d < out[0].rank(); ++d) {
+        if (!IsUnknownDim(planned.dim(d)) && !IsUnknownDim(out[0].dim(d)) && planned.dim(d) != out[0].dim(d)) {
+          return errors::InvalidArgument("Session.run: with the fed shapes, ", node.Label(), ": ReshapeTo: the "
+                                         "result has shape ", out[0].DebugString(), " but the graph was built for ",
+                                         planned.DebugString());
+        }
+      }
+    }
     bool small = !node.op->stateful;
     for (size_t o = 0; o < node.dtypes.size(); ++o) {
       const bool full = IsFullyDefined(out[o]);

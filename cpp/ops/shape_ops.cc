@@ -47,6 +47,39 @@ Status ShapeShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
+// A target known in part ('dims'), whose unknown entries are as many as x's
+// unknown dims (they come from x's shape, as exported models build them):
+// the one entry to infer (-2 here) is x's known dims over the target's
+// known ones. The engine checks the guess against every run's shapes
+// (shape_plan.cc), so a wrong one fails the run instead of answering wrong.
+void InferHintedDim(const TensorShape& in, std::vector<int64_t>* dims) {
+  int infer = -1, unknown_out = 0, unknown_in = 0;
+  int64_t known_out = 1, known_in = 1;
+  for (size_t i = 0; i < dims->size(); ++i) {
+    const int64_t d = (*dims)[i];
+    if (d == -2) {
+      if (infer >= 0) return;
+      infer = static_cast<int>(i);
+    } else if (IsUnknownDim(d)) {
+      ++unknown_out;
+    } else {
+      known_out *= d;
+    }
+  }
+  for (int i = 0; i < in.rank(); ++i) {
+    if (IsUnknownDim(in.dim(i))) {
+      ++unknown_in;
+    } else {
+      known_in *= in.dim(i);
+    }
+  }
+  if (infer < 0) return;
+  (*dims)[infer] = kUnknownDim;
+  if (unknown_in == unknown_out && known_out > 0 && known_in % known_out == 0) {
+    (*dims)[infer] = known_in / known_out;
+  }
+}
+
 // ONNX Reshape: 0 copies the input's dim there (unless allowzero), one -1 is inferred.
 Status ReshapeToShape(InferenceContext* ctx) {
   const TensorShape& in = ctx->input_shape(0);
@@ -54,12 +87,31 @@ Status ReshapeToShape(InferenceContext* ctx) {
   bool known = false;
   OF_RETURN_IF_ERROR(ShapeVector(ctx, 1, "shape", &dims, &known));
   const int rank = static_cast<int>(dims.size());
+  const bool allowzero = ctx->attr_bool("allowzero");
+  const std::vector<int64_t>& hint = ctx->attr_ints("dims");
+  if (!hint.empty() && hint.size() != dims.size()) {
+    return errors::InvalidArgument("attr 'dims' ", ListString(hint), " has ", hint.size(),
+                                   " entries but argument 'shape' has ", dims.size());
+  }
   if (!known) {
+    // The entries known when the graph was built (attr 'dims') give those dims.
+    for (size_t i = 0; i < hint.size(); ++i) {
+      const int64_t h = hint[i];
+      if (h > 0 || (h == 0 && allowzero)) dims[i] = h;
+      if (h == 0 && !allowzero && static_cast<int>(i) < in.rank()) dims[i] = in.dim(static_cast<int>(i));
+      if (h == -1) dims[i] = -2;  // the entry to infer, marked apart from the unknown ones
+    }
+    InferHintedDim(in, &dims);
     ctx->set_output_shape(0, TensorShape(dims.data(), rank));
     return Status::OK();
   }
+  for (size_t i = 0; i < hint.size(); ++i) {
+    if (hint[i] != -2 && hint[i] != dims[i]) {
+      return errors::InvalidArgument("argument 'shape' ", ListString(dims), " differs from attr 'dims' ",
+                                     ListString(hint), " at index ", i);
+    }
+  }
   const std::vector<int64_t> spec = dims;
-  const bool allowzero = ctx->attr_bool("allowzero");
   int infer = -1;
   bool unknown = false;
   int64_t product = 1;
@@ -300,6 +352,7 @@ REGISTER_OP("ReshapeTo")
     .Input("x: T")
     .Input("shape: int64")
     .Attr("allowzero: bool = false")
+    .Attr("dims: list(int) = []")
     .Output("y: T")
     .Attr(kAllTypes)
     .SetShapeFn(ReshapeToShape)
@@ -314,6 +367,7 @@ dim). The result shares x's buffer.
 x: The tensor to reshape.
 shape: The new shape, a 1-D int64 tensor.
 allowzero: Whether 0 in shape is a zero dim (true) or copies x's dim (false).
+dims: The entries of shape known when a graph is built, -2 where known only at run time (empty: none); a graph then knows those dims of y before it runs, and a run whose shape differs fails.
 y: x's elements in the same order, with the given shape.
 )doc");
 

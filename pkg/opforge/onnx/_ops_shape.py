@@ -16,7 +16,7 @@ from opforge import ops as P
 from opforge.errors import UnimplementedError
 from opforge.onnx import _dtypes, _validate
 from opforge.onnx._node import INT, INTS, TENSOR, FLOAT, FLOATS, STRING, converter, dtype_of, shape_of
-from opforge.onnx._shape_values import ints_or_tensor, int64_tensor, reshape_spec
+from opforge.onnx._shape_values import constant_target, ints_or_tensor, int64_tensor, reshape_spec
 
 _ALL_SINCE_1 = (1, 13, 14, 16, 19, 21, 23, 24, 25)
 
@@ -38,7 +38,14 @@ def _reshape(n):
     else:
         target, dyn = ints_or_tensor(n, 1, "shape")
         if dyn is not None:  # computed at run time: the engine resolves 0 and -1 per run
-            return P.reshape_to(x, dyn, allowzero=bool(n.attr("allowzero", 0)))
+            allowzero = bool(n.attr("allowzero", 0))
+            tracked = n.partials.get(n.node.input[1])
+            fixed = constant_target(n, tracked[0], allowzero) if tracked else None
+            if fixed is not None:
+                return P.reshape_to(x, fixed, allowzero=allowzero)
+            # Some entries known now: the graph knows those dims before it runs.
+            dims = [e if isinstance(e, int) else -2 for e in tracked[0]] if tracked else []
+            return P.reshape_to(x, dyn, allowzero=allowzero, dims=dims)
     in_shape = shape_of(x)
     if None in in_shape:
         return P.reshape_to(x, np.array(target, np.int64), allowzero=bool(n.attr("allowzero", 0)))

@@ -1,4 +1,4 @@
-"""Expand, Tile, Range and ConstantOfShape where their shape-like inputs or
+"""Expand, Tile, Range, ConstantOfShape and Trilu where their shape-like inputs or
 the data's dims are known only when the graph runs (symbolic dims): the
 shape-tensor ops of cpp/ops/shape_ops.cc. Where everything is known at
 conversion, the static converters (_ops_index.py, _ops_math_more.py) run
@@ -67,7 +67,27 @@ def _constant_of_shape(n):
     return P.constant_of_shape(shape, value)
 
 
+def _trilu(n):
+    x = n.input(0)
+    shape = shape_of(x)
+    if len(shape) < 2 or None not in shape[-2:]:
+        return NotImplemented
+    # The mask from the run-time dims: col - row >= k (upper) or <= k (lower).
+    k, kt = ints_or_tensor(n, 1, "k") if n.has(1) else ([0], None)
+    k = kt if kt is not None else np.array(k, np.int64)
+    s = P.shape(x)
+    dims = [P.reshape(P.slice(s, begin=[len(shape) + a], size=[1]), shape=[]) for a in (-2, -1)]
+    zero, one = np.array(0, np.int64), np.array(1, np.int64)
+    rows = P.reshape(P.arange_of(zero, dims[0], one), shape=[-1, 1])
+    cols = P.reshape(P.arange_of(zero, dims[1], one), shape=[1, -1])
+    diff = P.sub(cols, rows)
+    mask = P.greater_equal(diff, P.reshape(k, shape=[])) if n.attr("upper", 1) else \
+        P.less_equal(diff, P.reshape(k, shape=[]))
+    return P.select(mask, x, np.zeros((), dtype=x.dtype.as_numpy_dtype))
+
+
 _wrap("Expand", _expand)
 _wrap("Tile", _tile)
 _wrap("Range", _range)
 _wrap("ConstantOfShape", _constant_of_shape)
+_wrap("Trilu", _trilu)
