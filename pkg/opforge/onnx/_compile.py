@@ -53,8 +53,9 @@ class Compiled:
     def __init__(self, session, feeds, fetches):
         self.session, self.feeds, self.fetches = session, feeds, fetches
         # What Session.run resolves per call, resolved once: the feeds'
-        # dtypes and shapes were checked by Program.check_feeds, and this
-        # graph's placeholders have exactly those shapes (the cache key).
+        # dtypes and shapes were checked by Program.check_feeds against the
+        # model's dims, which this graph's placeholders have (symbolic ones
+        # unknown) or which the signature fixed (the cache key).
         self._handle = session.graph._handle
         self._nodes = [(name, ph._node) for name, ph in feeds]
         self._refs = [t._ref() for t in fetches]
