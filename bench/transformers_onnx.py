@@ -147,6 +147,67 @@ def main(argv=None):
                   f"{t_ort / t_of:5.2f}x {t_eager * 1e3:9.3f} {t_ort / t_eager:10.2f}x"
                   + ("" if graph else "  (eager fallback)"))
 
+    if not args.only or "generation" in args.only:
+        _generation(args, tmp, so)
+
+
+def _per_shape(prog):
+    """prog as before the one graph for every size: a graph per feed-shape signature (LRU)."""
+    from opforge.onnx import _compile
+    prog._compiled._generic = _compile._Eager("per-shape LRU forced by the bench")
+    return prog
+
+
+def _generation(args, tmp, so, steps=16, prompt=4):
+    """Llama exported with dynamic axes, greedy generation without a KV cache:
+    a new sequence length every step. The one graph for every size, the
+    per-shape LRU (each length is new: every step eager) and onnxruntime, on
+    the same loop, interleaved; plus two sizes run repeatedly."""
+    import onnxruntime as ort
+    import torch
+
+    import opforge.onnx
+    name, model, example, names, dynamic, _ = next(m for m in _models() if "dynamic" in m[0])
+    path = os.path.join(tmp, "llama_dyn.onnx")
+    _export(model, example, names, dynamic, path)
+    one, lru = opforge.onnx.load(path), _per_shape(opforge.onnx.load(path))
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    start = torch.randint(0, 100, (1, prompt)).numpy()
+
+    def loop(run):
+        ids = start
+        for _ in range(steps):
+            logits = run({"input_ids": ids})[0]
+            ids = np.concatenate([ids, logits[:, -1:].argmax(-1).astype(np.int64)], axis=1)
+        return ids
+
+    runs = {"one graph": one.run, "per-shape LRU": lru.run, "onnxruntime": lambda f: sess.run(None, f)}
+    outs = {k: loop(r) for k, r in runs.items()}  # warm: the one graph compiles on its second run
+    times = {k: [] for k in runs}
+    for _ in range(3):
+        for k, r in runs.items():
+            times[k].append(_median_time(lambda: loop(r), max(args.repeats // 10, 1)))
+    t = {k: statistics.median(v) for k, v in times.items()}
+    same = all(np.array_equal(outs[k], outs["onnxruntime"]) for k in outs)
+    print(f"\ngeneration, llama dynamic axes, {steps} steps from length {prompt} (no KV cache), "
+          f"tokens equal to onnxruntime's: {same}; one graph for every size: "
+          f"{one._compiled.generic_reason() is None}")
+    for k in runs:
+        print(f"  {k:<16} {t[k] * 1e3:9.2f} ms   onnxruntime / this {t['onnxruntime'] / t[k]:5.2f}x")
+    print("two sizes, each run repeatedly:")
+    for b, sq in ((1, 8), (3, 24)):
+        feeds = {"input_ids": torch.randint(0, 100, (b, sq)).numpy()}
+        for p in (one, lru):
+            p.run(feeds), p.run(feeds)
+        rows = {"one graph": [], "per-shape LRU": [], "onnxruntime": []}
+        for _ in range(3):
+            rows["one graph"].append(_median_time(lambda: one.run(feeds), args.repeats // 3 or 1))
+            rows["per-shape LRU"].append(_median_time(lambda: lru.run(feeds), args.repeats // 3 or 1))
+            rows["onnxruntime"].append(_median_time(lambda: sess.run(None, feeds), args.repeats // 3 or 1))
+        med = {k: statistics.median(v) for k, v in rows.items()}
+        print(f"  [{b}, {sq}]  " + "  ".join(f"{k} {v * 1e3:.3f} ms ({med['onnxruntime'] / v:.2f}x)"
+                                          for k, v in med.items()))
+
 
 if __name__ == "__main__":
     main()

@@ -72,6 +72,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_resize_grads.py
   python/gen_resize_ops.py
   python/gen_resize_ops.pyi
+  python/gen_shape_grads.py
+  python/gen_shape_ops.py
+  python/gen_shape_ops.pyi
   python/gen_special_grads.py
   python/gen_special_ops.py
   python/gen_special_ops.pyi
@@ -110,6 +113,7 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_random_ops.i
   swig/gen_reduction_ops.i
   swig/gen_resize_ops.i
+  swig/gen_shape_ops.i
   swig/gen_special_ops.i
   swig/gen_state_ops.i
   swig/gen_trig_ops.i

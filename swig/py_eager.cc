@@ -174,6 +174,13 @@ void MemoStore(const OpBinding& b, const BoundCall& bc, PyObject* const* args) {
 }  // namespace
 
 bool Memoizable(const OpDef& op, bool plain, size_t num_caller_attrs) {
+  // The shape-tensor ops' shape functions read input values (cpp/ops/shape_ops.cc):
+  // their output shapes depend on more than the memo's key (dtypes and shapes).
+  static const char* const kReadsValues[] = {"ReshapeTo", "Expand", "StridedSlice", "Tile", "ConstantOfShape",
+                                             "ArangeOf"};
+  for (const char* name : kReadsValues) {
+    if (op.name == name) return false;
+  }
   return plain && op.inputs.size() <= EagerMemo::kInputs && num_caller_attrs <= EagerMemo::kAttrs;
 }
 

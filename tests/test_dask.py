@@ -34,6 +34,8 @@ NOT_DISTRIBUTED = {
         "AssignVariable", "AssignAddVariable", "AssignSubVariable", "ReadVariable", "VariableIsInitialized",
         "ResourceApplyGradientDescent", "ResourceApplyMomentum", "ResourceApplyAdam")},
     "Group": "does nothing: it orders graph ops",
+    **{op: "a shape-tensor op (ONNX import: one graph for every size); its shape depends on a value"
+       for op in ("ArangeOf", "ConstantOfShape", "Expand", "ReshapeTo", "Shape", "StridedSlice", "Tile")},
     "ApplyAdam": "updates var, m and v in place",
     "ApplyGradientDescent": "updates var in place",
     "ApplyMomentum": "updates var and accum in place",

@@ -53,6 +53,7 @@ CASES = {
     "Sqrt": [((positive(2, 3),), {})],
     "Select": [((RNG.random((2, 3)) > 0.5, r(2, 3), r(2, 3)), {}), ((RNG.random(3) > 0.5, r(2, 3), r(1)), {})],
     "Reshape": [((r(2, 3),), {"shape": [3, 2]}), ((r(6),), {"shape": [1, 2, 3]})],
+    "ReshapeTo": [((r(2, 3), np.array([3, 2], np.int64)), {}), ((r(6), np.array([0, -1], np.int64)), {})],
     "Transpose": [((r(2, 3, 4),), {}), ((r(2, 3, 4),), {"perm": [1, 2, 0]})],
     "Cast": [((r(2, 3),), {"dtype": of.float64})],
     "Fill": [((r(),), {"shape": [2, 3]})],

@@ -43,14 +43,21 @@ def test_unknown_dims_propagate_through_shape_functions():
         assert (of.placeholder(of.float32, [None] * 8) + 1.0).shape == (None,) * 8
 
 
-def test_an_op_that_fits_only_some_sizes_fails_at_build_naming_the_node():
+def test_an_op_that_fits_only_some_sizes_fails_at_run_naming_the_node():
+    # An unknown dim broadcast against a known one takes its size (it may be
+    # computed at run time: one graph for every size); a run whose fed dim
+    # differs fails before any kernel, naming the node.
     g = of.Graph()
     with g.as_default():
         x = of.placeholder(of.float32, [None, 4])
-        with pytest.raises(errors.InvalidArgumentError, match=r"node 'Add.*unknown dimension \(None\)"):
-            of.add(x, np.ones((3, 4), np.float32))
+        y = of.add(x, np.ones((3, 4), np.float32))
+        assert tuple(y.shape) == (3, 4)
         with pytest.raises(errors.InvalidArgumentError, match="unknown dimension"):
             of.reshape(x, [8, 4])
+    sess = of.Session(g)
+    np.testing.assert_array_equal(sess.run(y, {x: np.zeros((3, 4), np.float32)}), np.ones((3, 4)))
+    with pytest.raises(errors.InvalidArgumentError, match=r"node 'Add.*cannot be broadcast"):
+        sess.run(y, {x: np.zeros((2, 4), np.float32)})
 
 
 @pytest.mark.parametrize("bad", [np.ones((2, 5), np.float32), np.ones((2, 4, 1), np.float32),

@@ -217,6 +217,21 @@ CASES.update({
 })
 
 
+# Shape-tensor ops (issue 24, one graph for every size): infer() sees no
+# values, so the dims a shape tensor sets are unknown (None) there.
+_V = lambda *v: np.array(v, np.int64)  # noqa: E731
+VALUE_DEPENDENT = {"ReshapeTo", "Expand", "StridedSlice", "Tile", "ConstantOfShape", "ArangeOf"}
+CASES.update({
+    "Shape": [((arr((2, 3)),), {}), ((arr((), I),), {})],
+    "ReshapeTo": [((arr((2, 6)), _V(3, -1)), {}), ((arr((2, 6)), _V(0, 3, 2)), {})],
+    "Expand": [((arr((3, 1)), _V(2, 1, 4)), {})],
+    "StridedSlice": [((arr((4, 5)), _V(3), _V(0), _V(0), _V(-2)), {})],
+    "Tile": [((arr((2, 3), I), _V(2, 1)), {})],
+    "ConstantOfShape": [((_V(2, 3), np.float64(1.5)), {})],
+    "ArangeOf": [((np.int64(1), np.int64(9), np.int64(3)), {})],
+})
+
+
 def call(op, inputs, attrs):
     """Runs op eagerly, inputs by name (an attr may come first: Fill(shape, value))."""
     names = [naming.python_ident(i["name"]) for i in REGISTRY[op]["inputs"]]
@@ -243,7 +258,10 @@ def test_infer_matches_eager(op):
         assert len(dtypes) == len(shapes) == len(outs) == len(REGISTRY[op]["outputs"])
         for d, s, t in zip(dtypes, shapes, outs):
             assert isinstance(d, of.DType) and d == t.dtype, (op, d, t.dtype)
-            assert s == t.shape, (op, s, t.shape)
+            if op in VALUE_DEPENDENT:
+                assert len(s) == len(t.shape) and all(a in (b, None) for a, b in zip(s, t.shape)), (op, s, t.shape)
+            else:
+                assert s == t.shape, (op, s, t.shape)
         assert sorted(completed) == sorted(a["name"] for a in REGISTRY[op]["attrs"])
         for a in REGISTRY[op]["attrs"]:
             if a["name"] in attrs and a["type"] != "type":

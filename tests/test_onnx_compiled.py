@@ -1,6 +1,8 @@
 """Program.run on the graph engine (pkg/opforge/onnx/_compile.py): one compiled
-graph per feed-shape signature, shape subgraphs folded, the eager node loop
-as the fallback; onnxruntime and the eager loop are the oracles."""
+graph for every size (shape subgraphs computed per feed-shape signature by
+the engine), a graph per signature where a model needs static dims, the
+eager node loop as the fallback; onnxruntime and the eager loop are the
+oracles."""
 
 import os
 
@@ -63,28 +65,54 @@ def test_symbolic_dims_run_as_graphs_at_every_size():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     reasons = prog.compiled_reasons()
     assert len(reasons) == 3 and all(r is None for r in reasons.values()), reasons
+    # ... and all of them on one graph, compiled once.
+    assert prog._compiled.generic_reason() is None
+    assert len({id(e) for e in prog._compiled._entries.values()}) == 1
 
 
-def test_folding_leaves_no_shape_ops_in_the_graph():
+def test_the_one_graph_computes_shape_subgraphs_and_folds_the_rest():
     prog = opforge.onnx.load(_shape_model())
     _run_twice(prog, {"x": np.ones((2, 3, 8), np.float32)})
     (entry,) = prog._compiled._entries.values()
-    types = {op.type for op in entry.session.graph.get_operations()}
-    assert "Concat" not in types and "Gather" not in types and "Reshape" in types
+    types = [op.type for op in entry.session.graph.get_operations()]
+    # Shape -> Gather -> Concat -> Reshape stays (the dims are symbolic); the
+    # weight is a constant, and nothing that reads only constants is an op.
+    assert {"Shape", "Gather", "Concat", "ReshapeTo", "MatMul"} <= set(types), types
+    assert types.count("Concat") == 1 and "Reshape" not in types
 
 
-def test_a_shape_computed_from_data_runs_eagerly_and_says_why():
-    # Reshape's target comes from a fed tensor: a graph cannot take it as a
-    # static shape, so this signature runs through the eager node loop.
+def test_static_dims_still_fold_the_shape_subgraph():
+    model = _shape_model()
+    imported = opforge.onnx.import_model(model, input_shapes={"x": [2, 3, 8]})
+    types = {op.type for op in imported.graph.get_operations()}
+    assert "Concat" not in types and "Gather" not in types and "Shape" not in types and "Reshape" in types
+
+
+def test_a_shape_computed_from_data_runs_on_the_graph_inferred_op_by_op():
+    # Reshape's target comes from a fed tensor: the engine cannot plan the
+    # shapes from the fed shapes alone, so it infers each op as it runs.
     model = _model([helper.make_node("Reshape", ["x", "t"], ["y"], name="reshape_by_data")],
                    [_vi("x", [2, 6]), _vi("t", [2], TensorProto.INT64)], [_vi("y", None)])
     prog = opforge.onnx.load(model)
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
-    for t in ([3, 4], [4, 3]):
+    for t in ([3, 4], [4, 3], [-1, 3]):
         (got,) = _run_twice(prog, {"x": x, "t": np.array(t, np.int64)})
         np.testing.assert_array_equal(got, x.reshape(t))
-    (reason,) = prog.compiled_reasons().values()
-    assert "reshape_by_data" in reason
+    assert list(prog.compiled_reasons().values()) == [None]
+    with pytest.raises(errors.InvalidArgumentError, match="reshape_by_data.*negative dim -4"):
+        prog.run({"x": x, "t": np.array([-4, 3], np.int64)})
+
+
+def test_a_model_that_needs_static_dims_compiles_per_signature_and_says_why():
+    model = _model([helper.make_node("Split", ["x"], ["a", "b"], axis=0, name="halves", num_outputs=2)],
+                   [_vi("x", ["N", 3])], [_vi("a", None), _vi("b", None)], opset=18)
+    prog = opforge.onnx.load(model)
+    for n in (2, 4):
+        x = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+        a, b = _run_twice(prog, {"x": x})
+        np.testing.assert_array_equal(a, x[: n // 2])
+    assert "halves" in prog._compiled.generic_reason()
+    assert all(r is None for r in prog.compiled_reasons().values()) and len(prog.compiled_reasons()) == 2
 
 
 def test_a_run_time_error_names_the_onnx_node_as_the_eager_loop_does():

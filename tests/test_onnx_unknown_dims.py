@@ -40,13 +40,24 @@ def test_input_shapes_still_fixes_symbolic_dims():
 
 
 def test_a_node_that_needs_an_unknown_dim_statically_is_refused_naming_it():
-    # Flatten computes its output dims at import: with a symbolic leading dim
-    # that is an UnimplementedError naming the node and input_shapes.
-    model = _model([helper.make_node("Flatten", ["x"], ["y"], axis=2, name="flat")],
-                   [_vi("x", ["N", 3, 4])], [_vi("y", None)])
-    with pytest.raises(errors.UnimplementedError, match=r"flat.*input_shapes"):
+    # Split sizes its outputs at import: with a symbolic dim on the split
+    # axis that is an UnimplementedError naming the node.
+    model = _model([helper.make_node("Split", ["x"], ["a", "b"], axis=0, name="halves", num_outputs=2)],
+                   [_vi("x", ["N", 3])], [_vi("a", None), _vi("b", None)], opset=18)
+    with pytest.raises(errors.UnimplementedError, match=r"halves.*static shape"):
         opforge.onnx.import_model(model)
-    imported = opforge.onnx.import_model(model, input_shapes={"x": [2, 3, 4]})
-    xv = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
-    np.testing.assert_array_equal(of.Session(imported.graph).run(imported.outputs["y"], {imported.inputs["x"]: xv}),
-                                  xv.reshape(6, 4))
+    imported = opforge.onnx.import_model(model, input_shapes={"x": [4, 3]})
+    xv = np.arange(12, dtype=np.float32).reshape(4, 3)
+    a = of.Session(imported.graph).run(imported.outputs["a"], {imported.inputs["x"]: xv})
+    np.testing.assert_array_equal(a, xv[:2])
+
+
+def test_flatten_of_a_symbolic_dim_runs_at_every_size():
+    model = _model([helper.make_node("Flatten", ["x"], ["y"], axis=2, name="flat")],
+                   [_vi("x", ["N", 3, "M"])], [_vi("y", None)])
+    imported = opforge.onnx.import_model(model)
+    with of.Session(imported.graph) as sess:
+        for shape in [(2, 3, 4), (1, 3, 5)]:
+            xv = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+            np.testing.assert_array_equal(sess.run(imported.outputs["y"], {imported.inputs["x"]: xv}),
+                                          xv.reshape(shape[0] * 3, -1))

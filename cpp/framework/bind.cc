@@ -138,7 +138,9 @@ Status InferBound(const OpDef& op, BoundCall* out) {
       unknown_rank = unknown_rank || !s.shape.known_rank;
       specs[i] = InputSpec{s.dtype, &s.shape.dims};
     } else {
-      specs[i] = InputSpec{out->values[i].dtype(), &out->values[i].shape()};
+      const Tensor& v = out->values[i];
+      const bool known = v.buffer() != nullptr || v.NumElements() == 0;
+      specs[i] = InputSpec{v.dtype(), &v.shape(), known ? &v : nullptr};
     }
   }
   if (unknown_rank) {

@@ -30,7 +30,11 @@ namespace opforge {
 inline Status InferFromTensors(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs,
                                DType* out_dtypes, TensorShape* out_shapes) {
   std::vector<InputSpec> specs(static_cast<size_t>(num_inputs));
-  for (int i = 0; i < num_inputs; ++i) specs[i] = InputSpec{inputs[i].dtype(), &inputs[i].shape()};
+  for (int i = 0; i < num_inputs; ++i) {
+    // A value is known where the tensor has storage (or needs none).
+    const bool known = inputs[i].buffer() != nullptr || inputs[i].NumElements() == 0;
+    specs[i] = InputSpec{inputs[i].dtype(), &inputs[i].shape(), known ? &inputs[i] : nullptr};
+  }
   return InferOutputs(op, specs.data(), num_inputs, attrs, out_shapes, out_dtypes);
 }
 

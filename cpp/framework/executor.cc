@@ -137,7 +137,8 @@ OPFORGE_HOT_INLINE Status RunShapeFn(const OpDef& op, const InputSpec* inputs, i
   OF_RETURN_IF_ERROR(op.shape_fn(&ictx));
   if (!ictx.lookup_error().ok()) return ictx.lookup_error();
   for (size_t i = 0; i < op.outputs.size(); ++i) {
-    if (!shapes[i].IsValid() && !(HasUnknownDims(inputs, num_inputs) && IsPartialShapeValid(shapes[i]))) {
+    const bool partial_ok = HasUnknownDims(inputs, num_inputs) || ictx.read_unknown_value();
+    if (!shapes[i].IsValid() && !(partial_ok && IsPartialShapeValid(shapes[i]))) {
       TensorShape checked;
       Status s = TensorShape::Make(shapes[i].dims(), shapes[i].rank(), &checked);
       return errors::InvalidArgument("output '", op.outputs[i].name, "': ", s.message());
@@ -175,7 +176,7 @@ OPFORGE_HOT_INLINE Status RunKernelImpl(const OpDef& op, const Tensor* inputs, i
 Status ExecuteImpl(const OpDef& op, const Tensor* inputs, int num_inputs, AttrValue* attrs, Tensor* outputs,
                    int device) {
   InlinedVector<InputSpec, 4> specs(static_cast<size_t>(num_inputs));
-  for (int i = 0; i < num_inputs; ++i) specs[i] = InputSpec{inputs[i].dtype(), &inputs[i].shape()};
+  for (int i = 0; i < num_inputs; ++i) specs[i] = InputSpec{inputs[i].dtype(), &inputs[i].shape(), &inputs[i]};
   OF_RETURN_IF_ERROR(InferTypeAttrs(op, specs.data(), num_inputs, attrs));
   OF_RETURN_IF_ERROR(CompleteAttrs(op, attrs));
   InlinedVector<TensorShape, 2> shapes(op.outputs.size());

@@ -41,14 +41,6 @@ class ReadOnlyBuffer : public TensorBuffer {
   TensorBuffer* inner_;
 };
 
-Tensor ReadOnly(const Tensor& t) {
-  if (t.buffer() == nullptr || !t.buffer()->writable()) return t;
-  auto* b = new ReadOnlyBuffer(t.buffer());
-  Tensor out(t.dtype(), t.shape(), b);
-  b->Unref();  // the tensor holds the only reference
-  return out;
-}
-
 // A fetched value that shares a constant's or a feed's memory is copied:
 // what the caller gets may be written without changing the graph.
 Status Unshare(Tensor* t) {
@@ -61,6 +53,14 @@ Status Unshare(Tensor* t) {
 }
 
 }  // namespace
+
+Tensor ReadOnly(const Tensor& t) {
+  if (t.buffer() == nullptr || !t.buffer()->writable()) return t;
+  auto* b = new ReadOnlyBuffer(t.buffer());
+  Tensor out(t.dtype(), t.shape(), b);
+  b->Unref();  // the tensor holds the only reference
+  return out;
+}
 
 std::string GraphNode::Label() const {
   std::string label = "node '" + name + "' (" + (op ? op->name : kind == kPlaceholder ? "Placeholder" : "Const");
@@ -132,7 +132,8 @@ Status Graph::AddOp(const std::string& base, const OpDef* op, std::vector<NodeOu
       n.name = base;
       return errors::InvalidArgument(n.Label(), ": input ", src.name, ":", in.index, " has a shape of unknown rank");
     }
-    specs.push_back(InputSpec{src.dtypes[in.index], &src.shapes[in.index]});
+    specs.push_back(InputSpec{src.dtypes[in.index], &src.shapes[in.index],
+                              src.kind == GraphNode::kConstant ? &src.value : nullptr});
   }
   n.name = UniqueNameLocked(base);
   lock.unlock();
@@ -329,34 +330,10 @@ Status Graph::GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const st
     st.n_out = static_cast<int>(node.dtypes.size());
     st.fetched = plan->fetched[k];
     plan->steps.push_back(st);
+    for (const TensorShape& shape : node.shapes) plan->dynamic = plan->dynamic || !IsFullyDefined(shape);
   }
   plans_.emplace(key, plan);
   *out = plan;
-  return Status::OK();
-}
-
-Status ReinferShapes(const Graph::Plan& p, const Feeds& feeds, std::vector<TensorShape>* shapes) {
-  using Source = Graph::Plan::Source;
-  std::vector<TensorShape>& reinferred = *shapes;
-  reinferred.assign(p.num_values, TensorShape());
-  for (size_t k = 0; k < p.nodes.size(); ++k) {
-    const GraphNode& node = *p.nodes[k];
-    std::vector<Tensor> in;
-    for (const Source& s : p.sources[k]) {
-      switch (s.kind) {
-        case Source::kNode:
-          in.emplace_back(p.nodes[s.index]->dtypes[s.output], reinferred[p.offset[s.index] + s.output], nullptr);
-          break;
-        case Source::kFeed: in.emplace_back(feeds[s.index].second.dtype(), feeds[s.index].second.shape(), nullptr); break;
-        case Source::kConst: in.emplace_back(p.constants[s.index].dtype(), p.constants[s.index].shape(), nullptr); break;
-      }
-    }
-    std::vector<AttrValue> attrs = node.attrs;
-    std::vector<DType> dtypes(node.dtypes.size());
-    Status s = InferFromTensors(*node.op, in.data(), static_cast<int>(in.size()), attrs.data(), dtypes.data(),
-                                reinferred.data() + p.offset[k]);
-    if (!s.ok()) return s.WithPrefix("Session.run: with the fed shapes, " + node.Label() + ": ");
-  }
   return Status::OK();
 }
 
@@ -385,11 +362,16 @@ Status Graph::RunPlan(const Plan& p, const Feeds& feeds, int inter_op, std::vect
     }
     reshaped = reshaped || feeds[i].second.shape() != node.shapes[0];
   }
+  reshaped = reshaped || p.dynamic;
   // A chain, or one inter-op thread: in plan order on this thread, with the
   // static memory plan (memory_plan.cc).
   if (p.serial || inter_op <= 1) return RunInOrder(p, feeds, results, stats);
   std::vector<TensorShape> reinferred;
-  if (reshaped) OF_RETURN_IF_ERROR(ReinferShapes(p, feeds, &reinferred));
+  if (reshaped) {
+    bool complete = true;
+    OF_RETURN_IF_ERROR(ReinferShapes(p, feeds, &reinferred, nullptr, &complete));
+    if (!complete) return RunLazily(p, feeds, results, stats);  // shapes that depend on fed data
+  }
   // One flat array holds every planned op's outputs (one allocation per run;
   // default-initialised: value-initialising Tensors is a memset).
   std::unique_ptr<Tensor[]> values(new Tensor[p.num_values]);

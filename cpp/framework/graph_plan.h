@@ -55,9 +55,19 @@ struct Graph::Plan {
   std::vector<Tensor> constants;  // kConst sources index this
   std::shared_ptr<const FusedNodes> fused;  // the fused nodes `nodes` may point to (graph_fusion.h)
 
-  // The in-order runner's memory plan, kept between runs: taken by a run
-  // (a concurrent second run of the plan builds its own) and put back.
-  mutable std::atomic<Arena*> arena{nullptr};
+  // Some planned op's static shape has unknown dims (from a placeholder's
+  // None dims or a shape tensor computed at run time): every run's shapes
+  // are inferred from its feeds (once per feed-shape signature).
+  bool dynamic = false;
+
+  // The in-order runner's memory plans, one per feed-shape signature (the
+  // most recently used first, at most kArenas): a run takes the one that
+  // fits its feeds (a concurrent second run builds its own) and puts it back.
+  static constexpr int kArenas = 8;
+  mutable std::mutex arena_mu;
+  mutable std::vector<Arena*> arenas;
+  Arena* TakeArena(const std::vector<std::pair<int, Tensor>>& feeds) const;
+  void PutArena(Arena* a) const;
   // Steps whose kernel handed out another buffer than the planned one (an
   // alias of an input: Identity, Reshape): later memory plans leave their
   // outputs to the kernel and keep what they alias alive as long.
@@ -68,8 +78,22 @@ struct Graph::Plan {
 using Feeds = std::vector<std::pair<int, Tensor>>;
 
 // Output shapes of every planned value given the fed shapes (re-inferred
-// before any kernel runs, so a bad feed fails with nothing done).
-Status ReinferShapes(const Graph::Plan& p, const Feeds& feeds, std::vector<TensorShape>* shapes);
+// before any kernel runs, so a bad feed fails with nothing done). Shape
+// tensors that follow from the fed shapes alone (Shape, and small ops of
+// known values: the Shape -> Gather -> Concat -> ReshapeTo chains of
+// exported models) are computed on the way, so their readers get concrete
+// shapes; `known` (if given) receives them per value (invalid elsewhere).
+// *complete is false where some dim still depends on a value computed from
+// fed data (then each op is inferred as it runs: RunLazily).
+Status ReinferShapes(const Graph::Plan& p, const Feeds& feeds, std::vector<TensorShape>* shapes,
+                     std::vector<Tensor>* known = nullptr, bool* complete = nullptr);
+
+// Runs the plan in order, inferring each op's output shapes from its
+// inputs' values just before it runs (no memory plan).
+Status RunLazily(const Graph::Plan& p, const Feeds& feeds, std::vector<Tensor>* results, RunStats* stats);
+
+// A tensor sharing t's storage that kernels may not write (graph.cc).
+Tensor ReadOnly(const Tensor& t);
 
 // Runs the plan's steps in order on this thread, intermediates in a
 // per-plan arena of reusable buffers (memory_plan.cc).

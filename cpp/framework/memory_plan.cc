@@ -46,11 +46,13 @@ struct Arena {
     int dyn_begin, dyn_end;  // into dyn
     int rel_begin, rel_end;  // into release: values outside the arena read last here
     bool aliasing;           // planned as an alias of its inputs (outputs outside the arena)
+    bool precomputed;        // a shape tensor computed when the plan was made: not run
   };
   std::vector<TensorShape> feed_shapes;  // what the plan was made for
   std::vector<TensorShape> shapes;       // per value
   std::vector<Tensor> outs;              // per value; arena values bound to their slot
   std::vector<TensorBuffer*> expect;     // per value: its slot's buffer, null outside the arena
+  std::vector<char> kept;                // per value: precomputed, kept from run to run
   std::vector<Tensor> ins;               // per step input; bound unless dynamic
   std::vector<Dyn> dyn;
   std::vector<int> release;
@@ -66,22 +68,52 @@ struct Arena {
   }
 };
 
-Graph::Plan::~Plan() { delete arena.load(); }
+Graph::Plan::~Plan() {
+  for (Arena* a : arenas) delete a;
+}
+
+Arena* Graph::Plan::TakeArena(const Feeds& feeds) const {
+  std::lock_guard<std::mutex> lock(arena_mu);
+  for (size_t i = 0; i < arenas.size(); ++i) {
+    if (arenas[i]->Fits(feeds)) {
+      Arena* a = arenas[i];
+      arenas.erase(arenas.begin() + static_cast<std::ptrdiff_t>(i));
+      return a;
+    }
+  }
+  return nullptr;
+}
+
+void Graph::Plan::PutArena(Arena* a) const {
+  std::lock_guard<std::mutex> lock(arena_mu);
+  arenas.insert(arenas.begin(), a);
+  if (static_cast<int>(arenas.size()) > kArenas) {
+    delete arenas.back();
+    arenas.pop_back();
+  }
+}
 
 namespace {
 
 using Source = Graph::Plan::Source;
 
+// *out stays null where shapes depend on fed data (the run is lazy then).
 Status BuildArena(const Graph::Plan& p, const Feeds& feeds, std::unique_ptr<Arena>* out) {
   auto a = std::make_unique<Arena>();
   const int nv = p.num_values, ns = static_cast<int>(p.steps.size());
-  bool reshaped = false;
+  bool reshaped = p.dynamic;
   for (size_t i = 0; i < feeds.size(); ++i) {
     a->feed_shapes.push_back(feeds[i].second.shape());
     reshaped = reshaped || feeds[i].second.shape() != p.fed[i]->shapes[0];
   }
+  std::vector<Tensor> known;
   if (reshaped) {
-    OF_RETURN_IF_ERROR(ReinferShapes(p, feeds, &a->shapes));
+    bool complete = true;
+    OF_RETURN_IF_ERROR(ReinferShapes(p, feeds, &a->shapes, &known, &complete));
+    if (!complete) {
+      out->reset();
+      return Status::OK();
+    }
   } else {
     a->shapes.resize(nv);
     for (int k = 0; k < ns; ++k) {
@@ -95,6 +127,16 @@ Status BuildArena(const Graph::Plan& p, const Feeds& feeds, std::unique_ptr<Aren
   }
   aliasing.resize(ns, 0);
 
+  // Steps whose outputs were all computed with the shapes: they never run.
+  known.resize(nv);
+  a->kept.assign(nv, 0);
+  std::vector<char> precomputed(ns, 0);
+  for (int k = 0; k < ns; ++k) {
+    bool all = p.steps[k].n_out > 0;
+    for (int o = 0; o < p.steps[k].n_out; ++o) all = all && known[p.steps[k].offset + o].valid();
+    precomputed[k] = all;
+    for (int o = 0; all && o < p.steps[k].n_out; ++o) a->kept[p.steps[k].offset + o] = 1;
+  }
   // Per value: its step, dtype, bytes and last reader; whether it may live in a slot.
   std::vector<int> step_of(nv), end(nv);
   std::vector<DType> dtype(nv);
@@ -109,7 +151,7 @@ Status BuildArena(const Graph::Plan& p, const Feeds& feeds, std::unique_ptr<Aren
       dtype[v] = p.nodes[k]->dtypes[o];
       const int64_t n = a->shapes[v].num_elements(), size = static_cast<int64_t>(DTypeSize(dtype[v]));
       bytes[v] = n < kArenaLimitBytes / size ? n * size : kArenaLimitBytes;
-      pinned[v] = st.fetched || aliasing[k] || bytes[v] >= kArenaLimitBytes;
+      pinned[v] = st.fetched || aliasing[k] || bytes[v] >= kArenaLimitBytes || a->kept[v];
     }
     for (int j = st.src_begin; j < st.src_end; ++j) {
       const Source& s = p.step_sources[j];
@@ -186,6 +228,7 @@ Status BuildArena(const Graph::Plan& p, const Feeds& feeds, std::unique_ptr<Aren
   a->outs.resize(nv);
   a->expect.assign(nv, nullptr);
   for (int v = 0; v < nv; ++v) {
+    if (a->kept[v]) a->outs[v] = known[v];
     if (slot_of[v] < 0) continue;
     TensorBuffer* buf = a->slots[slot_of[v]].buffer();
     a->outs[v] = Tensor(dtype[v], a->shapes[v], buf);
@@ -193,7 +236,7 @@ Status BuildArena(const Graph::Plan& p, const Feeds& feeds, std::unique_ptr<Aren
   }
   std::vector<std::vector<int>> released(ns);
   for (int v = 0; v < nv; ++v) {
-    if (slot_of[v] < 0 && !p.steps[step_of[v]].fetched) released[end[v]].push_back(v);
+    if (slot_of[v] < 0 && !p.steps[step_of[v]].fetched && !a->kept[v]) released[end[v]].push_back(v);
   }
   a->ins.resize(p.step_sources.size());
   for (int k = 0; k < ns; ++k) {
@@ -210,6 +253,7 @@ Status BuildArena(const Graph::Plan& p, const Feeds& feeds, std::unique_ptr<Aren
     rs.out_begin = st.offset;
     rs.n_out = st.n_out;
     rs.aliasing = aliasing[k] != 0;
+    rs.precomputed = precomputed[k] != 0;
     rs.dyn_begin = static_cast<int>(a->dyn.size());
     for (int j = st.src_begin; j < st.src_end; ++j) {
       const Source& s = p.step_sources[j];
@@ -252,8 +296,11 @@ Status StepError(const Graph::Plan& p, int k, const Status& s) {
 }  // namespace
 
 Status RunInOrder(const Graph::Plan& p, const Feeds& feeds, std::vector<Tensor>* results, RunStats* stats) {
-  std::unique_ptr<Arena> arena(p.arena.exchange(nullptr, std::memory_order_acquire));
-  if (!arena || !arena->Fits(feeds)) OF_RETURN_IF_ERROR(BuildArena(p, feeds, &arena));
+  std::unique_ptr<Arena> arena(p.TakeArena(feeds));
+  if (!arena) {
+    OF_RETURN_IF_ERROR(BuildArena(p, feeds, &arena));
+    if (!arena) return RunLazily(p, feeds, results, stats);  // shapes that depend on fed data
+  }
   Arena& a = *arena;
   bool aliased = false;  // a kernel handed out an unplanned buffer: no slot is written from here on
   int64_t live = 0, peak = 0;
@@ -262,6 +309,13 @@ Status RunInOrder(const Graph::Plan& p, const Feeds& feeds, std::vector<Tensor>*
     const Arena::Step& rs = a.steps[k];
     Tensor* in = a.ins.data() + rs.in_begin;
     Tensor* out = a.outs.data() + rs.out_begin;
+    if (rs.precomputed) {
+      for (int r = rs.rel_begin; r < rs.rel_end; ++r) {
+        live -= static_cast<int64_t>(a.outs[a.release[r]].TotalBytes());
+        a.outs[a.release[r]] = Tensor();
+      }
+      continue;
+    }
     if (!aliased) {
       for (int d = rs.dyn_begin; d < rs.dyn_end; ++d) {
         const Arena::Dyn& dy = a.dyn[d];
@@ -336,10 +390,9 @@ Status RunInOrder(const Graph::Plan& p, const Feeds& feeds, std::vector<Tensor>*
   if (aliased) return Status::OK();  // slots may be shared with what was handed out: plan afresh
   // The arena keeps no fetched value, nothing outside it, and no feed.
   for (int v = 0; v < static_cast<int>(a.outs.size()); ++v) {
-    if (a.expect[v] == nullptr) a.outs[v] = Tensor();
+    if (a.expect[v] == nullptr && !a.kept[v]) a.outs[v] = Tensor();
   }
-  Arena* expected = nullptr;
-  if (p.arena.compare_exchange_strong(expected, arena.get(), std::memory_order_release)) arena.release();
+  p.PutArena(arena.release());
   return Status::OK();
 }
 

@@ -46,10 +46,12 @@ Status BroadcastShapes(const TensorShape& a, const char* a_name, const TensorSha
     const int ib = i - (rank - b.rank());
     const int64_t da = ia >= 0 ? a.dim(ia) : 1;
     const int64_t db = ib >= 0 ? b.dim(ib) : 1;
-    if (da != db && (IsUnknownDim(da) || IsUnknownDim(db)) && da != 1 && db != 1) {
-      return errors::InvalidArgument("argument '", a_name, "' with shape ", a.DebugString(), " and argument '",
-                                     b_name, "' with shape ", b.DebugString(),
-                                     " cannot be broadcast together at every size of an unknown dimension (None)");
+    // An unknown dim against a known one > 1 takes the known size: it may be
+    // computed at run time (a shape tensor's value: one graph for every
+    // size), and the shapes re-inferred from the feeds check it then.
+    if (IsUnknownDim(da) || IsUnknownDim(db)) {
+      result.AddDim(da == 1 ? db : db == 1 ? da : IsUnknownDim(da) ? db : da);
+      continue;
     }
     if (da != db && da != 1 && db != 1) {
       return errors::InvalidArgument("argument '", a_name, "' with shape ", a.DebugString(), " and argument '",

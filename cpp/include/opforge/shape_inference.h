@@ -1,6 +1,8 @@
 // Shape functions: compute output shapes from input dtypes and shapes and
-// attrs, and reject bad shapes before any memory is allocated. They never see
-// tensor data, so a graph can infer static shapes with no buffers.
+// attrs, and reject bad shapes before any memory is allocated. They read no
+// tensor data, except the values of small shape tensors (Reshape's target in
+// ReshapeTo, Expand's shape, ...) through input_value(), which may be unknown
+// in a graph (then the output dims they set are unknown, -1).
 #pragma once
 
 #include <vector>
@@ -15,6 +17,10 @@ namespace opforge {
 struct InputSpec {
   DType dtype = DType::kInvalid;
   const TensorShape* shape = nullptr;
+  // The input's value where it is known (eager calls, graph constants, shape
+  // tensors the planner computed from the fed shapes); null in a graph
+  // where it is computed at run time.
+  const Tensor* value = nullptr;
 };
 
 class InferenceContext : public OpContext {
@@ -25,10 +31,20 @@ class InferenceContext : public OpContext {
 
   const TensorShape& input_shape(int i) const { return *inputs_[i].shape; }
   DType input_dtype(int i) const { return inputs_[i].dtype; }
+  // Input i's value, or null where it is known only at run time: the shape
+  // function then gives unknown (-1) dims for what it would have read (and
+  // the executor accepts them, as for unknown input dims).
+  const Tensor* input_value(int i) const {
+    const Tensor* v = inputs_[i].value;
+    if (v == nullptr) read_unknown_value_ = true;
+    return v;
+  }
+  bool read_unknown_value() const { return read_unknown_value_; }
   void set_output_shape(int i, const TensorShape& s) { output_shapes_[i] = s; }
 
  private:
   const InputSpec* inputs_;
+  mutable bool read_unknown_value_ = false;
   TensorShape* output_shapes_;  // one per op.outputs
 };
 

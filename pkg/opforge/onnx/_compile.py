@@ -1,14 +1,22 @@
 """Runs an imported model on opforge's C++ graph engine instead of node by node in Python.
 
-`Program.run` compiles the model into an opforge Graph per signature of feed
-shapes, the second time it sees the signature (a small LRU cache; the first
-run of a signature is eager, so shapes that never repeat never pay a
-compile). Every dim is fixed from the feeds, so shape subgraphs (Shape ->
-Gather -> Concat -> Reshape, Range, ConstantOfShape, Expand of a computed
-shape, ...) fold to constants at compile time and the graph holds only the
-ops that compute on data; the engine's in-order runner then executes it
-(well under a microsecond of overhead per node, against tens of
-microseconds of Python per node in the eager loop).
+`Program.run` compiles the model once, on its second run, into one opforge
+Graph for every size: the model's symbolic dims stay unknown (None) dims of
+the placeholders, and the shape subgraphs that read them (Shape -> Gather ->
+Concat -> Reshape, Range, ConstantOfShape, Expand of a computed shape, ...)
+become graph ops (cpp/ops/shape_ops.cc). The engine computes those per
+feed-shape signature before anything runs and keeps the memory plan of each
+signature (graph_plan.h), so a repeated size costs nothing and a new one
+(each step of a generation loop) costs a re-inference, not a compile. What
+does not depend on the feeds still folds to constants at compile time. The
+engine's in-order runner then executes the graph (well under a microsecond
+of overhead per node, against tens of microseconds of Python per node in
+the eager loop).
+
+Where the model cannot import with unknown dims (a converter needs a dim's
+size), it compiles per signature of feed shapes instead, with every dim
+fixed from the feeds, the second time it sees the signature (a small LRU
+cache; shapes that never repeat stay eager).
 
 The eager node loop stays the reference and the fallback:
 - a model the graph cannot express for a signature (a converter needs the
@@ -18,9 +26,6 @@ The eager node loop stays the reference and the fallback:
 - a run whose graph raises (an index out of range in the data, ...) is run
   again eagerly, so the error names the ONNX node exactly as before.
 
-Not yet: one graph for all sizes (C++ Shape/Range/Expand ops taking shape
-tensors); generation with a growing sequence runs eagerly (each length is
-seen once).
 """
 
 import bisect
@@ -48,8 +53,9 @@ class Compiled:
     def __init__(self, session, feeds, fetches):
         self.session, self.feeds, self.fetches = session, feeds, fetches
         # What Session.run resolves per call, resolved once: the feeds'
-        # dtypes and shapes were checked by Program.check_feeds, and this
-        # graph's placeholders have exactly those shapes (the cache key).
+        # dtypes and shapes were checked by Program.check_feeds against the
+        # model's dims, which this graph's placeholders have (symbolic ones
+        # unknown) or which the signature fixed (the cache key).
         self._handle = session.graph._handle
         self._nodes = [(name, ph._node) for name, ph in feeds]
         self._refs = [t._ref() for t in fetches]
@@ -108,7 +114,7 @@ class _Eager:
 
 
 def compile_for(prog, fed):
-    """A Compiled graph for these feeds' shapes, or an _Eager saying why not."""
+    """A Compiled graph for these feeds' shapes (for every size where fed is None), or an _Eager saying why not."""
     import opforge as of
     from opforge.onnx import import_model
     if not hasattr(of, "Graph"):
@@ -117,7 +123,8 @@ def compile_for(prog, fed):
     if random:
         return _Eager(f"the model uses {random}, which draw anew each run")
     try:
-        imported = import_model(prog, input_shapes={k: list(v.shape) for k, v in fed.items()})
+        shapes = None if fed is None else {k: list(v.shape) for k, v in fed.items()}
+        imported = import_model(prog, input_shapes=shapes)
     except Exception as e:  # noqa: BLE001 -- the eager loop is the reference: it runs, or raises its own error
         # Unimplemented: the graph cannot express it. Anything else is an
         # error of the model at these shapes (or of a converter in graph
@@ -134,18 +141,45 @@ class CompileCache:
         self._lock = threading.Lock()
         self._entries = collections.OrderedDict()
         self._seen = collections.OrderedDict()  # signatures run once (eagerly), oldest first
+        self._generic = None  # the graph for every size (Compiled), why there is none (_Eager), or not tried
+        self._runs = 0
+
+    def generic_reason(self):
+        """None when one graph runs every size; else why not (or 'not compiled yet')."""
+        g = self._generic
+        return "not compiled yet" if g is None else (None if isinstance(g, Compiled) else g.reason)
+
+    def _note(self, key, entry):
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        while len(self._entries) > _CACHE_SIZE:
+            self._entries.popitem(last=False)
 
     def get(self, prog, fed):
-        """The entry of these feeds' shapes; None the first time a signature is
-        seen (that run is eager: compiling costs a few eager runs, so shapes
-        that never repeat, as in generation with a growing sequence, never
-        pay it)."""
+        """The entry of these feeds' shapes: the graph for every size from the
+        Program's second run on; else (a model that needs static dims) the
+        signature's own graph, None the first time a signature is seen (that
+        run is eager: compiling costs a few eager runs, so shapes that never
+        repeat never pay it)."""
         key = tuple(v.shape for v in fed.values())
         with self._lock:
+            if isinstance(self._generic, Compiled):
+                self._note(key, self._generic)
+                return self._generic
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
                 return entry
+            try_generic = self._generic is None and self._runs > 0
+            self._runs += 1
+        if try_generic:
+            generic = compile_for(prog, None)  # outside the lock: compiling takes a while
+            with self._lock:
+                self._generic = generic
+                if isinstance(generic, Compiled):
+                    self._note(key, generic)
+                    return generic
+        with self._lock:
             if key not in self._seen:
                 self._seen[key] = True
                 while len(self._seen) > 4 * _CACHE_SIZE:

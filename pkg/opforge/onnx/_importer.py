@@ -9,7 +9,7 @@ the same converters, so the answer does not depend on the mode.
 import numpy as np
 
 from opforge import errors
-from opforge.onnx import _compile, _functions, _node, _opset, _rewrite, _validate
+from opforge.onnx import _compile, _functions, _node, _opset, _rewrite, _shape_values, _validate
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
 from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
@@ -17,6 +17,7 @@ from opforge.onnx import _fuse_matmul  # noqa: E402  (MatMul -> Add -> activatio
 from opforge.onnx import _half_compute  # noqa: E402  (float16 conv nets computed in float32)
 from opforge.onnx import _ops_select, _ops_compose, _ops_attention  # noqa: F401,E402  (index, composed, attention)
 from opforge.onnx import _ops_quant  # noqa: F401,E402  (quantization operators)
+from opforge.onnx import _ops_shape_dyn  # noqa: F401,E402  (last: wraps Expand, Tile, Range, ConstantOfShape)
 
 
 def _has_unknown_dims(v):
@@ -162,13 +163,14 @@ class Program:
         # and shared by every compiled signature (a transposed embedding is
         # not copied per signature); those that read a feed's shape are not.
         weights_only = set(self.initializers)
+        partials = {} if consts is not None else None  # graph mode: entries of run-time shape tensors
         for proto_ctx, fn, outputs in self.steps:
             folded = consts is not None and _compile.foldable(proto_ctx.node, consts)
             shared = folded and all(k in weights_only for k in proto_ctx.node.input if k)
             if folded:  # every input known at import: compute it now, eagerly, as a constant
                 ctx = proto_ctx.bind({k: consts[k] for k in proto_ctx.node.input if k}, consts)
             else:
-                ctx = proto_ctx.bind(env, consts)
+                ctx = proto_ctx.bind(env, consts, partials)
             try:
                 if shared and id(proto_ctx) in self._folds:
                     result = self._folds[id(proto_ctx)]
@@ -197,6 +199,8 @@ class Program:
                     f"{list(env[unknown[0]].shape)} depend on a symbolic model input: fix those with "
                     "import_model(..., input_shapes={...})") from None
             results = result if isinstance(result, tuple) else (result,)
+            if partials is not None and not folded:
+                _shape_values.propagate(ctx, results, partials)
             for k, name in outputs:
                 if k >= len(results):
                     raise errors.UnimplementedError(

@@ -85,20 +85,21 @@ class NodeCtx:
     each run gets its own, so one model can run in several threads).
     """
 
-    __slots__ = ("node", "version", "where", "_attrs", "_inputs", "_env", "_consts")
+    __slots__ = ("node", "version", "where", "_attrs", "_inputs", "_env", "_consts", "partials")
 
     def __init__(self, node, version, env, index=None, consts=None):
         self.node, self.version, self._env = node, version, env
         self._consts = consts or {}  # name -> numpy value known at import (graph mode's initializers)
+        self.partials = {}  # name -> what is known of a run-time shape tensor (_shape_values.propagate)
         self.where = _validate.describe(node, index)
         self._attrs = {a.name: a for a in node.attribute}
         self._inputs = list(node.input)
 
-    def bind(self, env, consts=None):
+    def bind(self, env, consts=None, partials=None):
         ctx = NodeCtx.__new__(NodeCtx)
         ctx.node, ctx.version, ctx.where, ctx._attrs, ctx._inputs = (
             self.node, self.version, self.where, self._attrs, self._inputs)
-        ctx._env, ctx._consts = env, consts or {}
+        ctx._env, ctx._consts, ctx.partials = env, consts or {}, partials if partials is not None else {}
         return ctx
 
     # -- inputs ------------------------------------------------------------

@@ -360,7 +360,7 @@ def guarded(fused, originals):
     def run(ctx):
         try:
             return fused(ctx)
-        except OpError:
+        except (OpError, TypeError):  # TypeError: a dim it needs is known only at run time (None)
             pass
         env = dict(ctx._consts)
         env.update(ctx._env)
