@@ -154,3 +154,27 @@ def test_winograd_with_filter_panels_matches_numpy():
                                      pads=[1, 1, 1, 1])
     got = of.raw_ops.conv2d_backprop_input(x2, w2, dy, pads=[1, 1, 1, 1]).numpy()
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())
+
+
+def test_winograd_transform_alone():
+    # panels=False: the transform alone; a call that cannot take the Winograd route is refused, not misread.
+    rng = np.random.default_rng(8)
+    w = (rng.standard_normal((24, 16, 3, 3)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    both, alone = P.pack_conv2d_filter(w).numpy(), P.pack_conv2d_filter(w, panels=False).numpy()
+    assert alone.nbytes < both.nbytes
+    x = rng.standard_normal((2, 16, 18, 18)).astype(np.float32)  # 2 x 25 tiles: Winograd applies
+    want = P.fused_conv2d(x, w, b, pads=[1] * 4).numpy()
+    got = P.conv2d_packed(x, alone, b, filter_shape=list(w.shape), pads=[1] * 4).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    with pytest.raises(of.errors.InvalidArgumentError, match="'packed'.*Winograd transform alone"):
+        P.conv2d_packed(x[:1], alone, b, filter_shape=list(w.shape), pads=[1] * 4)  # 25 tiles: too few
+    with pytest.raises(of.errors.InvalidArgumentError, match="'panels'"):
+        P.pack_conv2d_filter(w, winograd=False, panels=False)
+    truncated = both[: alone.nbytes]  # a full blob cut to the transform's size: flags and size disagree
+    with pytest.raises(of.errors.InvalidArgumentError, match="'packed'"):
+        P.conv2d_packed(x, truncated, b, filter_shape=list(w.shape), pads=[1] * 4)
+    # "no panels" without a transform: a header that claims an empty payload is refused
+    small = _data(1, 3, 4, 6, 3)[1]
+    empty = np.frombuffer(header(3, panel_layout(), MR[panel_layout()], 0, 3, 3, 27, 6, 0, 4), np.uint8)
+    assert "packed" in _bad(empty, fs=small.shape, x=np.ones((1, 3, 5, 5), np.float32))

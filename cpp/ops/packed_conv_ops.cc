@@ -49,9 +49,15 @@ Status PackShape(InferenceContext* ctx) {
   if (k > (int64_t{1} << 24) || o * k > (int64_t{1} << 32)) {
     return errors::InvalidArgument("argument 'filter' is too large to pack: ", f.DebugString());
   }
-  const int64_t wino =
-      StoresWinograd(ctx->attr_bool("winograd"), o, c, f.dim(2), f.dim(3)) ? Up(4 * 36 * (o + 15) * c, 64) : 0;
-  ctx->set_output_shape(0, TensorShape({kHeader + wino + 4 * (o + 15) * k}));
+  const bool stores = StoresWinograd(ctx->attr_bool("winograd"), o, c, f.dim(2), f.dim(3));
+  const bool panels = ctx->attr_bool("panels");
+  if (!panels && !stores) {
+    return errors::InvalidArgument("attr 'panels' may be false only where the Winograd transform is stored (winograd "
+                                   "true, a 3x3 filter with 16 or more input and output channels), got filter ",
+                                   f.DebugString());
+  }
+  const int64_t wino = stores ? Up(4 * 36 * (o + 15) * c, 64) : 0;
+  ctx->set_output_shape(0, TensorShape({kHeader + wino + (panels ? 4 * (o + 15) * k : 0)}));
   return Status::OK();
 }
 
@@ -90,6 +96,7 @@ Status Conv2DPackedShape(InferenceContext* ctx) {
 REGISTER_OP("PackConv2DFilter")
     .Input("filter: T")
     .Attr("winograd: bool = true")
+    .Attr("panels: bool = true")
     .Output("packed: uint8")
     .Attr("T: {float32}")
     .SetShapeFn(PackShape)
@@ -105,6 +112,7 @@ from another ISA is refused.
 
 filter: The weights, [out_channels, in_channels, kernel_height, kernel_width] (one group).
 winograd: Also store the Winograd transform of a 3x3 filter (4x the filter's size), used where the convolution takes that path.
+panels: Store the GEMM panels. False (only with the Winograd transform stored) keeps the transform alone, for a filter whose every call takes the Winograd path; Conv2DPacked refuses such a blob on a call that does not.
 packed: The opaque packed filter (uint8 bytes).
 )doc");
 

@@ -5,7 +5,7 @@
 //
 // Payload (after the 128-byte header of packed_blob.h, format 3): the
 // Winograd transform [36][o][c] when flag bit 0 is set (padded to 64
-// bytes), then the panels. Header: layout = the microkernel's ISA, mr its
+// bytes), then the panels (absent when flag bit 2 is set: panels=false). Header: layout = the microkernel's ISA, mr its
 // rows, kgroup / wide = kh / kw, k = c * kh * kw, n = o.
 #include <cstdint>
 #include <cstring>
@@ -32,6 +32,7 @@ using int64 = int64_t;
 constexpr uint32_t kFormatConv = 3;  // beside packed_blob.h's 1 (int8) and 2 (float16)
 constexpr uint32_t kFlagWinograd = 1;
 constexpr uint32_t kFlagWinogradPanels = 2;  // the transform as 36 panel sets (WinogradPanelsPay)
+constexpr uint32_t kFlagNoPanels = 4;        // the transform alone, no GEMM panels (attr panels=false)
 
 int64 Up(int64 v, int64 to) { return (v + to - 1) / to * to; }
 
@@ -45,15 +46,24 @@ bool StoresWinograd(bool want, int64 o, int64 c, int64 kh, int64 kw) {
 int64 WinoBytes(bool stored, int64 o, int64 c) { return stored ? Up(4 * 36 * (o + 15) * c, 64) : 0; }
 
 // The tensor size the shape function gives a blob of this filter.
-int64 BlobBytes(bool wino, int64 o, int64 c, int64 k) { return packed::kHeaderBytes + WinoBytes(wino, o, c) + 4 * (o + 15) * k; }
+int64 BlobBytes(bool wino, bool panels, int64 o, int64 c, int64 k) {
+  return packed::kHeaderBytes + WinoBytes(wino, o, c) + (panels ? 4 * (o + 15) * k : 0);
+}
+
+// The flags a blob of this filter carries.
+uint32_t Flags(bool wino, bool panels, int64 o, int64 c) {
+  return (!wino ? 0 : WinogradPanelsPay(o, c) ? kFlagWinograd | kFlagWinogradPanels : kFlagWinograd) |
+         (panels ? 0 : kFlagNoPanels);
+}
 
 Status PackKernel(OpKernelContext* ctx) {
   const Tensor& f = ctx->input(0);
   const int64 o = f.dim(0), c = f.dim(1), kh = f.dim(2), kw = f.dim(3), k = c * kh * kw;
   const bool wino = StoresWinograd(ctx->attr_bool("winograd"), o, c, kh, kw);
+  const bool panels = ctx->attr_bool("panels") || !wino;  // the shape function refuses panels=false without wino
   Tensor* out = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
-  if (out->NumElements() != BlobBytes(wino, o, c, k)) {
+  if (out->NumElements() != BlobBytes(wino, panels, o, c, k)) {
     return errors::Internal("PackConv2DFilter: the blob size does not match the shape function's");
   }
   uint8_t* dst = out->data<uint8_t>();
@@ -68,14 +78,14 @@ Status PackKernel(OpKernelContext* ctx) {
   } else if (wino) {
     WinogradFilter(f.data<float>(), o, c, reinterpret_cast<float*>(payload));
   }
-  PackPanels(f.data<float>(), o, k, reinterpret_cast<float*>(payload + wbytes));
+  if (panels) PackPanels(f.data<float>(), o, k, reinterpret_cast<float*>(payload + wbytes));
   packed::Header h{};
   h.format = kFormatConv;
   packed::SetLayout(&h, PanelLayout());
   h.mr = PanelRows(), h.nr = 0, h.kgroup = static_cast<int32_t>(kh), h.wide = static_cast<int32_t>(kw);
   h.k = k, h.n = o;
-  h.payload_bytes = static_cast<uint64_t>(wbytes + 4 * PanelFloats(o, k));
-  h.flags = !wino ? 0 : WinogradPanelsPay(o, c) ? kFlagWinograd | kFlagWinogradPanels : kFlagWinograd;
+  h.payload_bytes = static_cast<uint64_t>(wbytes + (panels ? 4 * PanelFloats(o, k) : 0));
+  h.flags = Flags(wino, panels, o, c);
   packed::WriteHeader(h, dst);
   return Status::OK();
 }
@@ -95,11 +105,10 @@ Status CheckBlob(const Tensor& t, const std::vector<int64>& fs, packed::Header* 
                                    std::string(h->layout, strnlen(h->layout, sizeof(h->layout))),
                                    "' GEMM layout; this process runs '", PanelLayout(), "': pack it again here");
   }
-  const bool wino = (h->flags & kFlagWinograd) != 0;
-  const uint32_t want_flags = !wino ? 0 : WinogradPanelsPay(o, c) ? kFlagWinograd | kFlagWinogradPanels : kFlagWinograd;
-  if (h->flags != want_flags || (wino && !StoresWinograd(true, o, c, kh, kw)) ||
-      h->payload_bytes != static_cast<uint64_t>(WinoBytes(wino, o, c) + 4 * PanelFloats(o, k)) ||
-      t.NumElements() != BlobBytes(wino, o, c, k)) {
+  const bool wino = (h->flags & kFlagWinograd) != 0, panels = (h->flags & kFlagNoPanels) == 0;
+  if (h->flags != Flags(wino, panels, o, c) || (wino && !StoresWinograd(true, o, c, kh, kw)) || (!wino && !panels) ||
+      h->payload_bytes != static_cast<uint64_t>(WinoBytes(wino, o, c) + (panels ? 4 * PanelFloats(o, k) : 0)) ||
+      t.NumElements() != BlobBytes(wino, panels, o, c, k)) {
     return errors::InvalidArgument("argument 'packed' is not a packed weight of this op: its flags or payload size "
                                    "do not match attr 'filter_shape'");
   }
@@ -190,6 +199,11 @@ Status Conv2DPackedKernel(OpKernelContext* ctx) {
                     reinterpret_cast<const float*>(payload),
                     (h.flags & kFlagWinogradPanels) != 0 ? PanelFloats(g.o, g.c) : 0);
     return Status::OK();
+  }
+  if ((h.flags & kFlagNoPanels) != 0) {
+    return errors::InvalidArgument("argument 'packed' holds the Winograd transform alone (packed with panels=false), "
+                                   "which this call cannot use (its shape, or OPFORGE_CONV_WINOGRAD=0): pack the "
+                                   "filter with panels=true");
   }
   GemmForward(g, x.data<float>(), reinterpret_cast<const float*>(payload + WinoBytes(wino, g.o, g.c)), b, act,
               y->data<float>());

@@ -62,7 +62,9 @@ def _window(n, shape, kernel):
 
 
 @converter("Conv", (1, 11, 22), {**_WINDOW, "group": INT})
-def _conv(n, activation="none"):
+def _conv(n, activation="none", packed=None):
+    if packed is not None:  # the filter packed once at import (_pack_conv.py); its initializer may be gone
+        return _run_packed(n, packed, activation)
     x, w = n.input(0), n.input(1)
     shape, ws = _spatial(n, x), shape_of(w)
     if len(ws) != len(shape):
@@ -92,36 +94,37 @@ def _conv(n, activation="none"):
     return P.cast(y, dtype="float16") if w32 is not None else y
 
 
-# A Winograd F(4x4, 3x3) convolution needs at least this many 4x4 output
-# tiles in a call (cpp/kernels/conv/winograd.cc, kMinTiles).
-_WINOGRAD_MIN_TILES = 32
+def _run_packed(n, packed, activation):
+    """Conv2DPacked over the filter (blob, [o, c, kh, kw]) that _pack_conv.pack_filters packed at import."""
+    blob, ws = packed
+    x = n.input(0)
+    shape = _spatial(n, x)
+    if len(shape) != 4 or dtype_of(x) != np.float32:
+        raise n.fail(f"X ({dtype_of(x)}, rank {len(shape)}) must be float32 of rank 4 like its weight W {list(ws)}")
+    kernel = n.attr("kernel_shape", list(ws[2:]))
+    if list(kernel) != list(ws[2:]):
+        raise n.fail(f"kernel_shape {kernel} does not match W's spatial dims {list(ws[2:])}")
+    strides, pads, dil = _window(n, shape, kernel)
+    bias = n.input(2) if n.has(2) else np.zeros(0, np.float32)
+    return P.conv2d_packed(x, blob, bias, filter_shape=list(ws), strides=strides, pads=pads, dilations=dil,
+                           activation=activation)
 
 
 def _packed_conv(n, x, shape, float32, attrs, activation):
-    """Conv2DPacked over the filter packed once here (PackConv2DFilter), for a float32 2-D Conv with one group and a
-    constant weight, else None. The filter's Winograd transform is stored too where the call may take that path
-    (3x3, stride 1, outputs of 8x8 or more and enough tiles; unknown sizes count as enough).
-
-    The packed copy comes on top of the model's weights, which the imported program keeps (its eager path reads
-    them): OPFORGE_ONNX_PACK_CONV=0 imports FusedConv2D / Conv2D on the weights themselves instead."""
+    """Conv2DPacked over the filter packed here, for a float32 2-D Conv with one group whose weight is a graph
+    constant not packed at import (a folded value, a Constant node), else None. Eagerly (the weight is no graph
+    constant) the convolution runs unpacked: packing per call would cost more than it saves."""
     import os
+    from opforge.onnx._pack_conv import winograd_possible
     if os.environ.get("OPFORGE_ONNX_PACK_CONV", "1") == "0":
         return None
-    from opforge.onnx._ops_half import _const
     from opforge.quantization._functional import pack_eagerly
-    w = _const(n, 1)
-    if (not float32 or w is None or w.dtype != np.float32 or w.ndim != 4 or len(shape) != 4
+    w = n.known(1)
+    if (not float32 or not isinstance(w, np.ndarray) or w.dtype != np.float32 or w.ndim != 4 or len(shape) != 4
             or attrs["groups"] != 1 or dtype_of(x) != np.float32):
         return None
-    o, _, kh, kw = w.shape
-    wino = kh == kw == 3 and attrs["strides"] == [1, 1] and attrs["dilations"] == [1, 1]
-    if wino:
-        b, (h, wd) = shape[0], shape[2:]
-        if h is not None and wd is not None:
-            p = attrs["pads"]
-            oh, ow = h + p[0] + p[2] - 2, wd + p[1] + p[3] - 2
-            tiles = ((oh + 3) // 4) * ((ow + 3) // 4) * (b if b is not None else _WINOGRAD_MIN_TILES)
-            wino = min(oh, ow) >= 8 and tiles >= _WINOGRAD_MIN_TILES
+    wino = winograd_possible(shape, w.shape[2:], attrs["strides"], attrs["pads"], attrs["dilations"],
+                             w.shape[0], w.shape[1])
     packed = pack_eagerly(P.pack_conv2d_filter, np.ascontiguousarray(w), winograd=bool(wino))
     bias = n.input(2) if n.has(2) else np.zeros(0, np.float32)
     return P.conv2d_packed(x, packed, bias, filter_shape=list(w.shape), strides=attrs["strides"], pads=attrs["pads"],
