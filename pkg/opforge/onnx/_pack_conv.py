@@ -60,10 +60,18 @@ def _static_shapes(model, initializers):
     return out
 
 
-@functools.lru_cache(maxsize=None)
+_WINOGRAD_ACTIVE: list[bool] = []  # the probe's answer, once
+
+
 def _winograd_active():
     """Whether Conv2DPacked takes the Winograd route where it may (not in a build without it, nor under
     OPFORGE_CONV_WINOGRAD=0): probed once on a blob of the transform alone, which it refuses otherwise."""
+    if not _WINOGRAD_ACTIVE:
+        _WINOGRAD_ACTIVE.append(_probe_winograd())
+    return _WINOGRAD_ACTIVE[0]
+
+
+def _probe_winograd():
     from opforge import errors, ops as P
     from opforge.onnx import _compile
     with _compile.eager():
