@@ -12,6 +12,7 @@
 
 #include "opforge/op.h"
 #include "opforge/shape_inference.h"
+#include "conv_shape.h"
 #include "shape_checks.h"
 
 namespace opforge {
@@ -130,15 +131,7 @@ Status ConvShape(InferenceContext* ctx, const TensorShape& x, const TensorShape&
   const std::vector<int64_t>& s = ctx->attr_ints("strides");
   const std::vector<int64_t>& d = ctx->attr_ints("dilations");
   const std::vector<int64_t>& p = ctx->attr_ints("pads");
-  if (s.size() != 2 || s[0] < 1 || s[1] < 1) {
-    return errors::InvalidArgument("attr 'strides' must be 2 ints >= 1 (height, width), got ", ListString(s));
-  }
-  if (d.size() != 2 || d[0] < 1 || d[1] < 1) {
-    return errors::InvalidArgument("attr 'dilations' must be 2 ints >= 1 (height, width), got ", ListString(d));
-  }
-  if (p.size() != 4 || p[0] < 0 || p[1] < 0 || p[2] < 0 || p[3] < 0) {
-    return errors::InvalidArgument("attr 'pads' must be 4 ints >= 0 (top, left, bottom, right), got ", ListString(p));
-  }
+  OF_RETURN_IF_ERROR(conv_shape::CheckWindowAttrs(ctx));
   if (x.rank() != 4) return errors::InvalidArgument("argument 'x' must be 4-D [N, C, H, W], got ", x.DebugString());
   if (w.rank() != 4) {
     return errors::InvalidArgument("argument 'w' must be 4-D [O, C / groups, kh, kw], got ", w.DebugString());

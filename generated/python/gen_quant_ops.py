@@ -51,7 +51,7 @@ def conv_integer(x, w, x_zero_point, w_zero_point, strides=(1, 1), pads=(0, 0, 0
 
     Kernels: cpu (int8, uint8).
 
-    Declared at cpp/ops/quant_ops.cc:329 (op ConvInteger).
+    Declared at cpp/ops/quant_ops.cc:322 (op ConvInteger).
     """
     return _ConvInteger(x, w, x_zero_point, w_zero_point, strides, pads, dilations, groups)
 
@@ -81,7 +81,7 @@ def dequantize_linear(x, x_scale, x_zero_point, axis=1):
 
     Kernels: cpu (int32, int8, uint8, int16, uint16).
 
-    Declared at cpp/ops/quant_ops.cc:224 (op DequantizeLinear).
+    Declared at cpp/ops/quant_ops.cc:217 (op DequantizeLinear).
     """
     return _DequantizeLinear(x, x_scale, x_zero_point, axis)
 
@@ -113,7 +113,7 @@ def dynamic_quantize_linear(x):
 
     Kernels: cpu (float32).
 
-    Declared at cpp/ops/quant_ops.cc:245 (op DynamicQuantizeLinear).
+    Declared at cpp/ops/quant_ops.cc:238 (op DynamicQuantizeLinear).
     """
     return _DynamicQuantizeLinear(x)
 
@@ -147,7 +147,7 @@ def mat_mul_integer(a, b, a_zero_point, b_zero_point):
 
     Kernels: cpu (int8, uint8).
 
-    Declared at cpp/ops/quant_ops.cc:267 (op MatMulInteger).
+    Declared at cpp/ops/quant_ops.cc:260 (op MatMulInteger).
     """
     return _MatMulInteger(a, b, a_zero_point, b_zero_point)
 
@@ -195,7 +195,7 @@ def q_linear_conv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y
 
     Kernels: cpu (int8, uint8).
 
-    Declared at cpp/ops/quant_ops.cc:356 (op QLinearConv).
+    Declared at cpp/ops/quant_ops.cc:349 (op QLinearConv).
     """
     return _QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias, strides, pads, dilations, groups)
 
@@ -236,7 +236,7 @@ def q_linear_mat_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale
 
     Kernels: cpu (int8, uint8).
 
-    Declared at cpp/ops/quant_ops.cc:291 (op QLinearMatMul).
+    Declared at cpp/ops/quant_ops.cc:284 (op QLinearMatMul).
     """
     return _QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
 
@@ -270,6 +270,6 @@ def quantize_linear(x, y_scale, y_zero_point, axis=1):
 
     Kernels: cpu (float32).
 
-    Declared at cpp/ops/quant_ops.cc:200 (op QuantizeLinear).
+    Declared at cpp/ops/quant_ops.cc:193 (op QuantizeLinear).
     """
     return _QuantizeLinear(x, y_scale, y_zero_point, axis)

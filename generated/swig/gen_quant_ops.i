@@ -6,7 +6,7 @@
 // at init: its arguments arrive as the caller's array, with no tuple built
 // and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// ConvInteger(x, w, x_zero_point, w_zero_point, strides, pads, dilations, groups), declared at cpp/ops/quant_ops.cc:329.
+// ConvInteger(x, w, x_zero_point, w_zero_point, strides, pads, dilations, groups), declared at cpp/ops/quant_ops.cc:322.
 %{
 namespace opforge { namespace gen {
 PyObject* ConvInteger(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -16,7 +16,7 @@ PyObject* ConvInteger(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }}  // namespace opforge::gen
 %}
 
-// DequantizeLinear(x, x_scale, x_zero_point, axis), declared at cpp/ops/quant_ops.cc:224.
+// DequantizeLinear(x, x_scale, x_zero_point, axis), declared at cpp/ops/quant_ops.cc:217.
 %{
 namespace opforge { namespace gen {
 PyObject* DequantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -26,7 +26,7 @@ PyObject* DequantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }}  // namespace opforge::gen
 %}
 
-// DynamicQuantizeLinear(x), declared at cpp/ops/quant_ops.cc:245.
+// DynamicQuantizeLinear(x), declared at cpp/ops/quant_ops.cc:238.
 %{
 namespace opforge { namespace gen {
 PyObject* DynamicQuantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -36,7 +36,7 @@ PyObject* DynamicQuantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nar
 }}  // namespace opforge::gen
 %}
 
-// MatMulInteger(a, b, a_zero_point, b_zero_point), declared at cpp/ops/quant_ops.cc:267.
+// MatMulInteger(a, b, a_zero_point, b_zero_point), declared at cpp/ops/quant_ops.cc:260.
 %{
 namespace opforge { namespace gen {
 PyObject* MatMulInteger(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -46,7 +46,7 @@ PyObject* MatMulInteger(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }}  // namespace opforge::gen
 %}
 
-// QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias, strides, pads, dilations, groups), declared at cpp/ops/quant_ops.cc:356.
+// QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias, strides, pads, dilations, groups), declared at cpp/ops/quant_ops.cc:349.
 %{
 namespace opforge { namespace gen {
 PyObject* QLinearConv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -56,7 +56,7 @@ PyObject* QLinearConv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }}  // namespace opforge::gen
 %}
 
-// QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point), declared at cpp/ops/quant_ops.cc:291.
+// QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point), declared at cpp/ops/quant_ops.cc:284.
 %{
 namespace opforge { namespace gen {
 PyObject* QLinearMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -66,7 +66,7 @@ PyObject* QLinearMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }}  // namespace opforge::gen
 %}
 
-// QuantizeLinear(x, y_scale, y_zero_point, axis), declared at cpp/ops/quant_ops.cc:200.
+// QuantizeLinear(x, y_scale, y_zero_point, axis), declared at cpp/ops/quant_ops.cc:193.
 %{
 namespace opforge { namespace gen {
 PyObject* QuantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
