@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "opforge/op.h"
@@ -44,6 +45,16 @@ inline Status ConvOutDim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb
                                    " is larger than the padded input ", axis, " ", padded);
   }
   *out = (padded - eff) / s + 1;
+  return Status::OK();
+}
+
+// attr 'activation' of the fused convolutions (their epilogue's activations).
+inline Status CheckConvActivation(InferenceContext* ctx) {
+  const std::string& act = ctx->attr("activation").s;
+  if (act != "none" && act != "relu" && act != "sigmoid" && act != "silu" && act != "hardswish") {
+    return errors::InvalidArgument("attr 'activation' must be 'none', 'relu', 'sigmoid', 'silu' or 'hardswish', got '",
+                                   act, "'");
+  }
   return Status::OK();
 }
 

@@ -82,11 +82,7 @@ Status Conv2DPackedShape(InferenceContext* ctx) {
     return errors::InvalidArgument("argument 'bias' must be 1-D of length out_channels ", fs[0],
                                    " or empty, got shape ", b.DebugString());
   }
-  const std::string& act = ctx->attr("activation").s;
-  if (act != "none" && act != "relu" && act != "sigmoid" && act != "silu" && act != "hardswish") {
-    return errors::InvalidArgument("attr 'activation' must be 'none', 'relu', 'sigmoid', 'silu' or 'hardswish', got '",
-                                   act, "'");
-  }
+  OF_RETURN_IF_ERROR(conv_shape::CheckConvActivation(ctx));
   ctx->set_output_shape(0, y);
   return Status::OK();
 }

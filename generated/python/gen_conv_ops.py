@@ -52,7 +52,7 @@ def conv2d(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), group
 
     Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Declared at cpp/ops/conv_ops.cc:135 (op Conv2D).
+    Declared at cpp/ops/conv_ops.cc:131 (op Conv2D).
     """
     return _Conv2D(x, filter, strides, pads, dilations, groups)
 
@@ -86,7 +86,7 @@ def conv2d_backprop_filter(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dil
 
     Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Declared at cpp/ops/conv_ops.cc:187 (op Conv2DBackpropFilter).
+    Declared at cpp/ops/conv_ops.cc:183 (op Conv2DBackpropFilter).
     """
     return _Conv2DBackpropFilter(x, filter, dy, strides, pads, dilations, groups)
 
@@ -119,7 +119,7 @@ def conv2d_backprop_input(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dila
 
     Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Declared at cpp/ops/conv_ops.cc:162 (op Conv2DBackpropInput).
+    Declared at cpp/ops/conv_ops.cc:158 (op Conv2DBackpropInput).
     """
     return _Conv2DBackpropInput(x, filter, dy, strides, pads, dilations, groups)
 
@@ -162,7 +162,7 @@ def conv_transpose2d(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1,
 
     Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/conv_ops.cc:213 (op ConvTranspose2D).
+    Declared at cpp/ops/conv_ops.cc:209 (op ConvTranspose2D).
     """
     return _ConvTranspose2D(x, filter, strides, pads, dilations, groups, output_padding)
 
@@ -197,6 +197,6 @@ def fused_conv2d(x, filter, bias, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(
 
     Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Declared at cpp/ops/conv_ops.cc:243 (op FusedConv2D).
+    Declared at cpp/ops/conv_ops.cc:239 (op FusedConv2D).
     """
     return _FusedConv2D(x, filter, bias, strides, pads, dilations, groups, activation)

@@ -50,7 +50,7 @@ def conv2d_packed(x, packed, bias, filter_shape, strides=(1, 1), pads=(0, 0, 0, 
 
     Kernels: cpu (float32).
 
-    Declared at cpp/ops/packed_conv_ops.cc:119 (op Conv2DPacked).
+    Declared at cpp/ops/packed_conv_ops.cc:115 (op Conv2DPacked).
     """
     return _Conv2DPacked(x, packed, bias, filter_shape, strides, pads, dilations, activation)
 
@@ -87,6 +87,6 @@ def pack_conv2d_filter(filter, winograd=True, panels=True):
 
     Kernels: cpu (float32).
 
-    Declared at cpp/ops/packed_conv_ops.cc:96 (op PackConv2DFilter).
+    Declared at cpp/ops/packed_conv_ops.cc:92 (op PackConv2DFilter).
     """
     return _PackConv2DFilter(filter, winograd, panels)

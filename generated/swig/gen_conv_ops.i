@@ -6,7 +6,7 @@
 // at init: its arguments arrive as the caller's array, with no tuple built
 // and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// Conv2D(x, filter, strides, pads, dilations, groups), declared at cpp/ops/conv_ops.cc:135.
+// Conv2D(x, filter, strides, pads, dilations, groups), declared at cpp/ops/conv_ops.cc:131.
 %{
 namespace opforge { namespace gen {
 PyObject* Conv2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -16,7 +16,7 @@ PyObject* Conv2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }}  // namespace opforge::gen
 %}
 
-// Conv2DBackpropFilter(x, filter, dy, strides, pads, dilations, groups), declared at cpp/ops/conv_ops.cc:187.
+// Conv2DBackpropFilter(x, filter, dy, strides, pads, dilations, groups), declared at cpp/ops/conv_ops.cc:183.
 %{
 namespace opforge { namespace gen {
 PyObject* Conv2DBackpropFilter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -26,7 +26,7 @@ PyObject* Conv2DBackpropFilter(PyObject*, PyObject* const* args, Py_ssize_t narg
 }}  // namespace opforge::gen
 %}
 
-// Conv2DBackpropInput(x, filter, dy, strides, pads, dilations, groups), declared at cpp/ops/conv_ops.cc:162.
+// Conv2DBackpropInput(x, filter, dy, strides, pads, dilations, groups), declared at cpp/ops/conv_ops.cc:158.
 %{
 namespace opforge { namespace gen {
 PyObject* Conv2DBackpropInput(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -36,7 +36,7 @@ PyObject* Conv2DBackpropInput(PyObject*, PyObject* const* args, Py_ssize_t nargs
 }}  // namespace opforge::gen
 %}
 
-// ConvTranspose2D(x, filter, strides, pads, dilations, groups, output_padding), declared at cpp/ops/conv_ops.cc:213.
+// ConvTranspose2D(x, filter, strides, pads, dilations, groups, output_padding), declared at cpp/ops/conv_ops.cc:209.
 %{
 namespace opforge { namespace gen {
 PyObject* ConvTranspose2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -46,7 +46,7 @@ PyObject* ConvTranspose2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }}  // namespace opforge::gen
 %}
 
-// FusedConv2D(x, filter, bias, strides, pads, dilations, groups, activation), declared at cpp/ops/conv_ops.cc:243.
+// FusedConv2D(x, filter, bias, strides, pads, dilations, groups, activation), declared at cpp/ops/conv_ops.cc:239.
 %{
 namespace opforge { namespace gen {
 PyObject* FusedConv2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {

@@ -6,7 +6,7 @@
 // at init: its arguments arrive as the caller's array, with no tuple built
 // and unpacked per call (SWIG's own wrappers take METH_VARARGS).
 
-// Conv2DPacked(x, packed, bias, filter_shape, strides, pads, dilations, activation), declared at cpp/ops/packed_conv_ops.cc:119.
+// Conv2DPacked(x, packed, bias, filter_shape, strides, pads, dilations, activation), declared at cpp/ops/packed_conv_ops.cc:115.
 %{
 namespace opforge { namespace gen {
 PyObject* Conv2DPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -16,7 +16,7 @@ PyObject* Conv2DPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }}  // namespace opforge::gen
 %}
 
-// PackConv2DFilter(filter, winograd, panels), declared at cpp/ops/packed_conv_ops.cc:96.
+// PackConv2DFilter(filter, winograd, panels), declared at cpp/ops/packed_conv_ops.cc:92.
 %{
 namespace opforge { namespace gen {
 PyObject* PackConv2DFilter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
