@@ -128,3 +128,39 @@ def test_multihead_attention_matches_numpy():
     y = reference(split(q), split(k), split(v)).transpose(0, 2, 1, 3).reshape(b, s, e)
     want = y @ layer.out_proj.weight.numpy().T + layer.out_proj.bias.numpy()
     np.testing.assert_allclose(layer(x, x, x)[0].numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,sq,sk", [(np.float32, 9, 9), (np.float32, 5, 300), (np.float64, 6, 11),
+                                         (np.float16, 7, 9)])
+def test_bshd_layout_equals_the_transposed_op(dtype, sq, sk):
+    # bshd: query/key/value/y as [B, S, H, D] (each path: the short-row loops, the
+    # blocked sgemm kernel at 300 keys, the double kernel, float16 through float32),
+    # bit for bit the [B, H, S, D] op on transposed copies; grouped heads, a mask.
+    b, hq, hkv, d, dv = 2, 4, 2, 16, 19
+    q = RNG.standard_normal((b, sq, hq, d)).astype(dtype)
+    k = RNG.standard_normal((b, sk, hkv, d)).astype(dtype)
+    v = RNG.standard_normal((b, sk, hkv, dv)).astype(dtype)
+    mask = RNG.standard_normal((1, 1, sq, sk)).astype(dtype)
+    t = lambda a: np.ascontiguousarray(a.transpose(0, 2, 1, 3))  # noqa: E731
+    for causal in (False, True):
+        got = of.ops.scaled_dot_product_attention(q, k, v, mask, causal=causal, bshd=True).numpy()
+        want = of.ops.scaled_dot_product_attention(t(q), t(k), t(v), mask, causal=causal).numpy()
+        assert got.shape == (b, sq, hq, dv)
+        np.testing.assert_array_equal(got, t(want))
+
+
+def test_bshd_gradients_and_bad_shapes():
+    t = lambda a: a.transpose(0, 2, 1, 3)  # noqa: E731
+    q, k, v = RNG.standard_normal((1, 3, 4, 5)), RNG.standard_normal((1, 4, 2, 5)), RNG.standard_normal((1, 4, 2, 3))
+    mask = RNG.standard_normal((3, 4))
+    of.testing.check_gradients(
+        lambda a, b, c: of.ops.scaled_dot_product_attention(a, b, c, mask, causal=True, bshd=True),
+        [q, k, v], atol=1e-6, rtol=1e-5, delta=1e-6)
+    np.testing.assert_allclose(
+        of.ops.scaled_dot_product_attention(q, k, v, mask, bshd=True).numpy(),
+        t(reference(t(q), t(k), t(v), mask)), rtol=1e-12, atol=1e-12)
+    with pytest.raises(errors.InvalidArgumentError, match=r"argument 'query' has 3 heads"):
+        of.ops.scaled_dot_product_attention(np.zeros((1, 2, 3, 4)), np.zeros((1, 2, 2, 4)),
+                                            np.zeros((1, 2, 2, 4)), np.zeros(1), bshd=True)
+    with pytest.raises(errors.InvalidArgumentError, match=r"\[batch, seq, heads, dim\]"):
+        of.ops.scaled_dot_product_attention(q[0], q[0], q[0], np.zeros(1), bshd=True)

@@ -216,6 +216,44 @@ def test_attention_in_float64_is_fused_too():
     assert "ScaledDotProductAttention" in _graph_ops(prog)
 
 
+def _heads_last_model(b=2, s=5, h=2, d=4, also_read=False):
+    """GPT-2's attention as exported: q, k, v [B, S, H, D] each Transposed to
+    [B, H, S, D] (q's also read by a Shape, k and v through a one-input Concat,
+    the empty key/value cache), the output Reshaped to itself and Transposed
+    back. also_read: the [B, H, S, D] output is read by another node too (left as it is)."""
+    c = np.float32(d ** -0.25)
+    t = lambda x, y, perm=(0, 2, 1, 3): helper.make_node("Transpose", [x], [y], perm=list(perm))  # noqa: E731
+    nodes = [_c("c", c), _c("target", np.array([b, -1, s, d], np.int64)),
+             t("q", "qt"), t("k", "kt0"), t("v", "vt0"),
+             helper.make_node("Shape", ["qt"], ["qshape"]),
+             helper.make_node("Concat", ["kt0"], ["kt1"], axis=-2), helper.make_node("Concat", ["vt0"], ["vt"], axis=-2),
+             t("kt1", "ktt", (0, 1, 3, 2)),
+             helper.make_node("Mul", ["qt", "c"], ["qs"]), helper.make_node("Mul", ["ktt", "c"], ["kts"]),
+             helper.make_node("MatMul", ["qs", "kts"], ["qk"]), helper.make_node("Softmax", ["qk"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "vt"], ["o"]), helper.make_node("Reshape", ["o", "target"], ["o2"]),
+             t("o2", "y")]
+    outputs = [_vi("y", None), _vi("qshape", None, TensorProto.INT64)]
+    if also_read:
+        nodes.append(helper.make_node("Neg", ["o"], ["z"]))
+        outputs.append(_vi("z", None))
+    inputs = [_vi(n, [b, s, h, d]) for n in "qkv"]
+    return _model(nodes, inputs, outputs, opset=18)
+
+
+@pytest.mark.parametrize("also_read", [False, True])
+def test_attention_between_heads_last_transposes_runs_in_that_layout(also_read):
+    model = _heads_last_model(also_read=also_read)
+    feeds = {n: RNG.standard_normal((2, 5, 2, 4)).astype(np.float32) for n in "qkv"}
+    prog = _check(model, feeds, "ScaledDotProductAttention", "Softmax")
+    (fused,) = [ctx for ctx, _, _ in prog.steps if ctx.node.op_type == "ScaledDotProductAttention"]
+    # The four transposes go (q's stays for its Shape, which folds at import:
+    # nothing reads it, so the plan never runs it).
+    assert fused.attr("bshd") == (0 if also_read else 1)
+    (entry,) = prog._compiled._entries.values()
+    read = entry.session.graph._consumers()
+    assert any(op.type == "Transpose" and op in read for op in entry.session.graph.get_operations()) == also_read
+
+
 def test_tanh_gelu_as_gpt2_exports_it_becomes_one_step():
     k = np.float32(np.sqrt(2 / np.pi))
     nodes = [_c("half", np.float32(0.5)), _c("three", np.float32(3)), _c("c", np.float32(0.044715)),

@@ -12,6 +12,7 @@
 
 #include "compiler.h"
 #include "elementwise.h"
+#include "layer_norm_rows.h"
 #include "vector_math.h"
 
 namespace opforge {
@@ -71,27 +72,6 @@ void RowMoments(const T* x, int64 d, double eps, double* mean, double* rstd) {
   *rstd = 1.0 / std::sqrt(q / static_cast<double>(d) + eps);
 }
 
-// float32: the same two passes in float32 with eight partial sums, so they
-// vectorize (the double chain above costs more than a small layer's GEMM).
-inline void RowMomentsF32(const float* x, int64 d, double eps, double* mean, double* rstd) {
-  float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64 i = 0;
-  for (; i + 8 <= d; i += 8) {
-    for (int u = 0; u < 8; ++u) a[u] += x[i + u];
-  }
-  float s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-  for (; i < d; ++i) s += x[i];
-  const float m = s / static_cast<float>(d);
-  for (int u = 0; u < 8; ++u) a[u] = 0;
-  for (i = 0; i + 8 <= d; i += 8) {
-    for (int u = 0; u < 8; ++u) a[u] += (x[i + u] - m) * (x[i + u] - m);
-  }
-  float q = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-  for (; i < d; ++i) q += (x[i] - m) * (x[i] - m);
-  *mean = m;
-  *rstd = 1.0 / std::sqrt(static_cast<double>(q) / static_cast<double>(d) + eps);
-}
-
 template <typename T>
 Status LayerNormKernel(OpKernelContext* ctx) {
   const Tensor& x = ctx->input(0);
@@ -106,15 +86,15 @@ Status LayerNormKernel(OpKernelContext* ctx) {
   const T* b = ctx->input(2).data<T>();
   T* y = out->data<T>();
   ParallelFor(total / d, d * 6, [&](int64 lo, int64 hi) {
+    if constexpr (std::is_same_v<T, float>) {  // vector loops per ISA (layer_norm_rows.h)
+      layer_norm::Rows(in + lo * d, w, b, y + lo * d, hi - lo, d, eps);
+      return;
+    }
     for (int64 r = lo; r < hi; ++r) {
       const T* OF_RESTRICT xr = in + r * d;
       T* OF_RESTRICT yr = y + r * d;
       double mean, rstd;
-      if constexpr (std::is_same_v<T, float>) {
-        RowMomentsF32(xr, d, eps, &mean, &rstd);
-      } else {
-        RowMoments(xr, d, eps, &mean, &rstd);
-      }
+      RowMoments(xr, d, eps, &mean, &rstd);
       const T m = static_cast<T>(mean), s = static_cast<T>(rstd);
       for (int64 i = 0; i < d; ++i) yr[i] = (xr[i] - m) * s * w[i] + b[i];
     }

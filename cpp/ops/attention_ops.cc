@@ -20,18 +20,27 @@ Status CheckDim(const TensorShape& a, int i, const char* an, const TensorShape& 
   return Status::OK();
 }
 
-// q [B, Hq, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv], mask broadcastable to [B, Hq, Sq, Sk].
+// [B, S, H, D] (attr bshd) as [B, H, S, D]; other ranks as they are.
+TensorShape AsBhsd(const TensorShape& s, bool bshd) {
+  if (!bshd || s.rank() != 4) return s;
+  return TensorShape({s.dim(0), s.dim(2), s.dim(1), s.dim(3)});
+}
+
+// q [B, Hq, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv] (or each [B, S, H, D]
+// with bshd), mask broadcastable to [B, Hq, Sq, Sk].
 Status CheckAttentionInputs(InferenceContext* ctx) {
-  const TensorShape& q = ctx->input_shape(0);
-  const TensorShape& k = ctx->input_shape(1);
-  const TensorShape& v = ctx->input_shape(2);
+  const bool bshd = ctx->attr_bool("bshd");
+  const TensorShape q = AsBhsd(ctx->input_shape(0), bshd);
+  const TensorShape k = AsBhsd(ctx->input_shape(1), bshd);
+  const TensorShape v = AsBhsd(ctx->input_shape(2), bshd);
   const TensorShape& m = ctx->input_shape(3);
   const char* names[] = {"query", "key", "value"};
   const TensorShape* s[] = {&q, &k, &v};
   for (int i = 0; i < 3; ++i) {
     if (s[i]->rank() != 4) {
-      return errors::InvalidArgument("argument '", names[i], "' must be 4-D [batch, heads, seq, dim], got ",
-                                     s[i]->DebugString());
+      return errors::InvalidArgument("argument '", names[i], "' must be 4-D ",
+                                     bshd ? "[batch, seq, heads, dim]" : "[batch, heads, seq, dim]", ", got ",
+                                     ctx->input_shape(i).DebugString());
     }
   }
   OF_RETURN_IF_ERROR(CheckDim(q, 0, "query", k, 0, "key", "batch"));
@@ -56,18 +65,22 @@ Status CheckAttentionInputs(InferenceContext* ctx) {
   return Status::OK();
 }
 
+// The output: query's shape with value's head dim (in query's layout).
+TensorShape AttentionOutShape(InferenceContext* ctx) {
+  const TensorShape& q = ctx->input_shape(0);
+  return TensorShape({q.dim(0), q.dim(1), q.dim(2), ctx->input_shape(2).dim(3)});
+}
+
 Status AttentionShape(InferenceContext* ctx) {
   OF_RETURN_IF_ERROR(CheckAttentionInputs(ctx));
-  const TensorShape& q = ctx->input_shape(0);
-  ctx->set_output_shape(0, TensorShape({q.dim(0), q.dim(1), q.dim(2), ctx->input_shape(2).dim(3)}));
+  ctx->set_output_shape(0, AttentionOutShape(ctx));
   return Status::OK();
 }
 
 Status AttentionGradShape(InferenceContext* ctx) {
   OF_RETURN_IF_ERROR(CheckAttentionInputs(ctx));
   for (int i = 4; i < 6; ++i) {  // y and dy: the forward's output shape
-    const TensorShape& q = ctx->input_shape(0);
-    const TensorShape want({q.dim(0), q.dim(1), q.dim(2), ctx->input_shape(2).dim(3)});
+    const TensorShape want = AttentionOutShape(ctx);
     const TensorShape& got = ctx->input_shape(i);
     bool ok = got.rank() == 4;
     for (int d = 0; ok && d < 4; ++d) ok = !Known(want.dim(d)) || !Known(got.dim(d)) || want.dim(d) == got.dim(d);
@@ -119,9 +132,10 @@ REGISTER_OP("ScaledDotProductAttention")
     .Attr("T: {float32, float64, halftype}")
     .Attr("causal: bool = false")
     .Attr("scale: float = 0.0")
+    .Attr("bshd: bool = false")
     .SetShapeFn(AttentionShape)
     .Gradient("query, key, value = ScaledDotProductAttentionGrad(query, key, value, mask, y, dy, causal=causal, "
-              "scale=scale)")
+              "scale=scale, bshd=bshd)")
     .Gradient("mask = None")
     .Doc(R"doc(
 softmax(query @ key^T * scale + mask [+ causal mask]) @ value, computed blockwise.
@@ -141,7 +155,10 @@ value: [B, Hkv, Sk, Dv].
 mask: Added to the scores; broadcastable to [B, Hq, Sq, Sk] (a [1] zero for none).
 causal: Hide keys after each query's position.
 scale: The score scale; 0 means 1/sqrt(D).
-y: [B, Hq, Sq, Dv].
+bshd: query, key, value and y are [B, S, H, D] instead (the heads of each
+  position together, as a projection's output reshaped: exported models'
+  four transposes per layer are not needed). The mask keeps its layout.
+y: [B, Hq, Sq, Dv] ([B, Sq, Hq, Dv] with bshd).
 )doc");
 
 REGISTER_OP("ScaledDotProductAttentionGrad")
@@ -157,6 +174,7 @@ REGISTER_OP("ScaledDotProductAttentionGrad")
     .Attr("T: {float32, float64}")
     .Attr("causal: bool = false")
     .Attr("scale: float = 0.0")
+    .Attr("bshd: bool = false")
     .SetShapeFn(AttentionGradShape)
     .NoGradient()  // second derivatives of attention are not implemented
     .Doc(R"doc(
@@ -173,6 +191,7 @@ y: The forward's output.
 dy: The gradient of the output.
 causal: As in the forward op.
 scale: As in the forward op.
+bshd: As in the forward op (the gradients in their inputs' layouts).
 dquery: Gradient for query.
 dkey: Gradient for key (summed over the query heads sharing it).
 dvalue: Gradient for value (likewise).

@@ -24,16 +24,31 @@ namespace {
 using int64 = int64_t;
 constexpr int64 kBlock = 64;
 
+// Strides of one of query/key/value/y (and their gradients) over (batch, head,
+// position); the last dim is contiguous. [B, H, S, D] or, with bshd, [B, S, H, D].
+struct Layout {
+  int64 b, h, s;
+  Layout() = default;
+  Layout(int64 heads, int64 seq, int64 dim, bool bshd)
+      : b(heads * seq * dim), h(bshd ? dim : seq * dim), s(bshd ? heads * dim : dim) {}
+  int64 at(int64 bb, int64 hh, int64 i) const { return bb * b + hh * h + i * s; }
+};
+
 struct Dims {
   int64 b, hq, hkv, sq, sk, d, dv;
   int64 ms[4];  // the mask's strides over [B, Hq, Sq, Sk]; 0 where it broadcasts
+  Layout lq, lk, lv, ly;  // ly: y, dy (and dquery's rows follow lq)
   double scale;
-  bool causal;
+  bool causal, bshd;
 
   Dims(const OpKernelContext* ctx) {
     const Tensor &q = ctx->input(0), &k = ctx->input(1), &v = ctx->input(2), &m = ctx->input(3);
-    b = q.dim(0), hq = q.dim(1), sq = q.dim(2), d = q.dim(3);
-    hkv = k.dim(1), sk = k.dim(2), dv = v.dim(3);
+    bshd = ctx->attr_bool("bshd");
+    const int hd = bshd ? 2 : 1, sd = bshd ? 1 : 2;
+    b = q.dim(0), hq = q.dim(hd), sq = q.dim(sd), d = q.dim(3);
+    hkv = k.dim(hd), sk = k.dim(sd), dv = v.dim(3);
+    lq = Layout(hq, sq, d, bshd), lk = Layout(hkv, sk, d, bshd), lv = Layout(hkv, sk, dv, bshd);
+    ly = Layout(hq, sq, dv, bshd);
     scale = ctx->attr_float("scale") > 0 ? ctx->attr_float("scale") : 1.0 / std::sqrt(static_cast<double>(d));
     causal = ctx->attr_bool("causal");
     int64 stride = 1;
@@ -55,11 +70,11 @@ inline double Dot(const T* a, const T* b, int64 n) {
   return s;
 }
 
-// One query row's scores against keys [j0, j0 + n).
+// One query row's scores against keys [j0, j0 + n) (key j at k + j * lk.s).
 template <typename T>
 void Scores(const Dims& g, const T* qi, const T* k, const T* mrow, int64 j0, int64 n, double* s) {
   for (int64 j = 0; j < n; ++j) {
-    s[j] = g.scale * Dot(qi, k + (j0 + j) * g.d, g.d) + static_cast<double>(mrow[(j0 + j) * g.ms[3]]);
+    s[j] = g.scale * Dot(qi, k + (j0 + j) * g.lk.s, g.d) + static_cast<double>(mrow[(j0 + j) * g.ms[3]]);
   }
 }
 
@@ -94,10 +109,9 @@ Status AttentionKernel(OpKernelContext* ctx) {
     double s[kBlock];
     for (int64 r = lo; r < hi; ++r) {
       const int64 i = r % g.sq, h = (r / g.sq) % g.hq, bb = r / (g.sq * g.hq);
-      const int64 kv = bb * g.hkv + h / group;
-      const T* qi = q + r * g.d;
-      const T* kb = k + kv * g.sk * g.d;
-      const T* vb = v + kv * g.sk * g.dv;
+      const T* qi = q + g.lq.at(bb, h, i);
+      const T* kb = k + g.lk.at(bb, h / group, 0);
+      const T* vb = v + g.lv.at(bb, h / group, 0);
       const T* mrow = mask + bb * g.ms[0] + h * g.ms[1] + i * g.ms[2];
       const int64 limit = g.Limit(i);
       double m = -std::numeric_limits<double>::infinity(), l = 0;
@@ -113,12 +127,12 @@ Status AttentionKernel(OpKernelContext* ctx) {
         for (int64 j = 0; j < n; ++j) {
           const double p = std::exp(s[j] - nm);
           l += p;
-          const T* vj = vb + (j0 + j) * g.dv;
+          const T* vj = vb + (j0 + j) * g.lv.s;
           for (int64 c = 0; c < g.dv; ++c) acc[c] += p * static_cast<double>(vj[c]);
         }
         m = nm;
       }
-      T* yi = y + r * g.dv;
+      T* yi = y + g.ly.at(bb, h, i);
       for (int64 c = 0; c < g.dv; ++c) yi[c] = l > 0 ? static_cast<T>(acc[c] / l) : T(0);
     }
   });
@@ -145,11 +159,11 @@ Status AttentionKernelF32(OpKernelContext* ctx) {
     ParallelFor(g.b * g.hq, g.sq * g.sk * (g.d + g.dv) * 2 + 1, [&](int64 lo, int64 hi) {
       std::vector<float> scratch(attention::SmallScratch(g.sq, g.sk, g.d));
       for (int64 t = lo; t < hi; ++t) {
-        const int64 h = t % g.hq, bb = t / g.hq, kv = bb * g.hkv + h / group;
-        const attention::SmallHead head{q + t * g.sq * g.d, k + kv * g.sk * g.d, v + kv * g.sk * g.dv,
+        const int64 h = t % g.hq, bb = t / g.hq, kv = h / group;
+        const attention::SmallHead head{q + g.lq.at(bb, h, 0), k + g.lk.at(bb, kv, 0), v + g.lv.at(bb, kv, 0),
                                         mask + bb * g.ms[0] + h * g.ms[1], g.ms[2], g.ms[3],
                                         g.sq, g.sk, g.d, g.dv, static_cast<float>(g.scale), g.causal,
-                                        y + t * g.sq * g.dv};
+                                        y + g.ly.at(bb, h, 0), g.lq.s, g.lk.s, g.lv.s, g.ly.s};
         attention::RunSmallHead(head, scratch.data());
       }
     });
@@ -160,10 +174,10 @@ Status AttentionKernelF32(OpKernelContext* ctx) {
     std::vector<float> sc(kRows * kCols), acc(kRows * g.dv), m(kRows), l(kRows);
     for (int64 t = lo; t < hi; ++t) {
       const int64 qb = t % qblocks, bh = t / qblocks, h = bh % g.hq, bb = bh / g.hq;
-      const int64 kv = bb * g.hkv + h / group, i0 = qb * kRows, rows = std::min(kRows, g.sq - i0);
-      const float* qblk = q + (bh * g.sq + i0) * g.d;
-      const float* kb = k + kv * g.sk * g.d;
-      const float* vb = v + kv * g.sk * g.dv;
+      const int64 i0 = qb * kRows, rows = std::min(kRows, g.sq - i0);
+      const float* qblk = q + g.lq.at(bb, h, i0);
+      const float* kb = k + g.lk.at(bb, h / group, 0);
+      const float* vb = v + g.lv.at(bb, h / group, 0);
       std::fill(acc.begin(), acc.begin() + rows * g.dv, 0.0f);
       std::fill(m.begin(), m.end(), ninf);
       std::fill(l.begin(), l.end(), 0.0f);
@@ -171,8 +185,8 @@ Status AttentionKernelF32(OpKernelContext* ctx) {
       for (int64 j0 = 0; j0 < visible; j0 += kCols) {
         const int64 n = std::min(kCols, visible - j0);
         // sc[i, j] = scale * q[i] . k[j0 + j]
-        gemm::SgemmStrided({rows, n, g.d, static_cast<float>(g.scale), qblk, g.d, 1, kb + j0 * g.d, 1, g.d, 0.0f,
-                            sc.data(), n},
+        gemm::SgemmStrided({rows, n, g.d, static_cast<float>(g.scale), qblk, g.lq.s, 1, kb + j0 * g.lk.s, 1,
+                            g.lk.s, 0.0f, sc.data(), n},
                            gemm::Epilogue(), false);
         for (int64 r = 0; r < rows; ++r) {
           const int64 i = i0 + r;
@@ -205,11 +219,12 @@ Status AttentionKernelF32(OpKernelContext* ctx) {
           m[r] = nm;
         }
         // acc += p @ v[j0:j0+n]
-        gemm::SgemmStrided({rows, g.dv, n, 1.0f, sc.data(), n, 1, vb + j0 * g.dv, g.dv, 1, 1.0f, acc.data(), g.dv},
+        gemm::SgemmStrided({rows, g.dv, n, 1.0f, sc.data(), n, 1, vb + j0 * g.lv.s, g.lv.s, 1, 1.0f, acc.data(),
+                            g.dv},
                            gemm::Epilogue(), false);
       }
       for (int64 r = 0; r < rows; ++r) {
-        float* yi = y + (bh * g.sq + i0 + r) * g.dv;
+        float* yi = y + g.ly.at(bb, h, i0 + r);
         const float* a = acc.data() + r * g.dv;
         const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
         for (int64 c = 0; c < g.dv; ++c) yi[c] = a[c] * inv;
@@ -234,15 +249,14 @@ Status AttentionGradKernel(OpKernelContext* ctx) {
     std::vector<double> dqi(g.d), dkb, dvb;
     double s[kBlock];
     for (int64 t = lo; t < hi; ++t) {
-      const int64 bb = t / g.hkv, kv = t;  // kv: flat (batch, key/value head)
-      const T* kb = k + kv * g.sk * g.d;
-      const T* vb = v + kv * g.sk * g.dv;
+      const int64 bb = t / g.hkv, kvh = t % g.hkv;  // t: flat (batch, key/value head)
+      const T* kb = k + g.lk.at(bb, kvh, 0);
+      const T* vb = v + g.lv.at(bb, kvh, 0);
       dkb.assign(g.sk * g.d, 0.0);
       dvb.assign(g.sk * g.dv, 0.0);
-      for (int64 h = (t % g.hkv) * group; h < (t % g.hkv + 1) * group; ++h) {
+      for (int64 h = kvh * group; h < (kvh + 1) * group; ++h) {
         for (int64 i = 0; i < g.sq; ++i) {
-          const int64 r = (bb * g.hq + h) * g.sq + i;
-          const T *qi = q + r * g.d, *yi = y + r * g.dv, *gi = dy + r * g.dv;
+          const T *qi = q + g.lq.at(bb, h, i), *yi = y + g.ly.at(bb, h, i), *gi = dy + g.ly.at(bb, h, i);
           const T* mrow = mask + bb * g.ms[0] + h * g.ms[1] + i * g.ms[2];
           const int64 limit = g.Limit(i);
           double m, l;
@@ -257,8 +271,8 @@ Status AttentionGradKernel(OpKernelContext* ctx) {
                 const double p = std::exp(s[j] - m) / l;
                 if (p == 0) continue;
                 const int64 jj = j0 + j;
-                const double ds = p * (Dot(gi, vb + jj * g.dv, g.dv) - di) * g.scale;
-                const T* kj = kb + jj * g.d;
+                const double ds = p * (Dot(gi, vb + jj * g.lv.s, g.dv) - di) * g.scale;
+                const T* kj = kb + jj * g.lk.s;
                 double* dkj = dkb.data() + jj * g.d;
                 double* dvj = dvb.data() + jj * g.dv;
                 for (int64 c = 0; c < g.d; ++c) {
@@ -269,12 +283,16 @@ Status AttentionGradKernel(OpKernelContext* ctx) {
               }
             }
           }
-          T* dqr = dq + r * g.d;
+          T* dqr = dq + g.lq.at(bb, h, i);
           for (int64 c = 0; c < g.d; ++c) dqr[c] = static_cast<T>(dqi[c]);
         }
       }
-      for (int64 e = 0; e < g.sk * g.d; ++e) dk[kv * g.sk * g.d + e] = static_cast<T>(dkb[e]);
-      for (int64 e = 0; e < g.sk * g.dv; ++e) dv[kv * g.sk * g.dv + e] = static_cast<T>(dvb[e]);
+      for (int64 j = 0; j < g.sk; ++j) {
+        T* dkj = dk + g.lk.at(bb, kvh, j);
+        T* dvj = dv + g.lv.at(bb, kvh, j);
+        for (int64 c = 0; c < g.d; ++c) dkj[c] = static_cast<T>(dkb[j * g.d + c]);
+        for (int64 c = 0; c < g.dv; ++c) dvj[c] = static_cast<T>(dvb[j * g.dv + c]);
+      }
     }
   });
   return Status::OK();

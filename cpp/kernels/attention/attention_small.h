@@ -10,7 +10,9 @@
 namespace opforge {
 namespace attention {
 
-// One (batch, head): q [sq, d], k [sk, d], v [sk, dv] -> y [sq, dv].
+// One (batch, head): q [sq, d], k [sk, d], v [sk, dv] -> y [sq, dv], row i of
+// each at i * its row stride (qs, ks, vs, ys: d or dv when the head is dense,
+// heads * d when the heads of a position sit together, [B, S, H, D]).
 // mask row i is mask + i * mrow_stride, its key j at j * mcol_stride (0: broadcast).
 // scratch holds SmallScratch(sq, sk, d) floats.
 struct SmallHead {
@@ -20,6 +22,7 @@ struct SmallHead {
   float scale;
   bool causal;
   float* y;
+  int64_t qs, ks, vs, ys;
 };
 
 // Whether the direct loops beat the blocked sgemm kernel at these sizes.

@@ -101,7 +101,10 @@ def _concat(n):
         raise n.fail("attribute 'axis' is required")
     vals = n.inputs()
     rank = len(shape_of(vals[0]))
-    return P.concat(vals, axis=n.axis(n.attr("axis", 1), rank))
+    axis = n.axis(n.attr("axis", 1), rank)
+    if len(vals) == 1:  # exporters' key/value cache with no past (GPT-2): the input itself, no copy
+        return vals[0]
+    return P.concat(vals, axis=axis)
 
 
 def _squeeze_axes(n):

@@ -87,7 +87,7 @@ def match(g, sm):
     if mm is None or not g.private(s, reader):
         return None
     removed.append(mm)
-    q, scale, _ = _scaled(g, mm.input[0], mm, scale, removed)
+    q, scale, q_reader = _scaled(g, mm.input[0], mm, scale, removed)
     kt, scale, kt_reader = _scaled(g, mm.input[1], mm, scale, removed)
     tr = g.op(kt, "Transpose")
     perm = _perm(tr) if tr is not None else None
@@ -95,11 +95,69 @@ def match(g, sm):
         return None
     removed.append(tr)
     k_perm = perm[:2] + [perm[3], perm[2]]  # [B, H, Sk, D] of the transpose's input
-    inputs = [q, tr.input[0], v] + ([mask] if mask is not None else [])
-    node = helper.make_node("ScaledDotProductAttention", inputs, [out.output[0]], name=out.name or sm.name,
-                            domain="opforge.rewrite", k_perm=k_perm, clean=int(clean))
+    k, last, bshd, target = tr.input[0], out, 0, []
+    heads_last = _heads_last(g, [(q, q_reader), (k, tr, k_perm), (v, out)], out)
+    if heads_last is not None:
+        (q, k, v), last, target, extra = heads_last
+        removed += extra + [out]
+        k_perm, bshd = [0, 1, 2, 3], 1
+    inputs = [q, k, v] + ([mask] if mask is not None else [])
+    extra_attrs = {"reshape": target} if target else {}
+    node = helper.make_node("ScaledDotProductAttention", inputs, [last.output[0]], name=out.name or sm.name,
+                            domain="opforge.rewrite", k_perm=k_perm, clean=int(clean), bshd=bshd, **extra_attrs)
     # The scale stays a Python float (an ONNX float attribute would round it to float32).
-    return node, out, removed, lambda n: fused_attention(n, scale)
+    return node, last, removed, lambda n: fused_attention(n, scale)
+
+
+_HEADS_FIRST = [0, 2, 1, 3]  # [B, S, H, D] <-> [B, H, S, D]
+
+
+def _heads_last(g, operands, out):
+    """The attention's operands and output in [B, S, H, D] (the op's bshd layout),
+    when each operand is a private Transpose(perm [0, 2, 1, 3]) of one (through a
+    one-input Concat: an exported key/value cache with no past) and the output's
+    only reader is that transpose back (through a constant Reshape to its own
+    shape): the four transposes of exported layers go. Returns ((q, k, v), the
+    node whose output the fused op takes, the Reshape's target, removed nodes)
+    or None; all or nothing."""
+    bases, removed = [], []
+    for name, reader, *perm in operands:
+        if perm and perm[0] == _HEADS_FIRST:  # the key transposed straight from [B, S, H, D]
+            bases.append(name)
+            continue
+        if perm and perm[0] != [0, 1, 2, 3]:
+            return None
+        # A node whose output a Shape also reads (GPT-2 sizes its causal mask so)
+        # stays for it, and so does what it reads: with static dims the Shape
+        # folds at import and nothing runs them.
+        keep = False
+        cat = g.op(name, "Concat")
+        if cat is not None and len(cat.input) == 1 and _read_by(g, name, reader) is not None:
+            keep = _read_by(g, name, reader)
+            if not keep:
+                removed.append(cat)
+            name, reader = cat.input[0], cat
+        tr = g.op(name, "Transpose")
+        shapes = _read_by(g, name, reader) if tr is not None and _perm(tr) == _HEADS_FIRST else None
+        if shapes is None:
+            return None
+        keep = keep or shapes
+        if not keep:
+            removed.append(tr)
+        bases.append(tr.input[0])
+    y, target = out, []
+    rs = g.readers.get(y.output[0], [])
+    if len(rs) == 1 and rs[0].op_type == "Reshape" and g.private(y.output[0], rs[0]):
+        target = g.ints(rs[0].input[1]) if len(rs[0].input) > 1 else None
+        if target is None or len(target) != 4 or any(a.name == "allowzero" and a.i for a in rs[0].attribute):
+            return None
+        removed.append(rs[0])
+        y = rs[0]
+    back = g.readers.get(y.output[0], [])
+    if len(back) != 1 or back[0].op_type != "Transpose" or _perm(back[0]) != _HEADS_FIRST or \
+            not g.private(y.output[0], back[0]):
+        return None
+    return bases, back[0], target, removed
 
 
 def _hides_a_row(mask):
@@ -115,10 +173,14 @@ def fused_attention(n, scale):
     perm = n.attr("k_perm")
     if perm != [0, 1, 2, 3]:
         k = P.transpose(k, perm=perm)
-    b, h, sq, d = shape_of(q)
-    sk = shape_of(k)[2]
-    if shape_of(k)[3] != d or shape_of(v)[2] != sk or h % shape_of(k)[1] or shape_of(v)[1] != shape_of(k)[1]:
+    bshd = bool(n.attr("bshd", 0))
+    heads_first = (lambda s: [s[0], s[2], s[1], s[3]]) if bshd else list  # noqa: E731
+    (b, h, sq, d), (_, hk, sk, dk), (_, hv, sv, dv) = (heads_first(shape_of(t)) for t in (q, k, v))
+    if dk != d or sv != sk or h % hk or hv != hk:
         raise n.fail("shapes are not attention's", UnimplementedError)
+    target = n.attr("reshape", [])
+    if target and not _reshapes_to_itself(target, [b, h, sq, dv]):
+        raise n.fail(f"the Reshape to {target} changes the attention's output {[b, h, sq, dv]}", UnimplementedError)
     if n.has(3):
         mask = n.input(3)
         ms = shape_of(mask)
@@ -133,4 +195,25 @@ def fused_attention(n, scale):
             mask = P.reshape(mask, shape=[1] * (4 - len(ms)) + list(ms))
     else:
         mask = np.zeros((1,), dt)
-    return P.scaled_dot_product_attention(q, k, v, mask, causal=False, scale=scale)
+    return P.scaled_dot_product_attention(q, k, v, mask, causal=False, scale=scale, bshd=bshd)
+
+
+def _read_by(g, name, reader):
+    """None unless `reader` and Shape nodes alone read `name` (no graph output);
+    else whether a Shape does."""
+    rs = g.readers.get(name, [])
+    if name in g.outputs or sum(r is reader for r in rs) != 1:
+        return None
+    others = [r for r in rs if r is not reader]
+    return None if any(r.op_type != "Shape" for r in others) else bool(others)
+
+
+def _reshapes_to_itself(target, shape):
+    """Whether ONNX Reshape(x of `shape`, target) (0 copies a dim, one -1 infers) is the identity."""
+    if any(isinstance(s, type(None)) for s in shape) or target.count(-1) > 1:
+        return False
+    dims = [shape[i] if t == 0 else t for i, t in enumerate(target)]
+    if -1 in dims:
+        rest = int(np.prod([x for x in dims if x != -1]))
+        dims[dims.index(-1)] = int(np.prod(shape)) // rest if rest else -1
+    return dims == list(shape)
