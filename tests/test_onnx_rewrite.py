@@ -254,6 +254,37 @@ def test_attention_between_heads_last_transposes_runs_in_that_layout(also_read):
     assert any(op.type == "Transpose" and op in read for op in entry.session.graph.get_operations()) == also_read
 
 
+def test_attention_with_a_causal_mask_built_from_run_time_shapes_is_fused():
+    # Llama exported with dynamic axes: the causal mask is computed from the
+    # sequence lengths at run time (unknown at import), but its Trilu keeps key 0
+    # for every row, so the fused op (which gives zeros where ONNX gives NaN) is safe.
+    d = 4
+    c = np.float32(d ** -0.25)
+    nodes = [_c("c", c), _c("one", np.array([1.0], np.float32)), _c("zero", np.array([0.0], np.float32)),
+             _c("ninf", np.array([-np.inf], np.float32)), _c("b2", np.array([2], np.int64)),
+             _c("e3", np.array([3], np.int64)),
+             helper.make_node("Shape", ["q"], ["sq0"]), helper.make_node("Shape", ["k"], ["sk0"]),
+             helper.make_node("Slice", ["sq0", "b2", "e3"], ["sq"]),
+             helper.make_node("Slice", ["sk0", "b2", "e3"], ["sk"]),
+             helper.make_node("Concat", ["sq", "sk"], ["ms"], axis=0),
+             helper.make_node("Expand", ["one", "ms"], ["ex"]), helper.make_node("Trilu", ["ex"], ["tri"], upper=0),
+             helper.make_node("Equal", ["tri", "zero"], ["eq"]),
+             helper.make_node("Where", ["eq", "ninf", "zero"], ["mask"]),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("Mul", ["q", "c"], ["qs"]), helper.make_node("Mul", ["kt", "c"], ["kts"]),
+             helper.make_node("MatMul", ["qs", "kts"], ["qk"]), helper.make_node("Add", ["qk", "mask"], ["sm_in"]),
+             helper.make_node("Softmax", ["sm_in"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
+    model = _model(nodes, [_vi(n, ["b", 2, "s", d]) for n in "qkv"], [_vi("y", None)], opset=18)
+    prog = opforge.onnx.load(model)
+    assert "ScaledDotProductAttention" in _types(prog) and "Softmax" not in _types(prog)
+    for b, s_ in ((1, 3), (2, 6), (2, 6)):
+        feeds = {n: RNG.standard_normal((b, 2, s_, d)).astype(np.float32) for n in "qkv"}
+        np.testing.assert_allclose(prog.run(feeds)[0], _ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+    assert prog._compiled.generic_reason() is None
+    ops = {op.type for op in prog._compiled._generic.session.graph.get_operations()}
+    assert "ScaledDotProductAttention" in ops and "Softmax" not in ops
+
+
 def test_tanh_gelu_as_gpt2_exports_it_becomes_one_step():
     k = np.float32(np.sqrt(2 / np.pi))
     nodes = [_c("half", np.float32(0.5)), _c("three", np.float32(3)), _c("c", np.float32(0.044715)),

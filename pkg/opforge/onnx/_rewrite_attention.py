@@ -13,7 +13,9 @@ gives [B, H, Sk, D], or directly when that is the identity). The scale is
 the product of the scalar constants. The IsNaN cleanup is what SDPA does for
 a row that sees no key (zeros); without it ONNX gives NaN there, so a
 pattern without the cleanup fuses only when the mask is known at import and
-hides no row whole. Every intermediate must be read by the pattern alone.
+hides no row whole, or when it is the causal mask exporters build from the
+run-time shapes (Where(Equal(Trilu(Expand(1, shape)), 0), -inf, 0): key 0 is
+visible to every row). Every intermediate must be read by the pattern alone.
 At run time the fused converter refuses (and the original nodes run) inputs
 that are not 4-D float32/float64 or a mask that does not broadcast.
 """
@@ -24,6 +26,7 @@ from onnx import helper
 from opforge import ops as P
 from opforge.errors import UnimplementedError
 from opforge.onnx._node import dtype_of, shape_of
+from opforge.onnx._shape_values import reshape_spec
 
 
 def _perm(node):
@@ -103,6 +106,10 @@ def match(g, sm):
         k_perm, bshd = [0, 1, 2, 3], 1
     inputs = [q, k, v] + ([mask] if mask is not None else [])
     extra_attrs = {"reshape": target} if target else {}
+    # A causal mask built from the run-time shapes (Llama exported with dynamic
+    # axes) is unknown at import, but it always shows a row its first key.
+    if not clean and mask is not None and _causal_keeps_key_zero(g, mask):
+        clean = 2
     node = helper.make_node("ScaledDotProductAttention", inputs, [last.output[0]], name=out.name or sm.name,
                             domain="opforge.rewrite", k_perm=k_perm, clean=int(clean), bshd=bshd, **extra_attrs)
     # The scale stays a Python float (an ONNX float attribute would round it to float32).
@@ -191,11 +198,31 @@ def fused_attention(n, scale):
             known = mask if isinstance(mask, np.ndarray) else n.known(3)
             if known is None or _hides_a_row(known):
                 raise n.fail("a row may see no key (NaN in ONNX, zeros fused)", UnimplementedError)
-        if len(ms) < 4:
-            mask = P.reshape(mask, shape=[1] * (4 - len(ms)) + list(ms))
+        if len(ms) < 4:  # (dims known only at run time: gathered from Shape(mask))
+            mask = reshape_spec(mask, [1] * (4 - len(ms)) + [("d", i) for i in range(len(ms))])
     else:
         mask = np.zeros((1,), dt)
     return P.scaled_dot_product_attention(q, k, v, mask, causal=False, scale=scale, bshd=bshd)
+
+
+def _causal_keeps_key_zero(g, mask):
+    """Whether mask = Where(Equal(Trilu(Expand(c, shape), upper=0[, k >= 0]), 0), hidden, v)
+    with c != 0 and v finite: entry (i, 0) is always c, so key 0 stays visible to every row."""
+    w = g.op(mask, "Where")
+    eq = w is not None and g.op(w.input[0], "Equal")
+    if not eq:
+        return False
+    visible = g.scalar(w.input[2])
+    sides = [(eq.input[0], eq.input[1]), (eq.input[1], eq.input[0])]
+    tri = next((g.op(t, "Trilu") for t, z in sides if g.scalar(z) == 0.0 and g.op(t, "Trilu")), None)
+    if visible is None or not np.isfinite(visible) or tri is None:
+        return False
+    upper = next((a.i for a in tri.attribute if a.name == "upper"), 1)
+    k = g.ints(tri.input[1]) if len(tri.input) > 1 and tri.input[1] else [0]
+    ex = g.op(tri.input[0], "Expand")
+    c = ex is not None and g.consts.get(ex.input[0])
+    return upper == 0 and k is not None and len(k) == 1 and k[0] >= 0 and c is not None and c is not False \
+        and c.size >= 1 and bool(np.all(c != 0)) and bool(np.all(np.isfinite(c)))
 
 
 def _read_by(g, name, reader):
