@@ -331,6 +331,37 @@ def test_rotary_embedding_as_llama_exports_it_becomes_one_op(cos_shape):
     assert "ApplyRotaryEmbedding" in _graph_ops(prog) and "Concat" not in _graph_ops(prog)
 
 
+@pytest.mark.parametrize("divisor", [2, 4])
+def test_rotary_with_halves_computed_from_the_shape_is_fused_in_the_graph_for_every_size(divisor):
+    # Exported with dynamic axes, the split is x.shape[-1] // 2 computed at run
+    # time (Shape -> Gather -> Div -> Unsqueeze); its value is known at import
+    # (the head dim is static), so the one graph for every size runs the fused op.
+    # divisor 4: the bounds do not halve the last axis: refused, the original nodes run.
+    model = _rotary_model(cos_shape=("s", 8))
+    nodes = [n for n in model.graph.node if n.output[0] != "sh"]
+    nodes[:0] = [_c("last", np.array(3)), _c("two", np.array(divisor)), _c("zero1", np.array([0])),
+                 helper.make_node("Shape", ["x"], ["shp"]), helper.make_node("Gather", ["shp", "last"], ["dim"]),
+                 helper.make_node("Div", ["dim", "two"], ["half"]),
+                 helper.make_node("Unsqueeze", ["half", "zero1"], ["sh"])]
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    for vi in model.graph.input:
+        if vi.name == "x":
+            vi.CopyFrom(_vi("x", ["b", 3, "s", 8]))
+    prog = opforge.onnx.load(model)
+    assert "ApplyRotaryEmbedding" in _types(prog)
+    for b, s_ in ((2, 5), (1, 7), (1, 7)):
+        feeds = {"x": RNG.standard_normal((b, 3, s_, 8)).astype(np.float32),
+                 "cos": RNG.standard_normal((s_, 8)).astype(np.float32),
+                 "sin": RNG.standard_normal((s_, 8)).astype(np.float32)}
+        np.testing.assert_allclose(prog.run(feeds)[0], _ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+    assert prog._compiled.generic_reason() is None
+    graph = prog._compiled._generic.session.graph
+    read = {op.type for op in graph._consumers()}  # (the dead shape arithmetic left aside)
+    ops = {op.type for op in graph.get_operations()}
+    assert ("ApplyRotaryEmbedding" in ops) == (divisor == 2) and ("StridedSlice" in read) == (divisor != 2)
+
+
 def test_rotary_that_does_not_halve_the_last_axis_runs_unfused():
     # Split at 4 of a last dim of 10: the pattern matches at import, the fused
     # converter refuses it at run time, and the original nodes run.

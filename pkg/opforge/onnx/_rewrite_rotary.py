@@ -22,14 +22,23 @@ from opforge.errors import UnimplementedError
 from opforge.onnx._node import dtype_of, shape_of
 
 def _slice(g, node):
-    """(data, start, end, axis) of a one-axis, step-1 Slice with constant bounds, else None."""
+    """(data, start, end, axis) of a one-axis, step-1 Slice with a constant axis, else
+    None. start and end are ints when constant, else the names of the run-time
+    tensors (a dynamic export computes x.shape[-1] // 2), which the converter
+    reads at import."""
     if node is None or node.op_type != "Slice" or len(node.input) < 4:
         return None
-    starts, ends, axes = (g.ints(node.input[i]) for i in (1, 2, 3))
+    axes = g.ints(node.input[3])
     steps = g.ints(node.input[4]) if len(node.input) > 4 and node.input[4] else [1]
-    if any(v is None or len(v) != 1 for v in (starts, ends, axes, steps)) or steps != [1]:
+    if axes is None or len(axes) != 1 or steps != [1]:
         return None
-    return node.input[0], starts[0], ends[0], axes[0]
+    bounds = []
+    for i in (1, 2):
+        v = g.ints(node.input[i])
+        if v is not None and len(v) != 1:
+            return None
+        bounds.append(node.input[i] if v is None else v[0])
+    return node.input[0], bounds[0], bounds[1], axes[0]
 
 
 def _mul_with(g, name, x, reader):
@@ -62,7 +71,15 @@ def match(g, neg):
     hi = _slice(g, s1)
     if hi is None or not g.private(cat.input[1], cat) or hi[0] != x or hi[3] != axis or cat_axis is None:
         return None
-    if h <= 0 or hi[1] != 0 or hi[2] != h or end2 < 2 * h:
+    # The bounds x2 = x[h:end2], x1 = x[s1:e1]: run-time ones become extra
+    # inputs whose values the converter reads at import, then checks as here.
+    bounds, extra = [h, end2, hi[1], hi[2]], []
+    for i, b in enumerate(bounds):
+        if isinstance(b, str):
+            if b not in extra:
+                extra.append(b)
+            bounds[i] = ("input", 3 + extra.index(b))
+    if not extra and not _halves(*bounds):
         return None
     mul_s = _single(g, cat, "Mul")
     if mul_s is None:
@@ -75,12 +92,31 @@ def match(g, neg):
     mul_c, cos = _mul_with(g, _other(add, mul_s.output[0]), x, add)
     if mul_c is None or cos is None:
         return None
-    node = helper.make_node("ApplyRotaryEmbedding", [x, cos, sin], [add.output[0]], name=add.name or neg.name,
-                            domain="opforge.rewrite")
-    return node, add, [s1, s2, neg, cat, mul_s, mul_c], lambda n: fused_rotary(n, h, (axis, cat_axis))
+    node = helper.make_node("ApplyRotaryEmbedding", [x, cos, sin] + extra, [add.output[0]],
+                            name=add.name or neg.name, domain="opforge.rewrite")
+    return node, add, [s1, s2, neg, cat, mul_s, mul_c], lambda n: fused_rotary(n, bounds, (axis, cat_axis))
 
 
-def fused_rotary(n, h, axes):
+def _halves(h, end2, s1, e1):
+    """x2 = x[h:end2] and x1 = x[s1:e1] are the two halves (with x's last dim 2h, checked later)."""
+    return h > 0 and s1 == 0 and e1 == h and end2 >= 2 * h
+
+
+def fused_rotary(n, bounds, axes):
+    from opforge.onnx._shape_values import known_ints
+    resolved = []
+    for b in bounds:
+        if isinstance(b, tuple):
+            v = known_ints(n, b[1])
+            if v is None:  # eager: the value itself (a graph tensor: refused)
+                v = [int(i) for i in np.asarray(n.static(b[1], "slice bound")).reshape(-1)]
+            if len(v) != 1:
+                raise n.fail("the halves' bounds are not known at import", UnimplementedError)
+            b = v[0]
+        resolved.append(b)
+    if not _halves(*resolved):
+        raise n.fail(f"the slices {resolved} do not cut two halves", UnimplementedError)
+    h = resolved[0]
     x, cos, sin = n.input(0), n.input(1), n.input(2)
     dt, shape = dtype_of(x), list(shape_of(x))
     rank = len(shape)
@@ -88,9 +124,10 @@ def fused_rotary(n, h, axes):
         raise n.fail("not float32/float64 rotary", UnimplementedError)
     if any(a not in (-1, rank - 1) for a in axes) or shape[-1] != 2 * h:
         raise n.fail("the slices do not halve the last axis", UnimplementedError)
+    # Dims unknown at import (None) pass here: the op's shape function checks them at run time.
     for c in (shape_of(cos), shape_of(sin)):
         c = list(c)
-        if not 1 <= len(c) <= rank or c[-1] != shape[-1] or any(
-                a not in (1, b) for a, b in zip(c[:-1], shape[rank - len(c):-1])):
+        if not 1 <= len(c) <= rank or c[-1] not in (shape[-1], None) or any(
+                a not in (1, b, None) and b is not None for a, b in zip(c[:-1], shape[rank - len(c):-1])):
             raise n.fail("cos/sin do not broadcast to x with its last dim", UnimplementedError)
     return P.apply_rotary_embedding(x, cos, sin)

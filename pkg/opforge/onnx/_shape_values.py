@@ -75,6 +75,19 @@ def _entries(ctx, i):
     return ctx.partials.get(ctx.node.input[i])
 
 
+# Integer arithmetic on one known entry (Div: non-negative by positive, where
+# ONNX's truncation and floor agree).
+_ARITH = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+          "Div": lambda a, b: a // b}
+
+
+def known_ints(ctx, i):
+    """Input i's ints when each is known at import (a constant, or a run-time shape
+    tensor whose tracked entries are all known), else None."""
+    e = _entries(ctx, i)
+    return None if e is None or not all(isinstance(v, int) for v in e[0]) else e[0]
+
+
 def propagate(ctx, results, partials):
     """Records the entries of a node's 1-D int output that moves shape entries around."""
     op, node = ctx.node.op_type, ctx.node
@@ -103,6 +116,12 @@ def propagate(ctx, results, partials):
         parts = [_entries(ctx, i) for i in range(ctx.num_inputs)]
         if all(p is not None for p in parts):
             out = ([e for p in parts for e in p[0]], False)
+    elif op in _ARITH and ctx.num_inputs == 2:
+        # A known entry's arithmetic (Llama's x.shape[-1] // 2 for its rotary halves).
+        a, b = _entries(ctx, 0), _entries(ctx, 1)
+        if a is not None and b is not None and len(a[0]) == len(b[0]) == 1 and \
+                all(isinstance(e, int) for e in a[0] + b[0]) and (op != "Div" or b[0][0] > 0 <= a[0][0]):
+            out = ([_ARITH[op](a[0][0], b[0][0])], a[1] and b[1])
     if out is not None:
         partials[node.output[0]] = out
 
