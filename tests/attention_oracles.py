@@ -22,7 +22,15 @@ def _gen(draw, dtype, grad=False):
         out = (b, hkv * g, sq, dv) if draw(st.integers(0, 7)) else (b, 1, sq, dv + 1)
         args += [array(draw, dtype, out, small=True, finite=True) for _ in range(2)]
     attrs = {"causal": draw(st.booleans()), "scale": draw(st.sampled_from([0.0, 0.5, -1.0]))}
+    if draw(st.integers(0, 3)) == 0:  # [B, S, H, D]: query, key, value (y, dy) heads-last; the mask as it is
+        attrs["bshd"] = True
+        args = [a if i == 3 else _swap(a) for i, a in enumerate(args)]
     return tuple(args), attrs
+
+
+def _swap(a):
+    """[B, H, S, D] <-> [B, S, H, D] (other ranks unchanged)."""
+    return np.ascontiguousarray(np.swapaxes(a, 1, 2)) if a.ndim == 4 else a
 
 
 def _check(q, k, v, mask, scale):
@@ -55,14 +63,23 @@ def _probs(q, k, mask, causal, scale):
 
 
 @quiet
-def attention(query, key, value, mask, causal, scale):
+def attention(query, key, value, mask, causal, scale, bshd=False):
+    if bshd:
+        if min(a.ndim for a in (query, key, value)) != 4:
+            raise ValueError("rank")
+        return _swap(attention(*(_swap(a) for a in (query, key, value)), mask, causal, scale))
     _check(query, key, value, mask, scale)
     p, _, g = _probs(query, key, mask, causal, scale)
     return (p @ np.repeat(value.astype(np.float64), g, axis=1)).astype(query.dtype)
 
 
 @quiet
-def attention_grad(query, key, value, mask, y, dy, causal, scale):
+def attention_grad(query, key, value, mask, y, dy, causal, scale, bshd=False):
+    if bshd:
+        if min(a.ndim for a in (query, key, value, y, dy)) != 4:
+            raise ValueError("rank")
+        q, k, v, y, dy = (_swap(a) for a in (query, key, value, y, dy))
+        return tuple(_swap(a) for a in attention_grad(q, k, v, mask, y, dy, causal, scale))
     _check(query, key, value, mask, scale)
     want = query.shape[:3] + value.shape[3:]
     if y.shape != want or dy.shape != want:

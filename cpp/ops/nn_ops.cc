@@ -235,6 +235,27 @@ x: The input.
 y: The activations, with the shape and dtype of x.
 )doc");
 
+REGISTER_OP("GeluTanh")
+    .Input("x: T")
+    .Output("y: T")
+    .Attr("T: {float32, float64}")
+    .SetShapeFn(shape_fns::Unchanged)
+    .Category("elementwise")
+    // An inference fusion the ONNX importer makes of exported models (GPT-2's
+    // MLP); models that train use Gelu or compose the tanh form from
+    // differentiable ops.
+    .NoGradient()
+    .Doc(R"doc(
+The tanh approximation of GELU in one pass: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+
+Computed as x * sigmoid(2 sqrt(2/pi) x (1 + 0.044715 x^2)), the same value
+(onnx Gelu with approximate='tanh', PyTorch's gelu(approximate='tanh')). The
+ONNX importer runs GPT-2's exported eight-node form as this op.
+
+x: The input.
+y: The activations, with the shape and dtype of x.
+)doc");
+
 REGISTER_OP("GeluGrad")
     .Input("dy: T")
     .Input("x: T")

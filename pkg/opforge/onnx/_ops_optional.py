@@ -21,6 +21,8 @@ if hasattr(P, "gelu"):
         if n.attr("approximate", "none") == "none":
             return P.gelu(x)
         dt = dtype_of(x)
+        if dt in (np.float32, np.float64) and hasattr(P, "gelu_tanh"):
+            return P.gelu_tanh(x)
         c = lambda v: np.array(v, dtype=dt)  # noqa: E731
         inner = P.mul(c(np.sqrt(2 / np.pi)), P.add(x, P.mul(c(0.044715), P.mul(x, P.mul(x, x)))))
         return P.mul(P.mul(c(0.5), x), P.add(c(1), P.tanh(inner)))
