@@ -95,6 +95,7 @@ CASES.update({
 IDX = np.array([[0, 2], [1, 1]], np.int64)
 CASES.update({
     "Gelu": [((arr((2, 3)),), {})],
+    "GeluTanh": [((arr((2, 3)),), {}), ((arr((5,), D),), {})],
     "GeluGrad": [((arr((2, 3)), arr((2, 3))), {})],
     "LayerNorm": [((arr((2, 4)), arr((4,)), arr((4,))), {}), ((arr((3, 2), D), arr((2,), D), arr((2,), D)), {"epsilon": 0.1})],
     "LayerNormGrad": [((arr((2, 4)), arr((2, 4)), arr((4,))), {})],
