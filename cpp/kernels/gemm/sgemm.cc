@@ -143,10 +143,14 @@ bool RegisterEpilogue(const Epilogue& ep, const Kernels& kr) {
 // call then starts on the rows the last one read last, still in this core's
 // L2 when the share is a little larger than the L2 (a loop of LRU-evicting
 // forward scans would miss on every line). Each output is still one dot
-// product in one order, so results do not depend on the direction. One
-// thread, CPU time, load 9-10: K = N = 768 1.08-1.09x numpy against
-// 1.01x; K = 768, N = 3072 and K = 3072, N = 768 within noise (+0-3 %).
+// product in one order, so results do not depend on the direction. K = N =
+// 768, load 9-10: one thread (CPU time) 1.08-1.09x numpy against 1.01x; two
+// threads 0.95-0.97x against 0.91-0.94x. Only shares up to kAlternateBytes:
+// past a few L2s little is reused, and each block boundary of a backward
+// walk restarts the prefetch streams (K = 768, N = 3072 on two threads, a
+// 4.7 MB share each: 0.87-0.98x alternating against 0.98x forwards).
 constexpr int64_t kGemvBlockRows = 16;
+constexpr int64_t kAlternateBytes = int64_t{3} << 20;
 void GemvTAlternating(const StridedArgs& g, const Kernels& kr, const float* a, int64_t j0, int64_t j1, float* c) {
   static const bool alternate = [] {  // OPFORGE_GEMV_ALTERNATE=0: always forwards, for comparison
     const char* v = std::getenv("OPFORGE_GEMV_ALTERNATE");
@@ -155,7 +159,7 @@ void GemvTAlternating(const StridedArgs& g, const Kernels& kr, const float* a, i
   static thread_local bool backwards = false;
   backwards = alternate && !backwards;
   const int64_t n = j1 - j0;
-  if (!backwards || n <= kGemvBlockRows) {
+  if (!backwards || n <= kGemvBlockRows || n * g.k * int64_t{sizeof(float)} > kAlternateBytes) {
     kr.gemv_t(g.k, a, g.b + j0 * g.cs_b, g.cs_b, c, n, g.alpha, g.beta);
     return;
   }
