@@ -138,6 +138,20 @@ def fused_mat_mul_activation_grad(dy, y, a, b, bias, transpose_a, transpose_b, a
     return np.asarray(d, dtype=np.float32)
 
 
+def fused_mat_mul_activation_grad_grad_gen(draw, dtype):
+    (dy, y, a, b, bias), attrs = fused_mat_mul_activation_grad_gen(draw, dtype)
+    attrs["activation"] = draw(st.sampled_from(["none", "relu"]))  # the others raise UnimplementedError
+    ddpre = array(draw, dtype, draw(st.sampled_from([y.shape, y.shape, dy.shape])), small=True)
+    return (ddpre, dy, y, a, b, bias), attrs
+
+
+def fused_mat_mul_activation_grad_grad(ddpre, dy, y, a, b, bias, transpose_a, transpose_b, activation):
+    fused_mat_mul_activation_grad(dy, y, a, b, bias, transpose_a, transpose_b, activation)  # its checks
+    if ddpre.shape != y.shape:
+        raise ValueError("shapes")
+    return np.zeros(y.shape, np.float32)  # act'' = 0 for none and relu
+
+
 def cast_gen(draw, dtype):
     return (array(draw, dtype, draw(shapes())),), {"dtype": draw(st.sampled_from(NP_NAMES))}
 
@@ -541,7 +555,9 @@ ORACLES = {
     "Mean": reduction(np.mean), "Max": reduction(np.max), "Min": reduction(np.min),
     "ArgMax": arg_reduction(np.argmax), "ArgMin": arg_reduction(np.argmin),
     "MatMul": (matmul_gen, matmul), "FusedMatMul": (fused_mat_mul_gen, fused_mat_mul),
-    "FusedMatMulActivationGrad": (fused_mat_mul_activation_grad_gen, fused_mat_mul_activation_grad), "Cast": (cast_gen, cast), "Concat": (concat_gen, concat),
+    "FusedMatMulActivationGrad": (fused_mat_mul_activation_grad_gen, fused_mat_mul_activation_grad),
+    "FusedMatMulActivationGradGrad": (fused_mat_mul_activation_grad_grad_gen, fused_mat_mul_activation_grad_grad),
+    "Cast": (cast_gen, cast), "Concat": (concat_gen, concat),
     "Fill": (fill_gen, fill), "Reshape": (reshape_gen, reshape), "Slice": (slice_gen, slice_),
     "Transpose": (transpose_gen, quiet(lambda x, perm: np.transpose(x, perm))), "Softmax": (softmax_gen, softmax),
     "LogSoftmax": (softmax_gen, log_softmax),

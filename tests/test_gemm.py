@@ -124,6 +124,19 @@ def test_gemv_threaded_layouts(k, n, tb, row, act, seed):
         close(gen.mat_mul(w, xt, transpose_a=not tb).numpy(), oracle(w, xt, not tb, False), k, np.float32)
 
 
+@pytest.mark.parametrize("n", [5, 16, 1000, 3000])
+def test_gemv_transposed_weight_alternating_direction_is_bitwise_stable(n):
+    # W [N, K] at M = 1 is read forwards and backwards on alternate calls
+    # (per thread): each output is one dot product in one order either way.
+    rng = np.random.default_rng(n)
+    w = rng.uniform(-1, 1, (n, 768)).astype(np.float32)
+    x = rng.uniform(-1, 1, (1, 768)).astype(np.float32)
+    runs = [gen.mat_mul(x, w, transpose_b=True).numpy() for _ in range(4)]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r, runs[0])
+    close(runs[0], oracle(x, w, False, True), 768, np.float32)
+
+
 def test_matmul_folded_batch_and_gradient():
     # [B, M, K] @ [K, N] runs as one [B*M, K] product; the gradient through
     # MatMulGrad checks both products of the backward pass.
@@ -260,7 +273,7 @@ def test_fused_matmul_batched_rows_and_errors():
         gen.fused_mat_mul(x, w, bias, activation="tanh")
 
 
-def test_linear_uses_the_fused_op_only_without_gradients():
+def test_linear_is_fused_with_and_without_gradients():
     layer = of.nn.Linear(30, 10, seed=0)
     x = np.random.default_rng(5).standard_normal((4, 30)).astype(np.float32)
     w, b = layer._weights["weight"].numpy(), layer._weights["bias"].numpy()

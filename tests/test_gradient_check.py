@@ -188,6 +188,8 @@ def test_every_op_with_a_float_input_declares_its_gradient():
 # cannot run: where their gradient is checked instead.
 FLOAT32_ONLY = {
     "FusedMatMul": "tests/test_gemm.py::test_fused_matmul_gradient (the unfused tape and central differences)",
+    "FusedMatMulActivationGrad": "tests/test_fused_linear_tape.py (a Hessian-vector product against autograd, "
+                                 "central differences in dy)",
 }
 
 

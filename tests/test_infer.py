@@ -70,6 +70,8 @@ CASES.update({
                                    {"activation": "gelu"}),
                                   ((arr((2, 4)), arr((2, 4)), arr((3, 2)), arr((4, 3)), arr((4,))),
                                    {"transpose_a": True, "transpose_b": True, "activation": "relu"})],
+    "FusedMatMulActivationGradGrad": [((arr((2, 4)), arr((2, 4)), arr((2, 4)), arr((3, 2)), arr((4, 3)), arr((4,))),
+                                       {"transpose_a": True, "transpose_b": True, "activation": "relu"})],
     "MatMul": [((arr((2, 3)), arr((3, 4))), {}),
                ((arr((3, 2), D), arr((4, 3), D)), {"transpose_a": True, "transpose_b": True})],
     "Reshape": [((arr((2, 6)),), {"shape": [3, -1]}), ((arr((4,), I),), {"shape": [2, 2, 1]})],

@@ -174,9 +174,19 @@ REGISTER_OP("FusedMatMulActivationGrad")
     .Output("dpre: T")
     .Attr("T: {float32}")
     .SetShapeFn(FusedMatMulActivationGradShape)
-    // Second order through a fused layer is not supported: FusedMatMul's
-    // gradient is for training steps; a higher derivative takes the unfused ops.
-    .NoGradient()
+    // dpre = dy * act'(pre(a, b, bias)): linear in dy, so its gradient there
+    // is the op itself. y stands for act(pre) and is read only as a shortcut
+    // (relu, sigmoid), so the dependence on pre is taken through a, b and
+    // bias alone (y gets zeros): dpre's gradient w.r.t. pre is
+    // ddpre * dy * act''(pre), then MatMul's gradient as in the forward op.
+    .Gradient("dy = FusedMatMulActivationGrad(ddpre, y, a, b, bias, transpose_a=transpose_a, "
+              "transpose_b=transpose_b, activation=activation)")
+    .Gradient("y = ZerosLike(y)")
+    .Gradient("let dpre2 = FusedMatMulActivationGradGrad(ddpre, dy, y, a, b, bias, transpose_a=transpose_a, "
+              "transpose_b=transpose_b, activation=activation)")
+    .Gradient("a, b = MatMulGrad(a, b, dpre2, transpose_a=transpose_a, transpose_b=transpose_b, "
+              "compute_grad_a=needs_grad(a), compute_grad_b=needs_grad(b))")
+    .Gradient("bias = dpre2")
     .Doc(R"doc(
 The gradient of a FusedMatMul's pre-activation a @ b + bias, given the
 gradient dy of its output y: dy * activation'(pre). relu, sigmoid and none read
@@ -191,6 +201,62 @@ transpose_a: As in the FusedMatMul.
 transpose_b: As in the FusedMatMul.
 activation: As in the FusedMatMul.
 dpre: The gradient of a @ b + bias, of y's shape.
+)doc");
+
+// ddpre, dy and y of a FusedMatMulActivationGrad (one shape), then its operands.
+Status FusedMatMulActivationGradGradShape(InferenceContext* ctx) {
+  const TensorShape& ddpre = ctx->input_shape(0);
+  for (int i = 1; i < 3; ++i) {
+    if (ctx->input_shape(i) != ddpre) {
+      return errors::InvalidArgument("argument '", i == 1 ? "dy" : "y", "' of shape ",
+                                     ctx->input_shape(i).DebugString(), " differs from argument 'ddpre' of shape ",
+                                     ddpre.DebugString());
+    }
+  }
+  TensorShape fwd;
+  OF_RETURN_IF_ERROR(FusedMatMulShapeAt(ctx, 3, &fwd));
+  if (fwd != ddpre) {
+    return errors::InvalidArgument("argument 'y' of shape ", ddpre.DebugString(),
+                                   " is not the shape of the FusedMatMul of a, b and bias, ", fwd.DebugString());
+  }
+  ctx->set_output_shape(0, ddpre);
+  return Status::OK();
+}
+
+REGISTER_OP("FusedMatMulActivationGradGrad")
+    .Input("ddpre: T")
+    .Input("dy: T")
+    .Input("y: T")
+    .Input("a: T")
+    .Input("b: T")
+    .Input("bias: T")
+    .Attr("transpose_a: bool = false")
+    .Attr("transpose_b: bool = false")
+    .Attr("activation: string = 'none'")
+    .Output("dpre2: T")
+    .Attr("T: {float32}")
+    .SetShapeFn(FusedMatMulActivationGradGradShape)
+    // Its output is exactly zero wherever the kernel computes it (none,
+    // relu: act'' = 0 almost everywhere); the other activations raise.
+    .NoGradient()
+    .Doc(R"doc(
+The second-order term of a FusedMatMul's gradient: the gradient of
+FusedMatMulActivationGrad's dpre = dy * act'(pre) with respect to the
+pre-activation pre = a @ b + bias, ddpre * dy * act''(pre). Exactly zero for
+'none' and 'relu' (act'' is 0 almost everywhere); 'gelu', 'silu' and
+'sigmoid' raise UnimplementedError (their second derivatives through the fused
+op are not implemented; the unfused ops have them).
+
+ddpre: The gradient of FusedMatMulActivationGrad's dpre.
+dy: FusedMatMulActivationGrad's dy.
+y: FusedMatMul's output.
+a: FusedMatMul's a.
+b: FusedMatMul's b.
+bias: FusedMatMul's bias.
+transpose_a: As in the FusedMatMul.
+transpose_b: As in the FusedMatMul.
+activation: As in the FusedMatMul.
+dpre2: The gradient with respect to pre, of y's shape.
 )doc");
 
 REGISTER_OP("MatMul")

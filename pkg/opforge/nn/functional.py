@@ -4,26 +4,49 @@ from opforge import errors as _errors
 from opforge import ops as _ops
 
 
-def _fusable(*xs):
-    """Concrete float32 tensors no gradient is recorded for: FusedMatMul's case."""
-    import numpy as np
+# The activations FusedMatMul applies in its epilogue, and how to apply each unfused.
+_ACTIVATIONS = {"relu": _ops.relu, "gelu": _ops.gelu, "sigmoid": _ops.sigmoid,
+                "silu": lambda z: _ops.mul(z, _ops.sigmoid(z))}
+# Those whose second derivative through the fused op is exact (act'' = 0
+# almost everywhere); the others' raises, so the tape keeps their unfused ops.
+_TAPE_SAFE = ("none", "relu")
 
-    from opforge import Tensor
-    from opforge.autodiff import state
-    if state.grad_enabled() and any(getattr(v, "requires_grad", False) for v in xs):
+
+_CONCRETE = None  # ((ndarray, Tensor), float32, grad_enabled), imported on first use (opforge imports this module)
+
+
+def _fusable(activation, *xs):
+    """Concrete float32 tensors: FusedMatMul's case (under the gradient tape too,
+    for the activations whose every derivative the fused op has)."""
+    global _CONCRETE
+    if _CONCRETE is None:
+        import numpy as np
+
+        from opforge import Tensor
+        from opforge.autodiff import state
+        _CONCRETE = ((np.ndarray, Tensor), np.float32, state.grad_enabled)
+    kinds, f32, grad_enabled = _CONCRETE
+    if activation not in _TAPE_SAFE and grad_enabled() and any(getattr(v, "requires_grad", False) for v in xs):
         return False
-    return all(isinstance(v, (np.ndarray, Tensor)) and v.dtype == np.float32 for v in xs)
+    return all(isinstance(v, kinds) and v.dtype == f32 for v in xs)
 
 
-def linear(x, weight, bias=None):
-    """x @ weight.T (+ bias); weight is [out_features, in_features].
+def linear(x, weight, bias=None, activation=None):
+    """activation(x @ weight.T (+ bias)); weight is [out_features, in_features].
 
-    Without a gradient to record (inference, `no_grad`), float32 runs as one
-    FusedMatMul: the bias is added in the GEMM's epilogue."""
-    if bias is not None and _fusable(x, weight, bias) and np_ndim(x) >= 1 and np_ndim(bias) == 1:
-        return _ops.fused_mat_mul(x, weight, bias, transpose_b=True)
+    float32 with a bias runs as one FusedMatMul: the bias (and the activation:
+    'relu', 'gelu', 'sigmoid' or 'silu') is applied in the GEMM's epilogue,
+    also under the gradient tape (for 'gelu', 'sigmoid' and 'silu' only
+    without one: their second derivatives need the unfused ops)."""
+    act = activation or "none"
+    if act != "none" and act not in _ACTIVATIONS:
+        raise _errors.InvalidArgumentError(
+            f"linear: argument 'activation' is {activation!r}; expected None, 'relu', 'gelu', 'sigmoid' or 'silu'")
+    if bias is not None and _fusable(act, x, weight, bias) and np_ndim(x) >= 1 and np_ndim(bias) == 1:
+        return _ops.fused_mat_mul(x, weight, bias, transpose_b=True, activation=act)
     y = _ops.mat_mul(x, weight, transpose_b=True)
-    return y if bias is None else _ops.add(y, bias)
+    y = y if bias is None else _ops.add(y, bias)
+    return y if act == "none" else _ACTIVATIONS[act](y)
 
 
 def np_ndim(v):

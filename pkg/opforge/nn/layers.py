@@ -129,8 +129,19 @@ class Sequential(Layer):
         return list(self._layers.values())[i]
 
     def forward(self, x):
-        for layer in self._layers.values():
-            x = layer(x)
+        from opforge import amp
+        layers = list(self._layers.values())
+        fuse = amp.autocast_dtype() is None  # under autocast each layer's own call casts its inputs
+        i = 0
+        while i < len(layers):
+            act = _fused_activation(layers[i], layers[i + 1] if i + 1 < len(layers) else None) if fuse else None
+            if act is not None:  # Linear then its activation: one FusedMatMul (the epilogue applies it)
+                w = layers[i]._weights
+                x = F.linear(x, w["weight"], w["bias"], activation=act)
+                i += 2
+            else:
+                x = layers[i](x)
+                i += 1
         return x
 
     def get_config(self):
@@ -140,6 +151,21 @@ class Sequential(Layer):
     def from_config(cls, config, path):
         return cls(*(build(c, path) for c in config["layers"]), name=config.get("name"),
                    dtype=config.get("dtype", "float32"))
+
+
+def _fused_activation(layer, nxt):
+    """The FusedMatMul activation for a Linear (with a bias) followed by `nxt`, or None.
+
+    Exact classes only: a subclass may change forward."""
+    if type(layer) is not Linear or not layer.config["bias"]:
+        return None
+    act = _ACTIVATION_LAYERS.get(type(nxt).__name__)
+    if act is None or type(nxt).__module__ not in ("opforge.nn.layers", "opforge.nn.activations"):
+        return None
+    return act
+
+
+_ACTIVATION_LAYERS = {"ReLU": "relu", "GELU": "gelu", "SiLU": "silu"}
 
 
 def build(config, path):
