@@ -69,6 +69,25 @@ def test_quantize_linear_rounding_and_saturation(dtype):
         np.testing.assert_array_equal(got, want)
 
 
+def test_quantize_uint8_divides_exactly_at_ties():
+    # The AVX-512 loop multiplies by 1/s and corrects with two FMAs instead of
+    # dividing: x / s must still round as the division does, ties (x = (k +
+    # 1/2) s and its neighbours) included, and scales far from 1 (the division
+    # kept) and infinities must saturate as before.
+    rng = np.random.default_rng(5)
+    scales = np.concatenate([rng.uniform(1e-3, 10, 40) / 255, [1e-35, 3e-30, 1e30, 7e35, -0.013]]).astype(np.float32)
+    for s in scales:
+        k = rng.integers(-300, 300, 4000).astype(np.float32)
+        x = ((k + np.float32(0.5)) * s).astype(np.float32)
+        x = np.concatenate([x, np.nextafter(x, np.float32(np.inf)), np.nextafter(x, np.float32(-np.inf)),
+                            np.array([np.inf, -np.inf, np.nan, 3e38, -3e38], np.float32)])
+        for z in (0, 131):
+            got = P.quantize_linear(x, s, np.uint8(z)).numpy()
+            with np.errstate(over="ignore"):
+                want = q_ref(x, s, np.uint8(z), np.uint8)
+            np.testing.assert_array_equal(got, want, err_msg=f"scale {s!r}")
+
+
 @settings(max_examples=30, deadline=None)
 @given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data(), dtype=st.sampled_from(Q8))
 def test_quantize_dequantize_per_axis(shape, data, dtype):

@@ -264,7 +264,10 @@ void Slab(const Args& g, const QKernels& kr, int64_t i0, int64_t i1, int64_t j0,
   const T* pre = static_cast<const T*>(g.b_packed);
   const int64_t panels_all = (g.n + nr - 1) / nr;
   T* bpack = pre != nullptr ? nullptr : static_cast<T*>(Scratch(0, sizeof(T) * nc_max * kc_max));
-  T* apack = static_cast<T*>(Scratch(1, sizeof(T) * MC * kc_max));
+  // A read in place (no packing) when the microkernel can and A needs no
+  // conversion: unsigned bytes, contiguous rows, whole groups of depths.
+  const bool a_rows = kr.rows[0] != nullptr && sizeof(T) == 1 && fa == 0 && g.cs_a == 1 && g.k % kg == 0;
+  T* apack = a_rows ? nullptr : static_cast<T*>(Scratch(1, sizeof(T) * MC * kc_max));
   for (int64_t jc = j0; jc < j1; jc += kNC) {
     const int64_t nc = std::min(kNC, j1 - jc);
     const int64_t npanels = (nc + nr - 1) / nr;
@@ -280,7 +283,7 @@ void Slab(const Args& g, const QKernels& kr, int64_t i0, int64_t i1, int64_t j0,
       }
       for (int64_t ic = i0; ic < i1; ic += MC) {
         const int64_t mc = std::min(MC, i1 - ic);
-        for (int64_t ir = 0; ir < mc; ir += mr) {
+        for (int64_t ir = 0; !a_rows && ir < mc; ir += mr) {
           PackA<T>(g, ic + ir, static_cast<int>(std::min<int64_t>(mr, mc - ir)), pc, kc, mr, kg, fa,
                    apack + ir * kq * kg);
         }
@@ -291,7 +294,12 @@ void Slab(const Args& g, const QKernels& kr, int64_t i0, int64_t i1, int64_t j0,
           for (int64_t ir = 0; ir < mc; ir += mr) {
             const int m = static_cast<int>(std::min<int64_t>(mr, mc - ir));
             int32_t* c = g.c + (ic + ir) * g.ldc + jr;
-            kr.micro[m - 1](kq, apack + ir * kq * kg, bp, c, g.ldc, n, pc > 0);
+            if (a_rows) {
+              kr.rows[m - 1](kq, static_cast<const uint8_t*>(g.a) + (ic + ir) * g.rs_a + pc, g.rs_a, bp, c, g.ldc, n,
+                             pc > 0);
+            } else {
+              kr.micro[m - 1](kq, apack + ir * kq * kg, bp, c, g.ldc, n, pc > 0);
+            }
             if (last && z.any) Correct(g, z, ic + ir, m, jr, n);
             if (last && g.finish != nullptr) g.finish(g.finish_ctx, c, g.ldc, ic + ir, m, jr, n);
           }

@@ -54,11 +54,13 @@ RangeFn Avx512Range();
 QuantizeU8Fn Avx512QuantizeU8();
 // The 8-bit GEMM's tile epilogues over an m x n tile (n <= 64) of C: the
 // zero-point correction c[i][j] += zb[j] t[i] - za[i] cs[j] (uint32, wrapping),
-// and the rescale of int32 c to float32 in place, float(c) * s[j] + bias[j]
-// (bias may be null), then relu.
+// and the rescale of int32 c to float32 in place, float(c + off[j]) * s[j] +
+// bias[j] (off and bias may be null; off wraps: a zero-point correction
+// that is the same for every row, folded into this pass), then relu.
 using CorrectFn = void (*)(uint32_t* c, int64_t ldc, int m, int n, const uint32_t* zb, const uint32_t* cs,
                            const uint32_t* t, const uint32_t* za);
-using RescaleFn = void (*)(int32_t* c, int64_t ldc, int m, int n, const float* s, const float* bias, bool relu);
+using RescaleFn = void (*)(int32_t* c, int64_t ldc, int m, int n, const float* s, const float* bias,
+                           const uint32_t* off, bool relu);
 CorrectFn Avx512Correct();
 RescaleFn Avx512Rescale();
 
