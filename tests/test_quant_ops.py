@@ -122,11 +122,12 @@ def test_dequantize_linear_against_onnxruntime(dtype):
     np.testing.assert_array_equal(got, dq_ref(x, s, z))
 
 
-@pytest.mark.parametrize("case", ["random", "positive", "negative", "zeros", "one", "wide"])
+@pytest.mark.parametrize("case", ["random", "positive", "negative", "zeros", "one", "wide", "mlp", "tiny"])
 def test_dynamic_quantize_linear_against_onnxruntime(case):
     rng = np.random.default_rng(2)
     x = {"random": rng.normal(0, 3, (7, 33)), "positive": rng.uniform(1, 5, 100), "negative": -rng.uniform(1, 5, 100),
-         "zeros": np.zeros((4, 4)), "one": np.array([2.5]), "wide": rng.normal(0, 1e6, 1000)}[case].astype(np.float32)
+         "zeros": np.zeros((4, 4)), "one": np.array([2.5]), "wide": rng.normal(0, 1e6, 1000),
+         "mlp": rng.normal(0, 1, (64, 784)), "tiny": rng.normal(0, 1e-37, 300)}[case].astype(np.float32)
     y, s, z = (t.numpy() for t in P.dynamic_quantize_linear(x))
     wy, ws, wz = ort_run("DynamicQuantizeLinear", [("x", x)], ["y", "s", "z"])
     assert y.dtype == np.uint8 and s.shape == () and z.dtype == np.uint8
@@ -249,9 +250,15 @@ def test_scales_of_zero_nan_or_inf_are_errors(bad):
 
 
 def test_dynamic_quantize_rejects_nan_and_inf():
-    for v in (np.nan, np.inf):
+    # Either sign, in the vector loop (index 40 of 100) or its tail (index 97).
+    for v in (np.nan, -np.nan, np.inf, -np.inf):
         with pytest.raises(of.errors.InvalidArgumentError, match="DynamicQuantizeLinear: argument 'x'.*NaN or inf"):
             P.dynamic_quantize_linear(np.array([1, v, 2], np.float32))
+        for i in (40, 97):
+            x = np.linspace(-3, 2, 100).astype(np.float32)
+            x[i] = v
+            with pytest.raises(of.errors.InvalidArgumentError, match="NaN or inf"):
+                P.dynamic_quantize_linear(x)
 
 
 def test_zero_points_out_of_range_and_mismatched():

@@ -183,7 +183,7 @@ Status DynamicQuantizeMatMulKernel(OpKernelContext* ctx) {
   static thread_local std::vector<uint8_t> xq;  // the GEMM reads these rows in place (qgemm.cc)
   if (static_cast<int64_t>(xq.size()) < count) xq.resize(static_cast<size_t>(count));
   uint8_t* q = xq.data();
-  ParallelFor(count, 4, [&](int64_t b, int64_t e) { QuantizeRow<uint8_t>(xd + b, e - b, xs, int32_t(xz), q + b); });
+  ParallelFor(count, 4, [&](int64_t b, int64_t e) { QuantizeRowDynamic(xd + b, e - b, xs, int32_t(xz), q + b); });
   static_assert(sizeof(float) == sizeof(int32_t), "y's float32 bytes hold the int32 products first");
   static thread_local std::vector<float> scale;
   scale.resize(static_cast<size_t>(n));
