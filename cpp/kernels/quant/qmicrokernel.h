@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "qgemm.h"
+
 namespace opforge {
 namespace qgemm {
 
@@ -25,8 +27,10 @@ using QMicroFn = void (*)(int64_t kq, const void* a, const void* b, int32_t* c, 
 // group q at + 4q; each row readable to a multiple of kgroup depths. Used
 // when A needs no conversion (an unsigned A): a batch of a few dozen rows
 // then skips packing A, which costs as much as the GEMM's small last layer.
+// `ep` (may be null): the FloatEpilogue (qgemm.h) of this tile, its
+// pointers at the tile's first column, applied before the store.
 using QMicroRowsFn = void (*)(int64_t kq, const void* a, int64_t lda, const void* b, int32_t* c, int64_t ldc,
-                              int n, bool accumulate);
+                              int n, bool accumulate, const FloatEpilogue* ep);
 
 constexpr int kMaxMR = 16;
 

@@ -126,33 +126,6 @@ Status MatMulIntegerPackedKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
-// DynamicQuantizeMatMul's epilogue: the int32 tile becomes float32 in place,
-// (acc + off[j]) * (x_scale * b_scale[j]) + bias[j], then the activation.
-struct Rescale {
-  const float* scale;   // n values: x_scale * b_scale[j]
-  const float* bias;    // n values, or null
-  const uint32_t* off;  // n values, or null: the zero-point correction when it is one per column
-  bool relu;
-};
-
-void RescaleTile(const void* ctx, int32_t* c, int64_t ldc, int64_t, int m, int64_t j0, int n) {
-  const Rescale& r = *static_cast<const Rescale*>(ctx);
-  const float* s = r.scale + j0;
-  const float* bias = r.bias != nullptr ? r.bias + j0 : nullptr;
-  const uint32_t* off = r.off != nullptr ? r.off + j0 : nullptr;
-  static const RescaleFn fast = Avx512Rescale();
-  if (fast != nullptr) return fast(c, ldc, m, n, s, bias, off, r.relu);
-  for (int i = 0; i < m; ++i) {
-    int32_t* ci = c + i * ldc;
-    for (int j = 0; j < n; ++j) {
-      const int32_t acc = static_cast<int32_t>(static_cast<uint32_t>(ci[j]) + (off != nullptr ? off[j] : 0u));
-      const float v = static_cast<float>(acc) * s[j] + (bias != nullptr ? bias[j] : 0.0f);
-      const float y = r.relu && v < 0.0f ? 0.0f : v;
-      std::memcpy(ci + j, &y, sizeof(y));  // y's bytes over the int32 product they replace
-    }
-  }
-}
-
 Status DynamicQuantizeMatMulKernel(OpKernelContext* ctx) {
   const Tensor& x = ctx->input(0);
   const Tensor& sb = ctx->input(2);
@@ -199,12 +172,13 @@ Status DynamicQuantizeMatMulKernel(OpKernelContext* ctx) {
     off.resize(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) off[j] = 0u - static_cast<uint32_t>(xz) * pb.colsum[j];
   }
-  const Rescale r{scale.data(), bias.NumElements() ? bias.data<float>() : nullptr, symmetric ? off.data() : nullptr,
-                  act == "relu"};
+  qgemm::FloatEpilogue ep;  // y = (acc + off[j]) * (x_scale * b_scale[j]) + bias[j], then the activation
+  ep.scale = scale.data(), ep.bias = bias.NumElements() ? bias.data<float>() : nullptr;
+  ep.off = symmetric ? off.data() : nullptr, ep.relu = act == "relu";
   const int32_t za = xz;
   qgemm::Args g = PackedArgs(pb, count / k, k, n, q, false, symmetric ? nullptr : &za,
                              reinterpret_cast<int32_t*>(y->data<float>()));
-  g.finish = RescaleTile, g.finish_ctx = &r;
+  g.epilogue = &ep;
   qgemm::QGemm(g, true);
   return Status::OK();
 }
