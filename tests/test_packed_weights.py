@@ -40,9 +40,11 @@ def test_int8_packed_matmul_matches_numpy(m, k, n):
 
 # Symmetric int8 weights (the correction folded into the epilogue), a uint8
 # weight with zero points (corrected in the GEMM), depths that are not whole
-# groups of 4 (A packed) or span two blocks (1030), rows past one tile.
+# groups of 4 (A packed) or span two or three blocks (1030, 2052: the epilogue
+# after the last), rows past one tile.
 @pytest.mark.parametrize("act,m,k,wt", [("none", 64, 300, np.int8), ("relu", 64, 300, np.int8),
-                                        ("relu", 13, 301, np.int8), ("none", 29, 1030, np.uint8)])
+                                        ("relu", 13, 301, np.int8), ("none", 29, 1030, np.uint8),
+                                        ("relu", 29, 2052, np.int8)])
 def test_dynamic_quantize_mat_mul_matches_numpy(act, m, k, wt):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((m, k)).astype(np.float32)
