@@ -40,7 +40,13 @@ def _net(dtype=np.float16, cast_inside=False, output_is_input=False):
 def test_the_rewrite_computes_in_float32_between_two_casts():
     m = _half_compute.compute_in_float32(_net(cast_inside=True, output_is_input=True))
     types = {t.name: t.data_type for t in m.graph.initializer}
-    assert types == {"w": F, "b": F}
+    assert types == {"w": H, "b": H}  # widened as the importer reads them (one copy at a time)
+    arrays = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    _half_compute.widen_initializers(m, arrays)
+    assert {k: v.dtype for k, v in arrays.items()} == {"w": np.float32, "b": np.float32}
+    left = {"w": np.zeros(2, np.float16)}
+    _half_compute.widen_initializers(_net(), left)  # a model the pass did not rewrite: untouched
+    assert left["w"].dtype == np.float16
     casts = [n for n in m.graph.node if n.op_type == "Cast"]
     assert [helper.get_attribute_value(a) for n in casts for a in n.attribute] == [F, F, H, H]
     assert m.graph.node[0].op_type == "Cast" and m.graph.node[0].input[0] == "x"

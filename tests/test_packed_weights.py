@@ -38,17 +38,26 @@ def test_int8_packed_matmul_matches_numpy(m, k, n):
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("act", ["none", "relu"])
-def test_dynamic_quantize_mat_mul_matches_numpy(act):
+# Symmetric int8 weights (the correction folded into the epilogue), a uint8
+# weight with zero points (corrected in the GEMM), depths that are not whole
+# groups of 4 (A packed) or span two or three blocks (1030, 2052: the epilogue
+# after the last), rows past one tile.
+@pytest.mark.parametrize("act,m,k,wt", [("none", 64, 300, np.int8), ("relu", 64, 300, np.int8),
+                                        ("relu", 13, 301, np.int8), ("none", 29, 1030, np.uint8),
+                                        ("relu", 29, 2052, np.int8)])
+def test_dynamic_quantize_mat_mul_matches_numpy(act, m, k, wt):
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((64, 300)).astype(np.float32)
-    w = rng.integers(-127, 128, (300, 45)).astype(np.int8)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    lo, hi = (-127, 128) if wt == np.int8 else (0, 256)
+    w = rng.integers(lo, hi, (k, 45)).astype(wt)
+    wz = np.zeros((), wt) if wt == np.int8 else rng.integers(100, 156, 45).astype(wt)
     sb = (rng.random(45) * 0.01 + 1e-3).astype(np.float32)
     bias = rng.standard_normal(45).astype(np.float32)
-    y = P.dynamic_quantize_mat_mul(x, P.pack_mat_mul_integer_weight(w, np.int8(0)), sb, bias, n=45,
+    y = P.dynamic_quantize_mat_mul(x, P.pack_mat_mul_integer_weight(w, wz), sb, bias, n=45,
                                    activation=act).numpy()
     xq, xs, xz = _dql(x)
-    ref = ((xq.astype(np.int64) - int(xz)) @ w.astype(np.int64)).astype(np.float32) * (xs * sb) + bias
+    acc = (xq.astype(np.int64) - int(xz)) @ (w.astype(np.int64) - wz.astype(np.int64))
+    ref = acc.astype(np.float32) * (xs * sb) + bias
     ref = np.maximum(ref, 0) if act == "relu" else ref
     np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
 

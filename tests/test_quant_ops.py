@@ -69,6 +69,25 @@ def test_quantize_linear_rounding_and_saturation(dtype):
         np.testing.assert_array_equal(got, want)
 
 
+def test_quantize_uint8_divides_exactly_at_ties():
+    # The AVX-512 loop multiplies by 1/s and corrects with two FMAs instead of
+    # dividing: x / s must still round as the division does, ties (x = (k +
+    # 1/2) s and its neighbours) included, and scales far from 1 (the division
+    # kept) and infinities must saturate as before.
+    rng = np.random.default_rng(5)
+    scales = np.concatenate([rng.uniform(1e-3, 10, 40) / 255, [1e-35, 3e-30, 1e30, 7e35, -0.013]]).astype(np.float32)
+    for s in scales:
+        k = rng.integers(-300, 300, 4000).astype(np.float32)
+        x = ((k + np.float32(0.5)) * s).astype(np.float32)
+        x = np.concatenate([x, np.nextafter(x, np.float32(np.inf)), np.nextafter(x, np.float32(-np.inf)),
+                            np.array([np.inf, -np.inf, np.nan, 3e38, -3e38], np.float32)])
+        for z in (0, 131):
+            got = P.quantize_linear(x, s, np.uint8(z)).numpy()
+            with np.errstate(over="ignore"):
+                want = q_ref(x, s, np.uint8(z), np.uint8)
+            np.testing.assert_array_equal(got, want, err_msg=f"scale {s!r}")
+
+
 @settings(max_examples=30, deadline=None)
 @given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data(), dtype=st.sampled_from(Q8))
 def test_quantize_dequantize_per_axis(shape, data, dtype):
@@ -103,11 +122,12 @@ def test_dequantize_linear_against_onnxruntime(dtype):
     np.testing.assert_array_equal(got, dq_ref(x, s, z))
 
 
-@pytest.mark.parametrize("case", ["random", "positive", "negative", "zeros", "one", "wide"])
+@pytest.mark.parametrize("case", ["random", "positive", "negative", "zeros", "one", "wide", "mlp", "tiny"])
 def test_dynamic_quantize_linear_against_onnxruntime(case):
     rng = np.random.default_rng(2)
     x = {"random": rng.normal(0, 3, (7, 33)), "positive": rng.uniform(1, 5, 100), "negative": -rng.uniform(1, 5, 100),
-         "zeros": np.zeros((4, 4)), "one": np.array([2.5]), "wide": rng.normal(0, 1e6, 1000)}[case].astype(np.float32)
+         "zeros": np.zeros((4, 4)), "one": np.array([2.5]), "wide": rng.normal(0, 1e6, 1000),
+         "mlp": rng.normal(0, 1, (64, 784)), "tiny": rng.normal(0, 1e-37, 300)}[case].astype(np.float32)
     y, s, z = (t.numpy() for t in P.dynamic_quantize_linear(x))
     wy, ws, wz = ort_run("DynamicQuantizeLinear", [("x", x)], ["y", "s", "z"])
     assert y.dtype == np.uint8 and s.shape == () and z.dtype == np.uint8
@@ -230,9 +250,15 @@ def test_scales_of_zero_nan_or_inf_are_errors(bad):
 
 
 def test_dynamic_quantize_rejects_nan_and_inf():
-    for v in (np.nan, np.inf):
+    # Either sign, in the vector loop (index 40 of 100) or its tail (index 97).
+    for v in (np.nan, -np.nan, np.inf, -np.inf):
         with pytest.raises(of.errors.InvalidArgumentError, match="DynamicQuantizeLinear: argument 'x'.*NaN or inf"):
             P.dynamic_quantize_linear(np.array([1, v, 2], np.float32))
+        for i in (40, 97):
+            x = np.linspace(-3, 2, 100).astype(np.float32)
+            x[i] = v
+            with pytest.raises(of.errors.InvalidArgumentError, match="NaN or inf"):
+                P.dynamic_quantize_linear(x)
 
 
 def test_zero_points_out_of_range_and_mismatched():

@@ -209,6 +209,29 @@ void Correct(const Args& g, const Zero& z, int64_t i0, int m, int64_t j0, int n)
   }
 }
 
+FloatEpilogue ShiftEpilogue(const FloatEpilogue& e, int64_t j0) {
+  FloatEpilogue s = e;
+  s.scale += j0;
+  if (s.bias != nullptr) s.bias += j0;
+  if (s.off != nullptr) s.off += j0;
+  return s;
+}
+
+// FloatEpilogue over an m x n tile of C, in place.
+void ApplyEpilogue(const FloatEpilogue& e, int32_t* c, int64_t ldc, int m, int n) {
+  static const quant::RescaleFn fast = quant::Avx512Rescale();
+  if (fast != nullptr) return fast(c, ldc, m, n, e.scale, e.bias, e.off, e.relu);
+  for (int i = 0; i < m; ++i) {
+    int32_t* ci = c + i * ldc;
+    for (int j = 0; j < n; ++j) {
+      const int32_t acc = static_cast<int32_t>(static_cast<uint32_t>(ci[j]) + (e.off != nullptr ? e.off[j] : 0u));
+      const float v = static_cast<float>(acc) * e.scale[j] + (e.bias != nullptr ? e.bias[j] : 0.0f);
+      const float y = e.relu && v < 0.0f ? 0.0f : v;
+      std::memcpy(ci + j, &y, sizeof(y));  // y's bytes over the int32 product they replace
+    }
+  }
+}
+
 Zero Sums(const Args& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   Zero z;
   z.i0 = i0, z.j0 = j0;
@@ -264,7 +287,10 @@ void Slab(const Args& g, const QKernels& kr, int64_t i0, int64_t i1, int64_t j0,
   const T* pre = static_cast<const T*>(g.b_packed);
   const int64_t panels_all = (g.n + nr - 1) / nr;
   T* bpack = pre != nullptr ? nullptr : static_cast<T*>(Scratch(0, sizeof(T) * nc_max * kc_max));
-  T* apack = static_cast<T*>(Scratch(1, sizeof(T) * MC * kc_max));
+  // A read in place (no packing) when the microkernel can and A needs no
+  // conversion: unsigned bytes, contiguous rows, whole groups of depths.
+  const bool a_rows = kr.rows[0] != nullptr && sizeof(T) == 1 && fa == 0 && g.cs_a == 1 && g.k % kg == 0;
+  T* apack = a_rows ? nullptr : static_cast<T*>(Scratch(1, sizeof(T) * MC * kc_max));
   for (int64_t jc = j0; jc < j1; jc += kNC) {
     const int64_t nc = std::min(kNC, j1 - jc);
     const int64_t npanels = (nc + nr - 1) / nr;
@@ -280,7 +306,7 @@ void Slab(const Args& g, const QKernels& kr, int64_t i0, int64_t i1, int64_t j0,
       }
       for (int64_t ic = i0; ic < i1; ic += MC) {
         const int64_t mc = std::min(MC, i1 - ic);
-        for (int64_t ir = 0; ir < mc; ir += mr) {
+        for (int64_t ir = 0; !a_rows && ir < mc; ir += mr) {
           PackA<T>(g, ic + ir, static_cast<int>(std::min<int64_t>(mr, mc - ir)), pc, kc, mr, kg, fa,
                    apack + ir * kq * kg);
         }
@@ -291,8 +317,18 @@ void Slab(const Args& g, const QKernels& kr, int64_t i0, int64_t i1, int64_t j0,
           for (int64_t ir = 0; ir < mc; ir += mr) {
             const int m = static_cast<int>(std::min<int64_t>(mr, mc - ir));
             int32_t* c = g.c + (ic + ir) * g.ldc + jr;
-            kr.micro[m - 1](kq, apack + ir * kq * kg, bp, c, g.ldc, n, pc > 0);
+            // The epilogue rides in the microkernel when nothing comes between.
+            const bool fused = last && g.epilogue != nullptr && !z.any && a_rows;
+            FloatEpilogue ep;
+            if (fused) ep = ShiftEpilogue(*g.epilogue, jr);
+            if (a_rows) {
+              kr.rows[m - 1](kq, static_cast<const uint8_t*>(g.a) + (ic + ir) * g.rs_a + pc, g.rs_a, bp, c, g.ldc, n,
+                             pc > 0, fused ? &ep : nullptr);
+            } else {
+              kr.micro[m - 1](kq, apack + ir * kq * kg, bp, c, g.ldc, n, pc > 0);
+            }
             if (last && z.any) Correct(g, z, ic + ir, m, jr, n);
+            if (last && g.epilogue != nullptr && !fused) ApplyEpilogue(ShiftEpilogue(*g.epilogue, jr), c, g.ldc, m, n);
             if (last && g.finish != nullptr) g.finish(g.finish_ctx, c, g.ldc, ic + ir, m, jr, n);
           }
         }

@@ -19,6 +19,17 @@ namespace qgemm {
 // Element (i, p) of A is a[i * rs_a + p * cs_a]; (p, j) of B is
 // b[p * rs_b + j * cs_b]: transposed views (a Linear weight stored [N, K],
 // im2col columns) are absorbed by the packing.
+// A float32 result instead of the int32 one: y[i, j] = float(c[i, j] +
+// off[j]) * scale[j] + bias[j], then relu (off and bias may be null; off
+// wraps, a zero-point correction that is one per column). Written over C's
+// bytes; the VNNI microkernel applies it to the tile in its registers.
+struct FloatEpilogue {
+  const float* scale = nullptr;
+  const float* bias = nullptr;
+  const uint32_t* off = nullptr;
+  bool relu = false;
+};
+
 struct Args {
   int64_t m = 0, n = 0, k = 0;
   const void* a = nullptr;
@@ -48,6 +59,9 @@ struct Args {
   // (e.g. rescaling to float32 in place).
   void (*finish)(const void* ctx, int32_t* c, int64_t ldc, int64_t i0, int m, int64_t j0, int n) = nullptr;
   const void* finish_ctx = nullptr;
+  // Set: C's tiles end as float32 (FloatEpilogue), after the zero points
+  // and before `finish`.
+  const FloatEpilogue* epilogue = nullptr;
 };
 
 // `parallel`: may split over the intra-op pool (false inside a loop that is

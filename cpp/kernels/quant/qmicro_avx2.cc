@@ -65,7 +65,7 @@ void Tile(int64_t kq, const void* av, const void* bv, int32_t* c, int64_t ldc, i
 
 template <int... Ms>
 constexpr QKernels Make(std::integer_sequence<int, Ms...>) {
-  return QKernels{"avx2", MR, NR, KG, true, {&Tile<Ms + 1>...}};
+  return QKernels{"avx2", MR, NR, KG, true, {&Tile<Ms + 1>...}, {}};
 }
 
 const QKernels kKernels = Make(std::make_integer_sequence<int, MR>());

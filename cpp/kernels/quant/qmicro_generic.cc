@@ -39,7 +39,7 @@ void Tile(int64_t kq, const void* av, const void* bv, int32_t* c, int64_t ldc, i
 
 template <int... Ms>
 constexpr QKernels Make(std::integer_sequence<int, Ms...>) {
-  return QKernels{"generic", MR, NR, KG, false, {&Tile<Ms + 1>...}};
+  return QKernels{"generic", MR, NR, KG, false, {&Tile<Ms + 1>...}, {}};
 }
 
 const QKernels kKernels = Make(std::make_integer_sequence<int, MR>());

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "qgemm.h"
+
 namespace opforge {
 namespace qgemm {
 
@@ -21,13 +23,23 @@ namespace qgemm {
 using QMicroFn = void (*)(int64_t kq, const void* a, const void* b, int32_t* c, int64_t ldc, int n,
                           bool accumulate);
 
+// The same tile reading A unpacked (bytes, u8): row i at a + i * lda, its
+// group q at + 4q; each row readable to a multiple of kgroup depths. Used
+// when A needs no conversion (an unsigned A): a batch of a few dozen rows
+// then skips packing A, which costs as much as the GEMM's small last layer.
+// `ep` (may be null): the FloatEpilogue (qgemm.h) of this tile, its
+// pointers at the tile's first column, applied before the store.
+using QMicroRowsFn = void (*)(int64_t kq, const void* a, int64_t lda, const void* b, int32_t* c, int64_t ldc,
+                              int n, bool accumulate, const FloatEpilogue* ep);
+
 constexpr int kMaxMR = 16;
 
 struct QKernels {
   const char* name;
   int mr, nr, kgroup;
   bool wide;
-  QMicroFn micro[kMaxMR];  // micro[m - 1] computes m rows
+  QMicroFn micro[kMaxMR];      // micro[m - 1] computes m rows
+  QMicroRowsFn rows[kMaxMR];  // the unpacked-A variants, or all nullptr
 };
 
 const QKernels* VnniKernels();  // nullptr when not compiled for x86

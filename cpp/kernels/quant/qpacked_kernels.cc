@@ -126,30 +126,6 @@ Status MatMulIntegerPackedKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
-// DynamicQuantizeMatMul's epilogue: the int32 tile becomes float32 in place,
-// acc * (x_scale * b_scale[j]) + bias[j], then the activation.
-struct Rescale {
-  const float* scale;  // n values: x_scale * b_scale[j]
-  const float* bias;   // n values, or null
-  bool relu;
-};
-
-void RescaleTile(const void* ctx, int32_t* c, int64_t ldc, int64_t, int m, int64_t j0, int n) {
-  const Rescale& r = *static_cast<const Rescale*>(ctx);
-  const float* s = r.scale + j0;
-  const float* bias = r.bias != nullptr ? r.bias + j0 : nullptr;
-  static const RescaleFn fast = Avx512Rescale();
-  if (fast != nullptr) return fast(c, ldc, m, n, s, bias, r.relu);
-  for (int i = 0; i < m; ++i) {
-    int32_t* ci = c + i * ldc;
-    for (int j = 0; j < n; ++j) {
-      const float v = static_cast<float>(ci[j]) * s[j] + (bias != nullptr ? bias[j] : 0.0f);
-      const float y = r.relu && v < 0.0f ? 0.0f : v;
-      std::memcpy(ci + j, &y, sizeof(y));  // y's bytes over the int32 product they replace
-    }
-  }
-}
-
 Status DynamicQuantizeMatMulKernel(OpKernelContext* ctx) {
   const Tensor& x = ctx->input(0);
   const Tensor& sb = ctx->input(2);
@@ -177,19 +153,32 @@ Status DynamicQuantizeMatMulKernel(OpKernelContext* ctx) {
   float xs = 1.0f;
   uint8_t xz = 0;
   OF_RETURN_IF_ERROR(DynamicRange(xd, count, &xs, &xz));
-  static thread_local std::vector<uint8_t> xq;
+  static thread_local std::vector<uint8_t> xq;  // the GEMM reads these rows in place (qgemm.cc)
   if (static_cast<int64_t>(xq.size()) < count) xq.resize(static_cast<size_t>(count));
   uint8_t* q = xq.data();
-  ParallelFor(count, 4, [&](int64_t b, int64_t e) { QuantizeRow<uint8_t>(xd + b, e - b, xs, int32_t(xz), q + b); });
+  ParallelFor(count, 4, [&](int64_t b, int64_t e) { QuantizeRowDynamic(xd + b, e - b, xs, int32_t(xz), q + b); });
   static_assert(sizeof(float) == sizeof(int32_t), "y's float32 bytes hold the int32 products first");
   static thread_local std::vector<float> scale;
   scale.resize(static_cast<size_t>(n));
   const float* sbv = sb.data<float>();
   for (int64_t j = 0; j < n; ++j) scale[j] = xs * sbv[sb.NumElements() > 1 ? j : 0];
-  const Rescale r{scale.data(), bias.NumElements() ? bias.data<float>() : nullptr, act == "relu"};
+  // A symmetric weight (every packed zero point 0, as quantize_dynamic's
+  // int8 weights) leaves one correction per column, -x_zero * colsum[j]:
+  // the epilogue adds it, and the GEMM applies no zero points.
+  bool symmetric = true;
+  for (int64_t j = 0; j < n && symmetric; ++j) symmetric = pb.zb_eff[j] == 0;
+  static thread_local std::vector<uint32_t> off;
+  if (symmetric) {
+    off.resize(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) off[j] = 0u - static_cast<uint32_t>(xz) * pb.colsum[j];
+  }
+  qgemm::FloatEpilogue ep;  // y = (acc + off[j]) * (x_scale * b_scale[j]) + bias[j], then the activation
+  ep.scale = scale.data(), ep.bias = bias.NumElements() ? bias.data<float>() : nullptr;
+  ep.off = symmetric ? off.data() : nullptr, ep.relu = act == "relu";
   const int32_t za = xz;
-  qgemm::Args g = PackedArgs(pb, count / k, k, n, q, false, &za, reinterpret_cast<int32_t*>(y->data<float>()));
-  g.finish = RescaleTile, g.finish_ctx = &r;
+  qgemm::Args g = PackedArgs(pb, count / k, k, n, q, false, symmetric ? nullptr : &za,
+                             reinterpret_cast<int32_t*>(y->data<float>()));
+  g.epilogue = &ep;
   qgemm::QGemm(g, true);
   return Status::OK();
 }

@@ -51,14 +51,18 @@ inline Q QuantizeOne(float x, float scale, float zero_point) {
 using RangeFn = bool (*)(const float* x, int64_t n, float* lo, float* hi);
 using QuantizeU8Fn = void (*)(const float* x, int64_t n, float s, int32_t z, uint8_t* y);
 RangeFn Avx512Range();
-QuantizeU8Fn Avx512QuantizeU8();
+// bounded: for x finite with |x / s| <= 255 only (DynamicQuantizeLinear's
+// own scale): no clamps.
+QuantizeU8Fn Avx512QuantizeU8(bool bounded = false);
 // The 8-bit GEMM's tile epilogues over an m x n tile (n <= 64) of C: the
 // zero-point correction c[i][j] += zb[j] t[i] - za[i] cs[j] (uint32, wrapping),
-// and the rescale of int32 c to float32 in place, float(c) * s[j] + bias[j]
-// (bias may be null), then relu.
+// and the rescale of int32 c to float32 in place, float(c + off[j]) * s[j] +
+// bias[j] (off and bias may be null; off wraps: a zero-point correction
+// that is the same for every row, folded into this pass), then relu.
 using CorrectFn = void (*)(uint32_t* c, int64_t ldc, int m, int n, const uint32_t* zb, const uint32_t* cs,
                            const uint32_t* t, const uint32_t* za);
-using RescaleFn = void (*)(int32_t* c, int64_t ldc, int m, int n, const float* s, const float* bias, bool relu);
+using RescaleFn = void (*)(int32_t* c, int64_t ldc, int m, int n, const float* s, const float* bias,
+                           const uint32_t* off, bool relu);
 CorrectFn Avx512Correct();
 RescaleFn Avx512Rescale();
 
@@ -68,11 +72,7 @@ RescaleFn Avx512Rescale();
 // FPU's default mode (nearest, ties to even) and shifted by z. SSE2 (the
 // x86-64 baseline) for 8-bit types; plain code for the rest and the tail.
 template <typename Q>
-void QuantizeRow(const float* x, int64_t n, float s, int32_t z, Q* y) {
-  if constexpr (std::is_same_v<Q, uint8_t>) {
-    static const QuantizeU8Fn fast = Avx512QuantizeU8();
-    if (fast != nullptr) return fast(x, n, s, z, y);
-  }
+void QuantizeRowPortable(const float* x, int64_t n, float s, int32_t z, Q* y) {
   const float lo = static_cast<float>(std::numeric_limits<Q>::min() - z);
   const float hi = static_cast<float>(std::numeric_limits<Q>::max() - z);
   int64_t i = 0;
@@ -99,6 +99,23 @@ void QuantizeRow(const float* x, int64_t n, float s, int32_t z, Q* y) {
     t = t <= hi ? t : hi;
     y[i] = static_cast<Q>(static_cast<int32_t>(std::nearbyint(t)) + z);
   }
+}
+
+// The same, with the AVX-512 loop where there is one.
+template <typename Q>
+void QuantizeRow(const float* x, int64_t n, float s, int32_t z, Q* y) {
+  if constexpr (std::is_same_v<Q, uint8_t>) {
+    static const QuantizeU8Fn fast = Avx512QuantizeU8();
+    if (fast != nullptr) return fast(x, n, s, z, y);
+  }
+  QuantizeRowPortable<Q>(x, n, s, z, y);
+}
+
+// QuantizeRow for DynamicQuantizeLinear's own (s, z) of an x it checked finite.
+inline void QuantizeRowDynamic(const float* x, int64_t n, float s, int32_t z, uint8_t* y) {
+  static const QuantizeU8Fn fast = Avx512QuantizeU8(true);
+  if (fast != nullptr) return fast(x, n, s, z, y);
+  QuantizeRowPortable<uint8_t>(x, n, s, z, y);
 }
 
 // Every value of a float32 scale tensor is finite and non-zero; else an

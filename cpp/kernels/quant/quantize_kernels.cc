@@ -85,7 +85,7 @@ Status DynamicQuantizeLinearKernel(OpKernelContext* ctx) {
   ys->data<float>()[0] = scale;
   yz->data<uint8_t>()[0] = zero;
   uint8_t* yd = y->data<uint8_t>();
-  ParallelFor(n, 4, [&](int64_t b, int64_t e) { QuantizeRow<uint8_t>(xd + b, e - b, scale, int32_t(zero), yd + b); });
+  ParallelFor(n, 4, [&](int64_t b, int64_t e) { QuantizeRowDynamic(xd + b, e - b, scale, int32_t(zero), yd + b); });
   return Status::OK();
 }
 

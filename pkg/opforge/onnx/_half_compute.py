@@ -13,12 +13,19 @@ the per-op rounding). onnxruntime's CPU provider does the same with its
 inserted Casts around float16 nodes that have no float16 kernel.
 
 Graphs with subgraphs (If, Loop, Scan) are left as they are.
+
+The float16 initializers stay float16 in the rewritten proto (marked by a
+metadata entry) and are widened one by one as the importer turns them into
+arrays (widen_initializers): widening them in the proto first held the
+float16 copy, the float32 proto and the float32 arrays at once (ResNet-18:
+190 MB over the process at import against 141 MB for the float32 model).
 """
 import numpy as np
 
 # TensorProto.FLOAT16 and FLOAT (onnx is imported only when a model is: `import opforge.onnx` stays lean)
 _F16, _F32 = 10, 1
 _DTYPE_ATTRS = {"to", "dtype"}  # Cast's and the dtype attrs of RandomNormal, EyeLike, ...
+_MARK = "opforge.half_compute"  # metadata key of a rewritten model: its float16 initializers are widened on import
 
 
 def _has_half_conv(graph, half_names):
@@ -55,8 +62,7 @@ def compute_in_float32(model):
     m = onnx.ModelProto()
     m.CopyFrom(model)
     g = m.graph
-    for t in g.initializer:
-        _widen_tensor(t)
+    m.metadata_props.add(key=_MARK, value="float32")
     for node in g.node:
         for a in node.attribute:
             if a.type == onnx.AttributeProto.TENSOR:
@@ -96,3 +102,13 @@ def compute_in_float32(model):
     del g.node[:]
     g.node.extend(nodes)
     return m
+
+
+def widen_initializers(model, arrays):
+    """The float16 arrays of `arrays` (name -> ndarray, the initializers of `model`) widened to float32, in
+    place, when compute_in_float32 rewrote `model`."""
+    if not any(p.key == _MARK for p in model.metadata_props):
+        return
+    for name, v in arrays.items():
+        if v.dtype == np.float16:
+            arrays[name] = v.astype(np.float32)

@@ -69,6 +69,7 @@ class Program:
             if t.name in self.initializers:
                 raise errors.InvalidArgumentError(f"onnx: initializer {t.name!r} is defined twice")
             self.initializers[t.name] = _validate.tensor_to_numpy(t, f"initializer {t.name!r}")
+        _half_compute.widen_initializers(model, self.initializers)  # float16 weights of a float32-computed net
         if len(graph.sparse_initializer):
             raise errors.UnimplementedError("onnx: sparse initializers are not supported")
         self.inputs = {}  # name -> (numpy dtype, dims or None); those the caller feeds
