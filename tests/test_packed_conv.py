@@ -18,6 +18,7 @@ CASES = [
     (2, 20, 11, 300, 1, 1, 0, 1),  # pointwise, more than 256 rows of panels
     (1, 7, 12, 5, 5, 1, 3, 2),     # dilated, fewer outputs than a register tile
     (2, 300, 6, 33, 1, 1, 0, 1),   # depth over one 256-deep block
+    (1, 64, 99, 20, 3, 2, 1, 1),   # im2col in chunks of output rows (18, 18, 14 of 50)
 ]
 
 
@@ -35,7 +36,7 @@ def test_packed_conv_matches_fused_conv(case):
     attrs = dict(strides=[s, s], pads=[p] * 4, dilations=[d, d])
     for winograd in (True, False):
         blob = P.pack_conv2d_filter(w, winograd=winograd)
-        for act in ("relu", "hardswish"):
+        for act in ("relu", "hardswish", "silu"):
             want = P.fused_conv2d(x, w, b, activation=act, **attrs).numpy()
             got = P.conv2d_packed(x, blob, b, filter_shape=list(w.shape), activation=act, **attrs).numpy()
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

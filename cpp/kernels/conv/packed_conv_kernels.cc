@@ -8,6 +8,7 @@
 // bytes), then the panels (absent when flag bit 2 is set: panels=false). Header: layout = the microkernel's ISA, mr its
 // rows, kgroup / wide = kh / kw, k = c * kh * kw, n = o.
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -119,6 +120,8 @@ Status CheckBlob(const Tensor& t, const std::vector<int64>& fs, packed::Header* 
 // (as BatchedForward in conv_kernels.cc).
 constexpr int64 kBatchedPixels = 256;
 constexpr int64 kBatchedColumnElems = int64{8} << 20;
+// The most floats of a column matrix per image (at least one output row).
+constexpr int64 kChunkColumnElems = int64{1} << 19;
 
 void GemmForward(const Geometry& g, const float* x, const float* panels, const float* bias, Act act, float* y) {
   const int64 K = g.k(), P = g.p();
@@ -146,18 +149,38 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, const f
     });
     return;
   }
+  // The column matrix in chunks of output rows (as MLAS bounds its working
+  // buffer): a stem's [147, 112 * 112] would be 7 MiB of peak memory.
+  static const int64 limit = [] {  // OPFORGE_CONV_CHUNK=0: the whole matrix at once (for measuring)
+    const char* v = std::getenv("OPFORGE_CONV_CHUNK");
+    return v != nullptr && *v != 0 ? std::atoll(v) : kChunkColumnElems;
+  }();
+  const int64 rows = limit <= 0 ? g.oh : std::min(g.oh, std::max<int64>(1, limit / std::max<int64>(1, K * g.ow)));
+  const int64 chunk = pw ? 0 : K * rows * g.ow;
   auto one = [&](int64 n, float* col, bool in_worker) {
     const float* xn = x + n * g.c * g.h * g.w;
-    if (!pw) Im2Col(g, xn, col, !in_worker);
-    PanelGemm(panels, g.o, P, K, pw ? xn : col, P, y + n * g.o * P, P, bias, act, !in_worker);
+    float* yn = y + n * g.o * P;
+    if (pw) {
+      PanelGemm(panels, g.o, P, K, xn, P, yn, P, bias, act, !in_worker);
+      return;
+    }
+    for (int64 i0 = 0; i0 < g.oh; i0 += rows) {
+      const int64 i1 = std::min(g.oh, i0 + rows), cols = (i1 - i0) * g.ow;
+      if (in_worker) {
+        Im2ColRange(g, xn, col, 0, g.c, cols, i0, i1);
+      } else {
+        ParallelFor(g.c, K / g.c * cols, [&](int64 c0, int64 c1) { Im2ColRange(g, xn, col, c0, c1, cols, i0, i1); });
+      }
+      PanelGemm(panels, g.o, cols, K, col, cols, yn + i0 * g.ow, P, bias, act, !in_worker);
+    }
   };
   if (g.n > 1 && g.n >= NumIntraOpThreads()) {
     ParallelFor(g.n, g.o * P * K, [&](int64 b, int64 e) {
-      ScratchBuffer<float> col(pw ? 0 : K * P);
+      ScratchBuffer<float> col(chunk);
       for (int64 n = b; n < e; ++n) one(n, col.data(), true);
     });
   } else {
-    ScratchBuffer<float> col(pw ? 0 : K * P);
+    ScratchBuffer<float> col(chunk);
     for (int64 n = 0; n < g.n; ++n) one(n, col.data(), false);
   }
 }
