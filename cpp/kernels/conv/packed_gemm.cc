@@ -140,21 +140,97 @@ int PanelRows() { return Get().mr; }
 
 int64_t PanelFloats(int64_t m, int64_t k) { return Padded(m, Get().mr) * k; }
 
-void PackPanels(const float* a, int64_t m, int64_t k, float* panels) {
-  const int mr = Get().mr;
-  const int64_t mp = Padded(m, mr);
-  ParallelFor(mp / mr, k * mr, [&](int64_t p0, int64_t p1) {
+namespace {
+
+// a [m, k] row-major as panels of r rows (kc-deep blocks; rows past m zero).
+void PackRows(const float* a, int64_t m, int64_t k, int r, float* panels) {
+  const int64_t mp = Padded(m, r);
+  ParallelFor(mp / r, k * r, [&](int64_t p0, int64_t p1) {
     for (int64_t pc = 0; pc < k; pc += kKC) {
       const int64_t kc = std::min(kKC, k - pc);
       for (int64_t pn = p0; pn < p1; ++pn) {
-        float* dst = panels + pc * mp + pn * mr * kc;
+        float* dst = panels + pc * mp + pn * r * kc;
         for (int64_t p = 0; p < kc; ++p) {
-          for (int i = 0; i < mr; ++i) {
-            const int64_t row = pn * mr + i;
-            dst[p * mr + i] = row < m ? a[row * k + pc + p] : 0.0f;
+          for (int i = 0; i < r; ++i) {
+            const int64_t row = pn * r + i;
+            dst[p * r + i] = row < m ? a[row * k + pc + p] : 0.0f;
           }
         }
       }
+    }
+  });
+}
+
+}  // namespace
+
+void PackPanels(const float* a, int64_t m, int64_t k, float* panels) { PackRows(a, m, k, Get().mr, panels); }
+
+int PanelCols() { return Get().nr; }
+int64_t ColumnPanelFloats(int64_t m, int64_t k) { return Padded(m, Get().nr) * k; }
+void PackColumnPanels(const float* a, int64_t m, int64_t k, float* panels) { PackRows(a, m, k, Get().nr, panels); }
+
+void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
+                     int64_t ldc, const float* bias, Act act, bool parallel) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return PanelGemm(panels, m, n, k, b, ldb, c, ldc, bias, act, parallel);  // reads no panels
+  const gemm::Kernels& kr = Get();
+  const int mr = kr.mr, nr = kr.nr;
+  const int64_t np = Padded(n, mr), mp = Padded(m, nr);
+  // B^T (the pixels) as the microkernel's A panels: mr pixels per panel, one
+  // contiguous run of each row of b per depth step.
+  ScratchBuffer<float> at(np * std::max<int64_t>(k, 1)), ct(n * m);
+  for (int64_t pc = 0; pc < k; pc += kKC) {
+    const int64_t kc = std::min(kKC, k - pc);
+    for (int64_t pn = 0; pn < np / mr; ++pn) {
+      float* dst = at.data() + pc * np + pn * mr * kc;
+      const int64_t j0 = pn * mr, cols = std::min<int64_t>(mr, n - j0);
+      for (int64_t p = 0; p < kc; ++p) {
+        const float* src = b + (pc + p) * ldb + j0;
+        for (int i = 0; i < cols; ++i) dst[p * mr + i] = src[i];
+        for (int i = static_cast<int>(cols); i < mr; ++i) dst[p * mr + i] = 0.0f;
+      }
+    }
+  }
+  gemm::TileEpilogue ep{nullptr, nullptr, RegisterActivation(act), nullptr, 0};
+  const bool reg_epi = ep.activation >= 0 && kr.packed_epi[0] != nullptr;
+  // C^T [n, m] by column panels of m (the output channels); each task its own.
+  const int64_t units = mp / nr;
+  auto run = [&](int64_t q0, int64_t q1) {
+    gemm::TileEpilogue e = ep;  // its bias_col is per tile
+    for (int64_t q = q0; q < q1; ++q) {
+      const int cols = static_cast<int>(std::min<int64_t>(nr, m - q * nr));
+      for (int64_t pc = 0; pc < k; pc += kKC) {
+        const int64_t kc = std::min(kKC, k - pc);
+        const float* bq = panels + pc * mp + q * nr * kc;
+        const float beta = pc == 0 ? 0.0f : 1.0f;
+        const bool last = pc + kc >= k;
+        for (int64_t pn = 0; pn < np / mr; ++pn) {
+          const int rows = static_cast<int>(std::min<int64_t>(mr, n - pn * mr));
+          const float* ap = at.data() + pc * np + pn * mr * kc;
+          float* cq = ct.data() + pn * mr * m + q * nr;
+          if (reg_epi && last) {
+            e.bias_col = bias != nullptr ? bias + q * nr : nullptr;
+            kr.packed_epi[rows - 1](kc, ap, 1, mr, bq, nr, cq, m, cols, 1.0f, beta, e);
+          } else {
+            kr.packed[rows - 1](kc, ap, 1, mr, bq, nr, cq, m, cols, 1.0f, beta);
+          }
+        }
+      }
+    }
+  };
+  const int64_t threads = parallel && m * n * k >= kMinParallelFma ? std::min<int64_t>(NumIntraOpThreads(), units) : 1;
+  if (threads <= 1) {
+    run(0, units);
+  } else {
+    ParallelFor(units, n * k * nr, run);
+  }
+  // C = (C^T)^T, then the epilogue the microkernel lacked (HardSwish, no AVX-512).
+  const bool after = !reg_epi && (bias != nullptr || act != Act::kNone);
+  ParallelFor(m, n * 2, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float* ci = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j) ci[j] = ct.data()[j * m + i];
+      if (after) BiasActRows(act, ci, bias != nullptr ? bias + i : nullptr, 1, n);
     }
   });
 }
@@ -202,6 +278,14 @@ void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float
   for (int64_t i = 0; i < m && (bias != nullptr || act != Act::kNone); ++i) {
     BiasActRows(act, c + i * ldc, bias != nullptr ? bias + i : nullptr, 1, n);
   }
+}
+
+int PanelCols() { return 1; }
+int64_t ColumnPanelFloats(int64_t m, int64_t k) { return m * k; }
+void PackColumnPanels(const float* a, int64_t m, int64_t k, float* panels) { PackPanels(a, m, k, panels); }
+void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
+                     int64_t ldc, const float* bias, Act act, bool parallel) {
+  PanelGemm(panels, m, n, k, b, ldb, c, ldc, bias, act, parallel);
 }
 
 #endif
