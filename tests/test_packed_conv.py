@@ -18,7 +18,7 @@ CASES = [
     (2, 20, 11, 300, 1, 1, 0, 1),  # pointwise, more than 256 rows of panels
     (1, 7, 12, 5, 5, 1, 3, 2),     # dilated, fewer outputs than a register tile
     (2, 300, 6, 33, 1, 1, 0, 1),   # depth over one 256-deep block
-    (1, 64, 99, 20, 3, 2, 1, 1),   # im2col in chunks of output rows (18, 18, 14 of 50)
+    (1, 64, 99, 20, 3, 2, 1, 1),   # im2col in chunks of output rows (8 rows of 50 each)
 ]
 
 

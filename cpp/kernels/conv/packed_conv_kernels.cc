@@ -134,8 +134,9 @@ Status CheckBlob(const Tensor& t, const std::vector<int64>& fs, packed::Header* 
 // (as BatchedForward in conv_kernels.cc).
 constexpr int64 kBatchedPixels = 256;
 constexpr int64 kBatchedColumnElems = int64{8} << 20;
-// The most floats of a column matrix per image (at least one output row).
-constexpr int64 kChunkColumnElems = int64{1} << 19;
+// The most floats of a column matrix per image (at least one output row):
+// under 1 MiB, so it comes from the heap, not a 2 MiB-rounded mapping.
+constexpr int64 kChunkColumnElems = 240 << 10;
 
 void GemmForward(const Geometry& g, const float* x, const float* panels, bool columns, const float* bias, Act act,
                  float* y) {
