@@ -8,7 +8,6 @@
 // bytes), then the panels (absent when flag bit 2 is set: panels=false). Header: layout = the microkernel's ISA, mr its
 // rows, kgroup / wide = kh / kw, k = c * kh * kw, n = o.
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -168,11 +167,7 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, bool co
   }
   // The column matrix in chunks of output rows (as MLAS bounds its working
   // buffer): a stem's [147, 112 * 112] would be 7 MiB of peak memory.
-  static const int64 limit = [] {  // OPFORGE_CONV_CHUNK=0: the whole matrix at once (for measuring)
-    const char* v = std::getenv("OPFORGE_CONV_CHUNK");
-    return v != nullptr && *v != 0 ? std::atoll(v) : kChunkColumnElems;
-  }();
-  const int64 rows = limit <= 0 ? g.oh : std::min(g.oh, std::max<int64>(1, limit / std::max<int64>(1, K * g.ow)));
+  const int64 rows = std::min(g.oh, std::max<int64>(1, kChunkColumnElems / std::max<int64>(1, K * g.ow)));
   const int64 chunk = pw ? 0 : K * rows * g.ow;
   auto one = [&](int64 n, float* col, bool in_worker) {
     const float* xn = x + n * g.c * g.h * g.w;

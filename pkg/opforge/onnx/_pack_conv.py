@@ -41,7 +41,8 @@ def columns_pay(shape, kernel, strides, pads, dil, o, c):
     """Whether the filter's panels go in the column layout (PackConv2DFilter columns=True): at batch 1 with few
     output pixels, whose 32-wide register tiles the usual layout fills badly (7x7: 49 of 64 columns). Measured
     per layer (one thread, AVX-512): ResNet-18's 7x7 and 14x14 3x3 layers 1.06-1.21x, EfficientNet's 7x7 1x1
-    layers 1.12x; shallow (K < 128) or 14x14 1x1 layers lose (0.89-0.96x: the per-call transposes)."""
+    layers 1.12x; shallow (K < 128) or 14x14 1x1 layers lose (0.89-0.96x: the per-call transposes).
+    OPFORGE_CONV_COLUMNS=0 keeps the usual layout everywhere."""
     b, h, w = shape[0], shape[2], shape[3]
     if b != 1 or h is None or w is None or os.environ.get("OPFORGE_CONV_COLUMNS", "1") == "0":
         return False
