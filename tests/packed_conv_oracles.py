@@ -30,7 +30,10 @@ def panel_layout():
     return fn().decode()
 
 
-def pack_conv(f, winograd=True):
+NR = {"avx512": 32, "avx2": 16, "generic": 16}  # their columns: a columns=True blob's panels are nr filters wide
+
+
+def pack_conv(f, winograd=True, columns=False):
     """PackConv2DFilter's bytes for a filter without the Winograd transform (under 16 channels or not 3x3)."""
     f = np.asarray(f)
     if f.ndim != 4 or min(f.shape) < 1 or f.dtype.type is not np.float32:
@@ -40,13 +43,14 @@ def pack_conv(f, winograd=True):
         raise NotImplementedError("the Winograd transform is not exact in numpy")
     layout = panel_layout()
     mr, k = MR[layout], c * kh * kw
-    mp = (o + mr - 1) // mr * mr
+    r = NR[layout] if columns else mr  # filters per panel
+    mp = (o + r - 1) // r * r
     a = np.zeros((mp, k), np.float32)
     a[:o] = f.reshape(o, k)
-    body = b"".join(a[:, pc:pc + 256].reshape(mp // mr, mr, -1).transpose(0, 2, 1).tobytes()
+    body = b"".join(a[:, pc:pc + 256].reshape(mp // r, r, -1).transpose(0, 2, 1).tobytes()
                     for pc in range(0, k, 256))
-    total = HEADER + 4 * (o + 15) * k
-    blob = header(3, layout, mr, 0, kh, kw, k, o, len(body), 0) + body
+    total = HEADER + 4 * ((o + 31) if columns else (o + 15)) * k
+    blob = header(3, layout, mr, NR[layout] if columns else 0, kh, kw, k, o, len(body), 8 if columns else 0) + body
     return np.frombuffer(blob.ljust(total, b"\0"), np.uint8).copy()
 
 
@@ -54,13 +58,13 @@ def pack_gen(draw, dtype):
     shape = tuple(draw(st.lists(st.integers(0, 4), min_size=4, max_size=4)))
     if draw(st.integers(0, 9)) == 0:
         shape = shape[:draw(st.integers(0, 3))]
-    return (array(draw, dtype, shape),), {"winograd": draw(st.booleans())}
+    return (array(draw, dtype, shape),), {"winograd": draw(st.booleans()), "columns": draw(st.booleans())}
 
 
 def conv_packed_gen(draw, dtype):
     f_shape = (draw(st.integers(1, 4)), draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3)))
     f = array(draw, dtype, f_shape, small=True, finite=True)
-    blob = pack_conv(f)
+    blob = pack_conv(f, columns=draw(st.booleans()))
     _FILTERS[blob.tobytes()] = f
     c = f_shape[1] + draw(st.sampled_from([0, 0, 0, 1]))
     x_shape = (draw(st.integers(0, 2)), c, draw(st.integers(0, 5)), draw(st.integers(0, 5)))

@@ -18,6 +18,7 @@ CASES = [
     (2, 20, 11, 300, 1, 1, 0, 1),  # pointwise, more than 256 rows of panels
     (1, 7, 12, 5, 5, 1, 3, 2),     # dilated, fewer outputs than a register tile
     (2, 300, 6, 33, 1, 1, 0, 1),   # depth over one 256-deep block
+    (1, 64, 99, 20, 3, 2, 1, 1),   # im2col in chunks of output rows (8 rows of 50 each)
 ]
 
 
@@ -33,9 +34,9 @@ def test_packed_conv_matches_fused_conv(case):
     n, c, h, o, k, s, p, d = case
     x, w, b = _data(n, c, h, o, k)
     attrs = dict(strides=[s, s], pads=[p] * 4, dilations=[d, d])
-    for winograd in (True, False):
-        blob = P.pack_conv2d_filter(w, winograd=winograd)
-        for act in ("relu", "hardswish"):
+    for winograd, columns in ((True, False), (False, False), (False, True)):
+        blob = P.pack_conv2d_filter(w, winograd=winograd, columns=columns)
+        for act in ("relu", "hardswish", "silu"):
             want = P.fused_conv2d(x, w, b, activation=act, **attrs).numpy()
             got = P.conv2d_packed(x, blob, b, filter_shape=list(w.shape), activation=act, **attrs).numpy()
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
@@ -48,6 +49,8 @@ def test_panels_are_the_numpy_layout_and_winograd_adds_its_transform():
     w = _data(1, 20, 4, 18, 3)[1]
     plain = P.pack_conv2d_filter(w, winograd=False).numpy()
     np.testing.assert_array_equal(plain, pack_conv(w, winograd=False))
+    np.testing.assert_array_equal(P.pack_conv2d_filter(w, winograd=False, columns=True).numpy(),
+                                  pack_conv(w, winograd=False, columns=True))
     wino = P.pack_conv2d_filter(w).numpy()
     assert wino.size == plain.size + (4 * 36 * (18 + 15) * 20 + 63) // 64 * 64  # room for the transform, first
     # U[xi][o][c] = (G k G^T)[xi] for F(4x4, 3x3).
@@ -178,3 +181,45 @@ def test_winograd_transform_alone():
     small = _data(1, 3, 4, 6, 3)[1]
     empty = np.frombuffer(header(3, panel_layout(), MR[panel_layout()], 0, 3, 3, 27, 6, 0, 4), np.uint8)
     assert "packed" in _bad(empty, fs=small.shape, x=np.ones((1, 3, 5, 5), np.float32))
+
+
+def test_column_panels_at_batch_one_with_few_pixels_match_onnxruntime(monkeypatch):
+    # A 7x7 output at batch 1 (49 pixels: 15 of 64 tile columns wasted in the usual layout) gets the column
+    # layout at import; both convolutions match onnxruntime, and the rule keeps it off where it loses.
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    import opforge.onnx
+    from opforge.onnx._pack_conv import columns_pay
+    assert columns_pay((1, 256, 7, 7), [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 64, 256)
+    assert columns_pay((1, 256, 14, 14), [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 256, 256)  # 196 pixels, deep
+    assert not columns_pay((1, 112, 14, 14), [1, 1], [1, 1], [0] * 4, [1, 1], 672, 112)  # 196 pixels, shallow
+    assert not columns_pay((2, 256, 7, 7), [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 64, 256)  # batch 2
+    assert not columns_pay((None, 256, 7, 7), [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 64, 256)
+    rng = np.random.default_rng(4)
+    w1 = (rng.standard_normal((128, 144, 3, 3)) / 36).astype(np.float32)
+    w2 = (rng.standard_normal((200, 128, 1, 1)) / 11).astype(np.float32)
+    b2 = rng.standard_normal(200).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c", "w2", "b2"], ["d"]), helper.make_node("Sigmoid", ["d"], ["s"]),
+             helper.make_node("Mul", ["d", "s"], ["y"])]
+    g = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 144, 7, 7])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 200, 7, 7])],
+                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
+                           numpy_helper.from_array(b2, "b2")])
+    model = helper.make_model(g, opset_imports=[helper.make_operatorsetid("", 17)])
+    x = rng.standard_normal((1, 144, 7, 7)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    packed, pack = [], P.pack_conv2d_filter
+    monkeypatch.setattr(P, "pack_conv2d_filter", lambda w, **kw: packed.append(kw["columns"]) or pack(w, **kw))
+    imported = opforge.onnx.import_model(model)
+    assert packed == [True, True]  # 200 outputs: 7 of 224 tile columns wasted, fewer than the pixels' 15 of 64
+    got = np.asarray(of.Session(imported.graph).run([imported.outputs["y"]], {imported.inputs["x"]: x})[0])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_column_panels_need_the_panels():
+    w = np.ones((8, 4, 3, 3), np.float32)
+    with pytest.raises(of.errors.InvalidArgumentError, match="columns"):
+        P.pack_conv2d_filter(w, panels=False, columns=True)

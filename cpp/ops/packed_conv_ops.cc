@@ -51,13 +51,18 @@ Status PackShape(InferenceContext* ctx) {
   }
   const bool stores = StoresWinograd(ctx->attr_bool("winograd"), o, c, f.dim(2), f.dim(3));
   const bool panels = ctx->attr_bool("panels");
+  const bool columns = ctx->attr_bool("columns");
+  if (columns && !panels) {
+    return errors::InvalidArgument("attr 'columns' needs attr 'panels' true (it is a layout of the panels)");
+  }
   if (!panels && !stores) {
     return errors::InvalidArgument("attr 'panels' may be false only where the Winograd transform is stored (winograd "
                                    "true, a 3x3 filter with 16 or more input and output channels), got filter ",
                                    f.DebugString());
   }
   const int64_t wino = stores ? Up(4 * 36 * (o + 15) * c, 64) : 0;
-  ctx->set_output_shape(0, TensorShape({kHeader + wino + (panels ? 4 * (o + 15) * k : 0)}));
+  // Column panels: nr <= 32 output channels each.
+  ctx->set_output_shape(0, TensorShape({kHeader + wino + (!panels ? 0 : columns ? 4 * (o + 31) * k : 4 * (o + 15) * k)}));
   return Status::OK();
 }
 
@@ -93,6 +98,7 @@ REGISTER_OP("PackConv2DFilter")
     .Input("filter: T")
     .Attr("winograd: bool = true")
     .Attr("panels: bool = true")
+    .Attr("columns: bool = false")
     .Output("packed: uint8")
     .Attr("T: {float32}")
     .SetShapeFn(PackShape)
@@ -109,6 +115,7 @@ from another ISA is refused.
 filter: The weights, [out_channels, in_channels, kernel_height, kernel_width] (one group).
 winograd: Also store the Winograd transform of a 3x3 filter (4x the filter's size), used where the convolution takes that path.
 panels: Store the GEMM panels. False (only with the Winograd transform stored) keeps the transform alone, for a filter whose every call takes the Winograd path; Conv2DPacked refuses such a blob on a call that does not.
+columns: Store the panels for the transposed product (output channels across the microkernel's columns, the output pixels down its rows), for a filter whose calls have few output pixels (batch 1 at 14x14 or 7x7): a 49-pixel output then wastes no column of the register tile. Any call may use such a blob.
 packed: The opaque packed filter (uint8 bytes).
 )doc");
 

@@ -29,10 +29,14 @@ inline void ValidRange(int64_t off, int64_t s, int64_t size, int64_t out, int64_
 void GatherStride2(const float* src, float* dst, int64_t n);
 
 // Channels [c0, c1) of one image's group; `ld`: the row stride of col (0:
-// oh * ow, the rows packed).
+// oh * ow, the rows packed). Output rows [i0, i1) only (i1 < 0: all), their
+// columns from col's first: a convolution in chunks of output rows keeps
+// its column matrix small.
 template <typename T>
-void Im2ColRange(const Geometry& g, const T* x, T* col, int64_t c0, int64_t c1, int64_t ld = 0) {
+void Im2ColRange(const Geometry& g, const T* x, T* col, int64_t c0, int64_t c1, int64_t ld = 0, int64_t i0 = 0,
+                 int64_t i1 = -1) {
   const int64_t p = ld > 0 ? ld : g.p();
+  if (i1 < 0) i1 = g.oh;
   for (int64_t c = c0; c < c1; ++c) {
     const T* xc = x + c * g.h * g.w;
     for (int64_t a = 0; a < g.kh; ++a) {
@@ -41,8 +45,8 @@ void Im2ColRange(const Geometry& g, const T* x, T* col, int64_t c0, int64_t c1, 
         const int64_t offh = a * g.dh - g.pt, offw = b * g.dw - g.pl;
         int64_t j0, j1;
         ValidRange(offw, g.sw, g.w, g.ow, &j0, &j1);
-        for (int64_t i = 0; i < g.oh; ++i) {
-          T* r = row + i * g.ow;
+        for (int64_t i = i0; i < i1; ++i) {
+          T* r = row + (i - i0) * g.ow;
           const int64_t ih = i * g.sh + offh;
           if (ih < 0 || ih >= g.h) {
             std::fill(r, r + g.ow, T(0));

@@ -33,6 +33,7 @@ constexpr uint32_t kFormatConv = 3;  // beside packed_blob.h's 1 (int8) and 2 (f
 constexpr uint32_t kFlagWinograd = 1;
 constexpr uint32_t kFlagWinogradPanels = 2;  // the transform as 36 panel sets (WinogradPanelsPay)
 constexpr uint32_t kFlagNoPanels = 4;        // the transform alone, no GEMM panels (attr panels=false)
+constexpr uint32_t kFlagColumns = 8;         // the panels as the transposed product's B (attr columns=true)
 
 int64 Up(int64 v, int64 to) { return (v + to - 1) / to * to; }
 
@@ -45,15 +46,21 @@ bool StoresWinograd(bool want, int64 o, int64 c, int64 kh, int64 kw) {
 // (o + 15) x c floats (the shape function cannot know mr).
 int64 WinoBytes(bool stored, int64 o, int64 c) { return stored ? Up(4 * 36 * (o + 15) * c, 64) : 0; }
 
-// The tensor size the shape function gives a blob of this filter.
-int64 BlobBytes(bool wino, bool panels, int64 o, int64 c, int64 k) {
-  return packed::kHeaderBytes + WinoBytes(wino, o, c) + (panels ? 4 * (o + 15) * k : 0);
+// The tensor size the shape function gives a blob of this filter (column
+// panels: nr <= 32 output channels each).
+int64 BlobBytes(bool wino, bool panels, bool columns, int64 o, int64 c, int64 k) {
+  return packed::kHeaderBytes + WinoBytes(wino, o, c) + (!panels ? 0 : columns ? 4 * (o + 31) * k : 4 * (o + 15) * k);
 }
 
 // The flags a blob of this filter carries.
-uint32_t Flags(bool wino, bool panels, int64 o, int64 c) {
+uint32_t Flags(bool wino, bool panels, bool columns, int64 o, int64 c) {
   return (!wino ? 0 : WinogradPanelsPay(o, c) ? kFlagWinograd | kFlagWinogradPanels : kFlagWinograd) |
-         (panels ? 0 : kFlagNoPanels);
+         (panels ? 0 : kFlagNoPanels) | (columns ? kFlagColumns : 0);
+}
+
+// Floats of the stored panels.
+int64 PanelPayloadFloats(bool panels, bool columns, int64 o, int64 k) {
+  return !panels ? 0 : columns ? ColumnPanelFloats(o, k) : PanelFloats(o, k);
 }
 
 Status PackKernel(OpKernelContext* ctx) {
@@ -61,9 +68,10 @@ Status PackKernel(OpKernelContext* ctx) {
   const int64 o = f.dim(0), c = f.dim(1), kh = f.dim(2), kw = f.dim(3), k = c * kh * kw;
   const bool wino = StoresWinograd(ctx->attr_bool("winograd"), o, c, kh, kw);
   const bool panels = ctx->attr_bool("panels") || !wino;  // the shape function refuses panels=false without wino
+  const bool columns = panels && ctx->attr_bool("columns");
   Tensor* out = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &out));
-  if (out->NumElements() != BlobBytes(wino, panels, o, c, k)) {
+  if (out->NumElements() != BlobBytes(wino, panels, columns, o, c, k)) {
     return errors::Internal("PackConv2DFilter: the blob size does not match the shape function's");
   }
   uint8_t* dst = out->data<uint8_t>();
@@ -78,14 +86,18 @@ Status PackKernel(OpKernelContext* ctx) {
   } else if (wino) {
     WinogradFilter(f.data<float>(), o, c, reinterpret_cast<float*>(payload));
   }
-  if (panels) PackPanels(f.data<float>(), o, k, reinterpret_cast<float*>(payload + wbytes));
+  if (columns) {
+    PackColumnPanels(f.data<float>(), o, k, reinterpret_cast<float*>(payload + wbytes));
+  } else if (panels) {
+    PackPanels(f.data<float>(), o, k, reinterpret_cast<float*>(payload + wbytes));
+  }
   packed::Header h{};
   h.format = kFormatConv;
   packed::SetLayout(&h, PanelLayout());
-  h.mr = PanelRows(), h.nr = 0, h.kgroup = static_cast<int32_t>(kh), h.wide = static_cast<int32_t>(kw);
+  h.mr = PanelRows(), h.nr = columns ? PanelCols() : 0, h.kgroup = static_cast<int32_t>(kh), h.wide = static_cast<int32_t>(kw);
   h.k = k, h.n = o;
-  h.payload_bytes = static_cast<uint64_t>(wbytes + (panels ? 4 * PanelFloats(o, k) : 0));
-  h.flags = Flags(wino, panels, o, c);
+  h.payload_bytes = static_cast<uint64_t>(wbytes + 4 * PanelPayloadFloats(panels, columns, o, k));
+  h.flags = Flags(wino, panels, columns, o, c);
   packed::WriteHeader(h, dst);
   return Status::OK();
 }
@@ -106,9 +118,11 @@ Status CheckBlob(const Tensor& t, const std::vector<int64>& fs, packed::Header* 
                                    "' GEMM layout; this process runs '", PanelLayout(), "': pack it again here");
   }
   const bool wino = (h->flags & kFlagWinograd) != 0, panels = (h->flags & kFlagNoPanels) == 0;
-  if (h->flags != Flags(wino, panels, o, c) || (wino && !StoresWinograd(true, o, c, kh, kw)) || (!wino && !panels) ||
-      h->payload_bytes != static_cast<uint64_t>(WinoBytes(wino, o, c) + (panels ? 4 * PanelFloats(o, k) : 0)) ||
-      t.NumElements() != BlobBytes(wino, panels, o, c, k)) {
+  const bool columns = (h->flags & kFlagColumns) != 0;
+  if (h->flags != Flags(wino, panels, columns, o, c) || (wino && !StoresWinograd(true, o, c, kh, kw)) ||
+      (!wino && !panels) || (columns && (!panels || h->nr != PanelCols())) || (!columns && h->nr != 0) ||
+      h->payload_bytes != static_cast<uint64_t>(WinoBytes(wino, o, c) + 4 * PanelPayloadFloats(panels, columns, o, k)) ||
+      t.NumElements() != BlobBytes(wino, panels, columns, o, c, k)) {
     return errors::InvalidArgument("argument 'packed' is not a packed weight of this op: its flags or payload size "
                                    "do not match attr 'filter_shape'");
   }
@@ -119,8 +133,13 @@ Status CheckBlob(const Tensor& t, const std::vector<int64>& fs, packed::Header* 
 // (as BatchedForward in conv_kernels.cc).
 constexpr int64 kBatchedPixels = 256;
 constexpr int64 kBatchedColumnElems = int64{8} << 20;
+// The most floats of a column matrix per image (at least one output row):
+// under 1 MiB, so it comes from the heap, not a 2 MiB-rounded mapping.
+constexpr int64 kChunkColumnElems = 240 << 10;
 
-void GemmForward(const Geometry& g, const float* x, const float* panels, const float* bias, Act act, float* y) {
+void GemmForward(const Geometry& g, const float* x, const float* panels, bool columns, const float* bias, Act act,
+                 float* y) {
+  const auto panel_gemm = columns ? &ColumnPanelGemm : &PanelGemm;
   const int64 K = g.k(), P = g.p();
   const bool pw = g.pointwise();
   if (g.n > 1 && P < kBatchedPixels && K * g.n * P <= kBatchedColumnElems) {
@@ -138,7 +157,7 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, const f
         }
       }
     });
-    PanelGemm(panels, g.o, NP, K, col.data(), NP, prod.data(), NP, bias, act, true);
+    panel_gemm(panels, g.o, NP, K, col.data(), NP, prod.data(), NP, bias, act, true);
     ParallelFor(g.n * g.o, P, [&](int64 b, int64 end) {
       for (int64 u = b; u < end; ++u) {
         std::memcpy(y + u * P, prod.data() + (u % g.o) * NP + (u / g.o) * P, sizeof(float) * P);
@@ -146,18 +165,34 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, const f
     });
     return;
   }
+  // The column matrix in chunks of output rows (as MLAS bounds its working
+  // buffer): a stem's [147, 112 * 112] would be 7 MiB of peak memory.
+  const int64 rows = std::min(g.oh, std::max<int64>(1, kChunkColumnElems / std::max<int64>(1, K * g.ow)));
+  const int64 chunk = pw ? 0 : K * rows * g.ow;
   auto one = [&](int64 n, float* col, bool in_worker) {
     const float* xn = x + n * g.c * g.h * g.w;
-    if (!pw) Im2Col(g, xn, col, !in_worker);
-    PanelGemm(panels, g.o, P, K, pw ? xn : col, P, y + n * g.o * P, P, bias, act, !in_worker);
+    float* yn = y + n * g.o * P;
+    if (pw) {
+      panel_gemm(panels, g.o, P, K, xn, P, yn, P, bias, act, !in_worker);
+      return;
+    }
+    for (int64 i0 = 0; i0 < g.oh; i0 += rows) {
+      const int64 i1 = std::min(g.oh, i0 + rows), cols = (i1 - i0) * g.ow;
+      if (in_worker) {
+        Im2ColRange(g, xn, col, 0, g.c, cols, i0, i1);
+      } else {
+        ParallelFor(g.c, K / g.c * cols, [&](int64 c0, int64 c1) { Im2ColRange(g, xn, col, c0, c1, cols, i0, i1); });
+      }
+      panel_gemm(panels, g.o, cols, K, col, cols, yn + i0 * g.ow, P, bias, act, !in_worker);
+    }
   };
   if (g.n > 1 && g.n >= NumIntraOpThreads()) {
     ParallelFor(g.n, g.o * P * K, [&](int64 b, int64 e) {
-      ScratchBuffer<float> col(pw ? 0 : K * P);
+      ScratchBuffer<float> col(chunk);
       for (int64 n = b; n < e; ++n) one(n, col.data(), true);
     });
   } else {
-    ScratchBuffer<float> col(pw ? 0 : K * P);
+    ScratchBuffer<float> col(chunk);
     for (int64 n = 0; n < g.n; ++n) one(n, col.data(), false);
   }
 }
@@ -205,8 +240,8 @@ Status Conv2DPackedKernel(OpKernelContext* ctx) {
                                    "which this call cannot use (its shape, or OPFORGE_CONV_WINOGRAD=0): pack the "
                                    "filter with panels=true");
   }
-  GemmForward(g, x.data<float>(), reinterpret_cast<const float*>(payload + WinoBytes(wino, g.o, g.c)), b, act,
-              y->data<float>());
+  GemmForward(g, x.data<float>(), reinterpret_cast<const float*>(payload + WinoBytes(wino, g.o, g.c)),
+              (h.flags & kFlagColumns) != 0, b, act, y->data<float>());
   return Status::OK();
 }
 

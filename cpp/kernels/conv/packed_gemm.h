@@ -30,5 +30,16 @@ void PackPanels(const float* a, int64_t m, int64_t k, float* panels);
 void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
                int64_t ldc, const float* bias, Act act, bool parallel);
 
+// The transposed product for few output pixels (batch 1 at 14x14 or 7x7):
+// the filter packed as the microkernel's B panels (nr output channels per
+// panel, PanelCols()), the pixels as its rows, so a 49-pixel output fills
+// 4 row panels and a bit instead of wasting 15 of 64 columns. Same result
+// and arguments as PanelGemm, with `panels` from PackColumnPanels.
+int PanelCols();
+int64_t ColumnPanelFloats(int64_t m, int64_t k);
+void PackColumnPanels(const float* a, int64_t m, int64_t k, float* panels);
+void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
+                     int64_t ldc, const float* bias, Act act, bool parallel);
+
 }  // namespace conv
 }  // namespace opforge
