@@ -18,6 +18,7 @@
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
 
+#include "conv_backprop_batched.h"
 #include "conv_backprop_filter_winograd.h"
 #include "conv_gemm.h"
 #include "conv_geometry.h"
@@ -220,6 +221,10 @@ void BackpropInput(const Geometry& g, const T* fd, const T* dyd, T* dxd) {
       return;
     }
   }
+  if (BatchedBackpropApplies(g)) {
+    BatchedBackpropInput(g, fd, dyd, dxd);
+    return;
+  }
   std::memset(dxd, 0, sizeof(T) * g.n * g.c * g.h * g.w);
   const int64 K = g.k(), P = g.p();
   if (P == 0) return;
@@ -278,6 +283,10 @@ Status Conv2DBackpropFilterKernel(OpKernelContext* ctx) {
       WinogradBackpropFilter(g, xd, dyd, dfd);
       return Status::OK();
     }
+  }
+  if (BatchedBackpropApplies(g)) {
+    BatchedBackpropFilter(g, xd, dyd, dfd);
+    return Status::OK();
   }
   const int64 K = g.k(), P = g.p();
   const bool pw = g.pointwise();
