@@ -1,5 +1,5 @@
 """Conv2DBackpropFilter by Winograd F(3x3, 4x4) (cpp/kernels/conv/conv_backprop_filter_winograd*: float32 3x3
-stride-1 one-group convolutions with 16+ channels and 32+ tiles of 4x4 outputs) against the float64 numpy
+stride-1 one-group convolutions with 16+ channels and 128+ tiles of 4x4 outputs in the batch) against the float64 numpy
 reference over random shapes: channel counts that are not whole vectors, pads 0 to 3 on each side (tiles cut
 by the image's edge, outputs larger or smaller than the input), batches whose tiles split across threads.
 Every instruction set and one thread run in a subprocess each. Tolerances are relative to the gradient's
@@ -27,8 +27,8 @@ def close(got, want, rel=2e-5):
 def case(draw):
     c, o = draw(st.integers(16, 40)), draw(st.integers(16, 40))
     p = [draw(st.integers(0, 3)) for _ in range(4)]
-    h, w = draw(st.integers(24 - p[0] - p[2], 37)), draw(st.integers(24 - p[1] - p[3], 37))
-    n = draw(st.integers(1, 3))
+    h, w = draw(st.integers(32 - p[0] - p[2], 40)), draw(st.integers(32 - p[1] - p[3], 40))
+    n = draw(st.integers(2, 3))  # 8x8 tiles of 4x4 or more per image
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     f = rng.standard_normal((o, c, 3, 3)).astype(np.float32)
@@ -61,11 +61,11 @@ def test_issue_shape_and_non_finite_inputs():
     assert np.isnan(got[:, 5]).all() and not np.isnan(np.delete(got, 5, axis=1)).any()
 
 
-# One case per subprocess: pads cut the tiles, channels are not whole vectors, two images.
+# One case per subprocess: pads cut the tiles, channels are not whole vectors, three images (168 tiles).
 _CODE = ("import numpy as np, opforge as of, sys; r = np.random.default_rng(0); "
-         "x = r.standard_normal((2, 20, 27, 30)).astype(np.float32); "
+         "x = r.standard_normal((3, 20, 27, 30)).astype(np.float32); "
          "f = r.standard_normal((24, 20, 3, 3)).astype(np.float32); "
-         "dy = r.standard_normal((2, 24, 28, 29)).astype(np.float32); "
+         "dy = r.standard_normal((3, 24, 28, 29)).astype(np.float32); "
          "sys.stdout.buffer.write(of.raw_ops.conv2d_backprop_filter(x, f, dy, pads=[2, 0, 1, 1]).numpy().tobytes())")
 
 
@@ -77,7 +77,7 @@ def _run(**env_extra):
 
 def _inputs():  # _CODE's
     r = np.random.default_rng(0)
-    return [r.standard_normal(s).astype(np.float32) for s in ((2, 20, 27, 30), (24, 20, 3, 3), (2, 24, 28, 29))]
+    return [r.standard_normal(s).astype(np.float32) for s in ((3, 20, 27, 30), (24, 20, 3, 3), (3, 24, 28, 29))]
 
 
 @pytest.mark.skipif(os.environ.get("OPFORGE_SIMD") is not None, reason="the dispatch is capped")

@@ -16,7 +16,8 @@ namespace opforge {
 namespace conv {
 
 // g's filter gradient (float32) runs here: WinogradApplies(g) (3x3, stride
-// 1, no dilation, one group, 16+ channels each way, enough tiles).
+// 1, no dilation, one group, 16+ channels each way) and 128+ tiles of 4x4
+// outputs in the batch.
 bool WinogradBackpropFilterApplies(const Geometry& g);
 
 // df [o, c, 3, 3] = the filter gradient of x [n, c, h, w] against dy [n, o, oh, ow].
