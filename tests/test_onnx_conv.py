@@ -105,12 +105,23 @@ def test_batchnorm_is_folded_into_the_conv_before_it():
     m = _model(nodes, [2, 3, 6, 6], None, [("w", _f(c, 3, 3, 3)), ("b", _f(c))] + stats)
     prog = opforge.onnx.load(m)
     assert [ctx.node.op_type for ctx, _, _ in prog.steps] == ["Conv", "Relu"]
+    # Only the folded copies stay (none at all where the folded filter was packed).
+    assert not {"w", "b", "s", "bb", "mean", "var"} & set(prog.initializers)
     _check(m, _f(2, 3, 6, 6))
     # A conv output used twice (BN and a graph output) keeps its BatchNormalization.
     m2 = _model(nodes[:2] + [helper.make_node("Add", ["n", "c"], ["y"])], [2, 3, 6, 6], None,
                 [("w", _f(c, 3, 3, 3)), ("b", _f(c))] + stats)
     assert [ctx.node.op_type for ctx, _, _ in opforge.onnx.load(m2).steps] == ["Conv", "BatchNormalization", "Add"]
     _check(m2, _f(2, 3, 6, 6))
+    # A statistic another node also reads stays; the rest of the folded pair's go.
+    m3 = _model(nodes + [helper.make_node("Identity", ["mean"], ["z"])], [2, 3, 6, 6], None,
+                [("w", _f(c, 3, 3, 3)), ("b", _f(c))] + stats)
+    m3.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, None))
+    prog3 = opforge.onnx.load(m3)
+    assert "mean" in prog3.initializers and not {"w", "b", "s", "bb", "var"} & set(prog3.initializers)
+    x = _f(2, 3, 6, 6)
+    for got, want in zip(opforge.onnx.run(m3, {"x": x}), _ort(m3, {"x": x})):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_unsupported_attributes_are_refused_at_import():

@@ -13,6 +13,7 @@ import collections
 import numpy as np
 
 from opforge import _pywrap_internal as _pw
+from opforge import _write_generation
 from opforge import dtypes as _dtypes
 from opforge import errors as _errors
 from opforge import ops as _ops
@@ -362,6 +363,7 @@ def _write(t, value, name, other=None):
     except TypeError as e:
         raise _errors.InvalidArgumentError(
             f"Tensor.{name}: a {src.dtype} result cannot be stored in this {t.dtype.name} tensor") from e
+    _write_generation.bump()  # caches of t's values (nn.Conv2d's packed filter) are stale now
     return t
 
 

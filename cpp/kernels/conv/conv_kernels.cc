@@ -18,6 +18,8 @@
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
 
+#include "conv_backprop_batched.h"
+#include "conv_backprop_filter_winograd.h"
 #include "conv_gemm.h"
 #include "conv_geometry.h"
 #include "depthwise.h"
@@ -219,6 +221,10 @@ void BackpropInput(const Geometry& g, const T* fd, const T* dyd, T* dxd) {
       return;
     }
   }
+  if (BatchedBackpropApplies(g)) {
+    BatchedBackpropInput(g, fd, dyd, dxd);
+    return;
+  }
   std::memset(dxd, 0, sizeof(T) * g.n * g.c * g.h * g.w);
   const int64 K = g.k(), P = g.p();
   if (P == 0) return;
@@ -272,6 +278,16 @@ Status Conv2DBackpropFilterKernel(OpKernelContext* ctx) {
   if (dy.NumElements() == 0) return Status::OK();
   const T* xd = x.data<T>();
   const T* dyd = dy.data<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (WinogradBackpropFilterApplies(g)) {
+      WinogradBackpropFilter(g, xd, dyd, dfd);
+      return Status::OK();
+    }
+  }
+  if (BatchedBackpropApplies(g)) {
+    BatchedBackpropFilter(g, xd, dyd, dfd);
+    return Status::OK();
+  }
   const int64 K = g.k(), P = g.p();
   const bool pw = g.pointwise();
   // One image's contribution to group gi's rows of an accumulator.

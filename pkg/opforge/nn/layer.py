@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from opforge import _write_generation
 from opforge import dtypes as _dtypes
 from opforge import errors as _errors
 from opforge.tensor import Tensor, tensor
@@ -265,6 +266,7 @@ class Layer:
                 owner, leaf = self._owner(k)
                 owner.__dict__["_weights" if leaf in owner._weights else "_buffers"][leaf] = parameter(
                     a.astype(view.dtype))
+        _write_generation.bump()  # written in place: caches of the old values are stale
         return collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])(missing, unexpected)
 
     def zero_grad(self, set_to_none=True):

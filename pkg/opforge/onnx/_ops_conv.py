@@ -301,7 +301,7 @@ def fold_batch_norm(program):
     for ctx, _, _ in program.steps:
         for name in ctx.node.input:
             uses[name] = uses.get(name, 0) + 1
-    steps, skip = program.steps, set()
+    steps, skip, replaced = program.steps, set(), set()
     by_input = {}
     for i, (ctx, _, _) in enumerate(steps):
         if ctx.node.op_type == "BatchNormalization" and ctx.node.input:
@@ -343,9 +343,24 @@ def fold_batch_norm(program):
         folded.where = ctx.where
         steps[i] = (folded, steps[i][1], [(0, bn.node.output[0])])
         skip.add(j)
+        replaced.update(list(node.input[1:]) + b_in[1:])
     if skip:
         program.steps = [s for k, s in enumerate(steps) if k not in skip]
+        _drop_unread(program, replaced)
     _fuse_conv_activations(program)
+
+
+def _drop_unread(program, names):
+    """Removes the initializers among `names` (the weights and statistics a fold replaced) that no step, no
+    subgraph and no graph output reads any more: the model keeps only the folded copies."""
+    from opforge.onnx import _validate
+    read = set(program.outputs)
+    for ctx, _, _ in program.steps:
+        read.update(ctx.node.input)
+        read.update(_validate.outer_names(ctx.node))
+    for name in names:
+        if name and name not in read:
+            program.initializers.pop(name, None)
 
 
 def _input_named(name):

@@ -3,6 +3,7 @@
 
 import numpy as np
 
+from opforge import _write_generation
 from opforge import errors as _errors
 from opforge import ops as _ops
 from opforge.tensor import tensor
@@ -54,6 +55,7 @@ class Optimizer:
             for p in leaves:
                 if p.grad is not None:
                     self._update(index[id(p)], p, p.grad)
+        _write_generation.bump()  # the parameters changed in place
 
     def _add_params(self, extra):
         self.params.extend(extra)
@@ -77,6 +79,7 @@ class Optimizer:
         with no_grad():
             for i, p, g in items:
                 self._update(i, p, g)
+        _write_generation.bump()  # the parameters changed in place
 
 
 class SGD(Optimizer):
