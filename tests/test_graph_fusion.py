@@ -84,10 +84,16 @@ def test_random_chains_equal_the_unfused_graph_and_numpy(steps, dtype, seed):
     finally:
         mp.undo()
     np.testing.assert_array_equal(fused, plain)
-    want = _chain(steps, np, xv, rowv)
+    # numpy in float64; a chain like |x|**1.7 three times then cos amplifies the inputs' own
+    # rounding, so the allowed error grows with the reference's change under a relative nudge
+    # of the inputs by the dtype's epsilon (the problem's conditioning, not the kernel's error).
+    eps = np.finfo(dtype).eps
     with np.errstate(all="ignore"):
+        want = _chain(steps, np, xv.astype(np.float64), rowv.astype(np.float64))
+        nudged = _chain(steps, np, xv * (1 + 2 * eps), rowv * (1 + 2 * eps))
         tol = 2e-5 if dtype == np.float32 else 1e-12
-        np.testing.assert_allclose(fused, want, rtol=tol, atol=tol * np.max(np.abs(want), initial=1))
+        bound = tol * np.max(np.abs(want), initial=1) + tol * np.abs(want) + 4 * np.abs(nudged - want)
+        np.testing.assert_array_less(np.abs(fused - want), bound + np.finfo(np.float64).tiny)
     assert n_fused < n_plain
 
 
