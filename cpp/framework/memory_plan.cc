@@ -108,12 +108,14 @@ Status BuildArena(const Graph::Plan& p, const Feeds& feeds, std::unique_ptr<Aren
   }
   std::vector<Tensor> known;
   if (reshaped) {
-    bool complete = true;
-    OF_RETURN_IF_ERROR(ReinferShapes(p, feeds, &a->shapes, &known, &complete));
-    if (!complete) {
+    std::shared_ptr<const SignatureShapes> sig;
+    OF_RETURN_IF_ERROR(ShapesFor(p, feeds, &sig));
+    if (!sig->complete) {
       out->reset();
       return Status::OK();
     }
+    a->shapes = sig->values;
+    known = sig->known;
   } else {
     a->shapes.resize(nv);
     for (int k = 0; k < ns; ++k) {

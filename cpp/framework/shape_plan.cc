@@ -1,6 +1,8 @@
 // Shapes of a planned graph per run (framework-internal): re-inference from
 // the fed shapes, with the shape tensors that follow from them computed on
 // the way, and the lazy runner for shapes that depend on fed data.
+#include <algorithm>
+
 #include "graph_plan.h"
 #include "opforge/inlined_vector.h"
 #include "run_state.h"
@@ -89,6 +91,35 @@ Status ReinferShapes(const Graph::Plan& p, const Feeds& feeds, std::vector<Tenso
     }
   }
   if (complete) *complete = all_known_shapes;
+  return Status::OK();
+}
+
+Status ShapesFor(const Graph::Plan& p, const Feeds& feeds, std::shared_ptr<const SignatureShapes>* out) {
+  auto fits = [&](const SignatureShapes& sig) {
+    for (size_t i = 0; i < feeds.size(); ++i) {
+      if (feeds[i].second.shape() != sig.feeds[i]) return false;
+    }
+    return true;
+  };
+  {
+    std::lock_guard<std::mutex> lock(p.shapes_mu);
+    auto& cache = p.signature_shapes;
+    for (size_t i = 0; i < cache.size(); ++i) {
+      if (!fits(*cache[i])) continue;
+      *out = cache[i];
+      if (i > 0) std::rotate(cache.begin(), cache.begin() + static_cast<std::ptrdiff_t>(i),
+                             cache.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      return Status::OK();
+    }
+  }
+  auto sig = std::make_shared<SignatureShapes>();  // inferred outside the lock: a concurrent miss infers too
+  for (const auto& f : feeds) sig->feeds.push_back(f.second.shape());
+  OF_RETURN_IF_ERROR(ReinferShapes(p, feeds, &sig->values, &sig->known, &sig->complete));
+  std::lock_guard<std::mutex> lock(p.shapes_mu);
+  auto& cache = p.signature_shapes;
+  cache.insert(cache.begin(), sig);
+  if (static_cast<int>(cache.size()) > Graph::Plan::kArenas) cache.pop_back();
+  *out = std::move(sig);
   return Status::OK();
 }
 
