@@ -24,7 +24,7 @@ class Session:
     def __init__(self, graph=None, inter_op_threads=None):
         self.graph = graph if graph is not None else get_default_graph()
         self.inter_op_threads = int(inter_op_threads or _pw.inter_op_threads())
-        self.last_run_stats = None  # nodes_run, max_concurrent, peak_bytes of the last run
+        self._stats = None  # (nodes_run, max_concurrent, peak_bytes) of the last run
         self._closed = False
         self._resources = _pw.resources_new()  # this Session's state (cpp/include/opforge/resource.h)
         # Per feed_dict key, what run checks of it once (graph nodes never
@@ -74,8 +74,8 @@ class Session:
                     _check_feed(key, shape, tensor.shape)
                 feeds.append((node, tensor))
         refs = [t._ref() for t in flat] if kind is None else [(t._node, t.value_index) for t in flat]
-        results, self.last_run_stats = _pw.graph_run(self.graph._handle, feeds, refs, self.inter_op_threads,
-                                                     self._resources)
+        results, self._stats = _pw.graph_run(self.graph._handle, feeds, refs, self.inter_op_threads,
+                                             self._resources)
         if kind is SymbolicTensor:
             return results[0].numpy()
         if kind is list:
@@ -84,6 +84,12 @@ class Session:
             return tuple([r.numpy() for r in results])
         values = iter([None if isinstance(t, Operation) else r.numpy() for t, r in zip(flat, results)])
         return self._rebuild(structure, values)
+
+    @property
+    def last_run_stats(self):
+        """nodes_run, max_concurrent and peak_bytes of the last successful run (None before one)."""
+        st = self._stats
+        return None if st is None else dict(zip(("nodes_run", "max_concurrent", "peak_bytes"), st))
 
     def _feed_spec(self, key):
         """Checks a feed_dict key once; what run needs of it after that."""
