@@ -363,22 +363,15 @@ Status Graph::RunPlan(const Plan& p, const Feeds& feeds, int inter_op, std::vect
     reshaped = reshaped || feeds[i].second.shape() != node.shapes[0];
   }
   reshaped = reshaped || p.dynamic;
+  // A chain, or one inter-op thread: in plan order on this thread, with the
+  // static memory plan (memory_plan.cc).
+  if (p.serial || inter_op <= 1) return RunInOrder(p, feeds, results, stats);
   // The shapes of these feeds' signature, inferred on its first run only.
   std::shared_ptr<const SignatureShapes> sig;
-  if (p.serial || inter_op <= 1) {
-    // A chain, or one inter-op thread: in plan order on this thread, with
-    // the static memory plan of the signature (memory_plan.cc). Except at a
-    // signature's first run: a generation loop sees each length once, and
-    // the memory plan (a third of a new length's cost in Llama) would never
-    // be used again; that run takes the plain runner below, on this thread.
-    bool first = false;
-    if (reshaped) OF_RETURN_IF_ERROR(ShapesFor(p, feeds, &sig, &first));
-    if (!first) return RunInOrder(p, feeds, results, stats);
-    inter_op = 1;
-  } else if (reshaped) {
+  if (reshaped) {
     OF_RETURN_IF_ERROR(ShapesFor(p, feeds, &sig));
+    if (!sig->complete) return RunLazily(p, feeds, results, stats);  // shapes that depend on fed data
   }
-  if (sig && !sig->complete) return RunLazily(p, feeds, results, stats);  // shapes that depend on fed data
   // One flat array holds every planned op's outputs (one allocation per run;
   // default-initialised: value-initialising Tensors is a memset).
   std::unique_ptr<Tensor[]> values(new Tensor[p.num_values]);

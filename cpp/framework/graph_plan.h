@@ -108,10 +108,8 @@ Status ReinferShapes(const Graph::Plan& p, const Feeds& feeds, std::vector<Tenso
                      std::vector<Tensor>* known = nullptr, bool* complete = nullptr);
 
 // ReinferShapes once per feed-shape signature: the plan's cached result for
-// these feeds' shapes, inferred (and cached) on a miss (then *inferred is
-// set, if given). Errors are not cached.
-Status ShapesFor(const Graph::Plan& p, const Feeds& feeds, std::shared_ptr<const SignatureShapes>* out,
-                 bool* inferred = nullptr);
+// these feeds' shapes, inferred (and cached) on a miss. Errors are not cached.
+Status ShapesFor(const Graph::Plan& p, const Feeds& feeds, std::shared_ptr<const SignatureShapes>* out);
 
 // Runs the plan in order, inferring each op's output shapes from its
 // inputs' values just before it runs (no memory plan).

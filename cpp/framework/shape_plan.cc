@@ -114,10 +114,8 @@ Status ReinferShapes(const Graph::Plan& p, const Feeds& feeds, std::vector<Tenso
   return Status::OK();
 }
 
-Status ShapesFor(const Graph::Plan& p, const Feeds& feeds, std::shared_ptr<const SignatureShapes>* out,
-                 bool* inferred) {
+Status ShapesFor(const Graph::Plan& p, const Feeds& feeds, std::shared_ptr<const SignatureShapes>* out) {
   using Source = Graph::Plan::Source;
-  if (inferred) *inferred = false;
   auto fits = [&](const SignatureShapes& sig) {
     for (size_t i = 0; i < feeds.size(); ++i) {
       if (feeds[i].second.shape() != sig.feeds[i]) return false;
@@ -136,7 +134,6 @@ Status ShapesFor(const Graph::Plan& p, const Feeds& feeds, std::shared_ptr<const
     }
   }
   auto sig = std::make_shared<SignatureShapes>();  // inferred outside the lock: a concurrent miss infers too
-  if (inferred) *inferred = true;
   for (const auto& f : feeds) sig->feeds.push_back(f.second.shape());
   OF_RETURN_IF_ERROR(ReinferShapes(p, feeds, &sig->values, &sig->known, &sig->complete));
   sig->precomputed.assign(p.steps.size(), 0);
