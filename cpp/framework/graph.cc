@@ -375,12 +375,6 @@ Status Graph::RunPlan(const Plan& p, const Feeds& feeds, int inter_op, std::vect
   // One flat array holds every planned op's outputs (one allocation per run;
   // default-initialised: value-initialising Tensors is a memset).
   std::unique_ptr<Tensor[]> values(new Tensor[p.num_values]);
-  // Shape tensors computed with the signature's shapes: their steps never run.
-  if (sig) {
-    for (int v = 0; v < p.num_values; ++v) {
-      if (sig->known[v].valid()) values[v] = sig->known[v];
-    }
-  }
   auto input_of = [&](const Plan::Source& s) -> const Tensor& {
     switch (s.kind) {
       case Plan::Source::kFeed: return feeds[s.index].second;
@@ -389,17 +383,15 @@ Status Graph::RunPlan(const Plan& p, const Feeds& feeds, int inter_op, std::vect
     }
   };
   std::unique_ptr<std::atomic<int>[]> uses(new std::atomic<int>[p.nodes.size()]);
-  const std::vector<int>& initial_uses = sig ? sig->uses : p.uses;
-  for (size_t k = 0; k < p.nodes.size(); ++k) uses[k].store(initial_uses[k], std::memory_order_relaxed);
+  for (size_t k = 0; k < p.nodes.size(); ++k) uses[k].store(p.uses[k], std::memory_order_relaxed);
   std::atomic<int64_t> live{0}, peak{0};
   auto fn = [&](int k) -> Status {
     const Plan::Step& step = p.steps[k];
     Tensor* out = values.get() + step.offset;
     const Plan::Source* src_begin = p.step_sources.data() + step.src_begin;
     const Plan::Source* src_end = p.step_sources.data() + step.src_end;
-    const bool precomputed = sig && sig->precomputed[k];
     ScopedRunState run_state(resources, &p.nodes[k]->name);  // on a pool thread maybe
-    if (!precomputed) {
+    {
       InlinedVector<Tensor, 4> in;
       for (const Plan::Source* s = src_begin; s != src_end; ++s) in.push_back(input_of(*s));
       const TensorShape* shapes = sig ? sig->values.data() + step.offset : step.shapes;
@@ -407,7 +399,7 @@ Status Graph::RunPlan(const Plan& p, const Feeds& feeds, int inter_op, std::vect
       if (!s.ok()) return s.WithPrefix(p.nodes[k]->Label() + ": ");
     }
     int64_t bytes = 0, freed = 0;
-    for (int o = 0; o < step.n_out && !precomputed; ++o) bytes += static_cast<int64_t>(out[o].TotalBytes());
+    for (int o = 0; o < step.n_out; ++o) bytes += static_cast<int64_t>(out[o].TotalBytes());
     // Free each producer's outputs after their last reader.
     for (const Plan::Source* src = src_begin; src != src_end; ++src) {
       if (src->kind != Plan::Source::kNode) continue;
@@ -415,9 +407,8 @@ Status Graph::RunPlan(const Plan& p, const Feeds& feeds, int inter_op, std::vect
       const Plan::Step& producer = p.steps[src->index];
       if (last && !producer.fetched) {
         Tensor* dead = values.get() + producer.offset;
-        const bool kept = sig && sig->precomputed[src->index];
         for (int o = 0; o < producer.n_out; ++o) {
-          if (!kept) freed += static_cast<int64_t>(dead[o].TotalBytes());
+          freed += static_cast<int64_t>(dead[o].TotalBytes());
           dead[o] = Tensor();
         }
       }
@@ -431,12 +422,7 @@ Status Graph::RunPlan(const Plan& p, const Feeds& feeds, int inter_op, std::vect
   RunStats local;
   RunStats* st = stats ? stats : &local;
   *st = RunStats();
-  if (sig) {  // the signature's DAG: precomputed steps never run
-    const std::function<Status(int)> run = [&](int i) { return fn(sig->runs[i]); };
-    OF_RETURN_IF_ERROR(RunDag(sig->num_deps, sig->consumers, inter_op, run, st));
-  } else {
-    OF_RETURN_IF_ERROR(RunDag(p.num_deps, p.consumers, inter_op, fn, st));
-  }
+  OF_RETURN_IF_ERROR(RunDag(p.num_deps, p.consumers, inter_op, fn, st));
   st->peak_bytes = peak.load();
   results->clear();
   for (const Plan::Source& s : p.fetches) results->push_back(input_of(s));

@@ -21,12 +21,6 @@ struct SignatureShapes {
   std::vector<TensorShape> feeds;   // the fed shapes they were inferred from
   std::vector<TensorShape> values;  // per planned value
   std::vector<Tensor> known;        // per value: shape tensors computed on the way (invalid elsewhere)
-  std::vector<char> precomputed;    // per step: every output is known (the step never runs)
-  // The DAG runner's graph without the precomputed steps: the steps that
-  // run (plan indices), their dependency counts and consumers (indices into
-  // runs), and per step the reads by steps that run (its last one frees it).
-  std::vector<int> runs, num_deps, uses;
-  std::vector<std::vector<int>> consumers;
   bool complete = true;             // false: some shape depends on fed data (runs are lazy)
 };
 

@@ -107,7 +107,6 @@ Status BuildArena(const Graph::Plan& p, const Feeds& feeds, std::unique_ptr<Aren
     reshaped = reshaped || feeds[i].second.shape() != p.fed[i]->shapes[0];
   }
   std::vector<Tensor> known;
-  const std::vector<char>* precomputed_of = nullptr;
   if (reshaped) {
     std::shared_ptr<const SignatureShapes> sig;
     OF_RETURN_IF_ERROR(ShapesFor(p, feeds, &sig));
@@ -117,7 +116,6 @@ Status BuildArena(const Graph::Plan& p, const Feeds& feeds, std::unique_ptr<Aren
     }
     a->shapes = sig->values;
     known = sig->known;
-    precomputed_of = &sig->precomputed;
   } else {
     a->shapes.resize(nv);
     for (int k = 0; k < ns; ++k) {
@@ -135,9 +133,11 @@ Status BuildArena(const Graph::Plan& p, const Feeds& feeds, std::unique_ptr<Aren
   known.resize(nv);
   a->kept.assign(nv, 0);
   std::vector<char> precomputed(ns, 0);
-  if (precomputed_of) precomputed = *precomputed_of;
   for (int k = 0; k < ns; ++k) {
-    for (int o = 0; precomputed[k] && o < p.steps[k].n_out; ++o) a->kept[p.steps[k].offset + o] = 1;
+    bool all = p.steps[k].n_out > 0;
+    for (int o = 0; o < p.steps[k].n_out; ++o) all = all && known[p.steps[k].offset + o].valid();
+    precomputed[k] = all;
+    for (int o = 0; all && o < p.steps[k].n_out; ++o) a->kept[p.steps[k].offset + o] = 1;
   }
   // Per value: its step, dtype, bytes and last reader; whether it may live in a slot.
   std::vector<int> step_of(nv), end(nv);

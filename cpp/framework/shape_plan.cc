@@ -115,7 +115,6 @@ Status ReinferShapes(const Graph::Plan& p, const Feeds& feeds, std::vector<Tenso
 }
 
 Status ShapesFor(const Graph::Plan& p, const Feeds& feeds, std::shared_ptr<const SignatureShapes>* out) {
-  using Source = Graph::Plan::Source;
   auto fits = [&](const SignatureShapes& sig) {
     for (size_t i = 0; i < feeds.size(); ++i) {
       if (feeds[i].second.shape() != sig.feeds[i]) return false;
@@ -136,35 +135,6 @@ Status ShapesFor(const Graph::Plan& p, const Feeds& feeds, std::shared_ptr<const
   auto sig = std::make_shared<SignatureShapes>();  // inferred outside the lock: a concurrent miss infers too
   for (const auto& f : feeds) sig->feeds.push_back(f.second.shape());
   OF_RETURN_IF_ERROR(ReinferShapes(p, feeds, &sig->values, &sig->known, &sig->complete));
-  sig->precomputed.assign(p.steps.size(), 0);
-  for (size_t k = 0; k < p.steps.size(); ++k) {
-    bool all = p.steps[k].n_out > 0;
-    for (int o = 0; o < p.steps[k].n_out; ++o) all = all && sig->known[p.steps[k].offset + o].valid();
-    sig->precomputed[k] = all;
-  }
-  const int ns = static_cast<int>(p.steps.size());
-  std::vector<int> run_index(ns, -1);
-  for (int k = 0; k < ns; ++k) {
-    if (sig->precomputed[k]) continue;
-    run_index[k] = static_cast<int>(sig->runs.size());
-    sig->runs.push_back(k);
-  }
-  sig->num_deps.assign(sig->runs.size(), 0);
-  sig->consumers.assign(sig->runs.size(), {});
-  sig->uses = p.uses;
-  for (int k = 0; k < ns; ++k) {
-    if (sig->precomputed[k]) {
-      for (const Source& s : p.sources[k]) {
-        if (s.kind == Source::kNode) --sig->uses[s.index];
-      }
-      continue;
-    }
-    for (int c : p.consumers[k]) {  // edges into or out of precomputed steps carry nothing left to wait for
-      if (sig->precomputed[c]) continue;
-      sig->consumers[run_index[k]].push_back(run_index[c]);
-      ++sig->num_deps[run_index[c]];
-    }
-  }
   std::lock_guard<std::mutex> lock(p.shapes_mu);
   auto& cache = p.signature_shapes;
   cache.insert(cache.begin(), sig);
