@@ -315,9 +315,10 @@ PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inte
     }
     PyTuple_SET_ITEM(out, i, t);
   }
-  return Py_BuildValue("(N{s:L,s:L,s:L})", out, "nodes_run", static_cast<long long>(stats.nodes_run),
-                       "max_concurrent", static_cast<long long>(stats.max_concurrent), "peak_bytes",
-                       static_cast<long long>(stats.peak_bytes));
+  // The stats as a plain tuple (nodes_run, max_concurrent, peak_bytes):
+  // Session makes the dict only when asked (a dict per run cost ~0.5 us).
+  return Py_BuildValue("(N(LLL))", out, static_cast<long long>(stats.nodes_run),
+                       static_cast<long long>(stats.max_concurrent), static_cast<long long>(stats.peak_bytes));
 }
 }  // namespace py
 }  // namespace opforge

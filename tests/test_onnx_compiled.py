@@ -227,3 +227,22 @@ def test_values_of_the_weights_alone_are_folded_once_for_every_signature():
         np.testing.assert_allclose(_run_twice(prog, {"x": x})[0], x @ w.T)
     (folded,) = prog._folds.values()
     np.testing.assert_array_equal(folded, w.T)
+
+
+def test_a_signature_run_often_gets_its_own_graph_and_the_others_keep_the_generic_one():
+    model = _shape_model()
+    prog = opforge.onnx.load(model)
+    rng = np.random.default_rng(3)
+    often, once = rng.standard_normal((2, 3, 8)).astype(np.float32), rng.standard_normal((3, 4, 8)).astype(np.float32)
+    (want_often,), (want_once,) = _ort(model, {"x": often}), _ort(model, {"x": once})
+    for i in range(_compile._SPECIALIZE_AFTER + 3):
+        np.testing.assert_allclose(prog.run({"x": often})[0], want_often, rtol=1e-5, atol=1e-6)
+        if i % 4 == 0:
+            np.testing.assert_allclose(prog.run({"x": once})[0], want_once, rtol=1e-5, atol=1e-6)
+    generic = prog._compiled._generic
+    own = prog._compiled._entries[((2, 3, 8),)]
+    assert isinstance(own, _compile.Compiled) and own is not generic
+    assert prog._compiled._entries[((3, 4, 8),)] is generic
+    # Its graph has the dims fixed: the shape subgraph folded away.
+    assert "Shape" not in {op.type for op in own.session.graph.get_operations()}
+    assert all(r is None for r in prog.compiled_reasons().values())

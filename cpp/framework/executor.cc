@@ -237,6 +237,12 @@ Status InferOutputDTypes(const OpDef& op, const InputSpec* inputs, int num_input
   return Status::OK();
 }
 
+Status InferPlannedShapes(const OpDef& op, const InputSpec* inputs, int num_inputs, const AttrValue* attrs,
+                          TensorShape* output_shapes) {
+  Status s = RunShapeFn(op, inputs, num_inputs, attrs, output_shapes);
+  return s.ok() ? s : s.WithPrefix(op.name + ": ");
+}
+
 Status InferOutputs(const OpDef& op, const InputSpec* inputs, int num_inputs, AttrValue* attrs,
                     TensorShape* output_shapes, DType* output_dtypes) {
   Status s = InferImpl(op, inputs, num_inputs, attrs, output_shapes, output_dtypes);

@@ -29,6 +29,12 @@ Status InferOutputs(const OpDef& op, const InputSpec* inputs, int num_inputs, At
 Status InferOutputDTypes(const OpDef& op, const InputSpec* inputs, int num_inputs, AttrValue* attrs,
                          DType* output_dtypes);
 
+// Only the shape function, for an op whose attrs are complete and whose
+// input dtypes were checked when it was planned (a graph node re-inferred
+// at other fed shapes). Errors start with the op's name.
+Status InferPlannedShapes(const OpDef& op, const InputSpec* inputs, int num_inputs, const AttrValue* attrs,
+                          TensorShape* output_shapes);
+
 // Runs only the kernel of an op whose attrs are complete and whose output
 // shapes are known (a planned graph node). Errors start with the op's name.
 Status RunKernel(const OpDef& op, const Tensor* inputs, int num_inputs, const AttrValue* attrs,

@@ -366,11 +366,11 @@ Status Graph::RunPlan(const Plan& p, const Feeds& feeds, int inter_op, std::vect
   // A chain, or one inter-op thread: in plan order on this thread, with the
   // static memory plan (memory_plan.cc).
   if (p.serial || inter_op <= 1) return RunInOrder(p, feeds, results, stats);
-  std::vector<TensorShape> reinferred;
+  // The shapes of these feeds' signature, inferred on its first run only.
+  std::shared_ptr<const SignatureShapes> sig;
   if (reshaped) {
-    bool complete = true;
-    OF_RETURN_IF_ERROR(ReinferShapes(p, feeds, &reinferred, nullptr, &complete));
-    if (!complete) return RunLazily(p, feeds, results, stats);  // shapes that depend on fed data
+    OF_RETURN_IF_ERROR(ShapesFor(p, feeds, &sig));
+    if (!sig->complete) return RunLazily(p, feeds, results, stats);  // shapes that depend on fed data
   }
   // One flat array holds every planned op's outputs (one allocation per run;
   // default-initialised: value-initialising Tensors is a memset).
@@ -394,7 +394,7 @@ Status Graph::RunPlan(const Plan& p, const Feeds& feeds, int inter_op, std::vect
     {
       InlinedVector<Tensor, 4> in;
       for (const Plan::Source* s = src_begin; s != src_end; ++s) in.push_back(input_of(*s));
-      const TensorShape* shapes = reshaped ? reinferred.data() + step.offset : step.shapes;
+      const TensorShape* shapes = sig ? sig->values.data() + step.offset : step.shapes;
       Status s = RunKernel(*step.op, in.data(), static_cast<int>(in.size()), step.attrs, shapes, out);
       if (!s.ok()) return s.WithPrefix(p.nodes[k]->Label() + ": ");
     }

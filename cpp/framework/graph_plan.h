@@ -16,6 +16,14 @@ namespace opforge {
 struct Arena;  // memory_plan.cc
 struct FusedNodes;  // graph_fusion.h
 
+// The shapes of one feed-shape signature of a dynamic plan (shape_plan.cc).
+struct SignatureShapes {
+  std::vector<TensorShape> feeds;   // the fed shapes they were inferred from
+  std::vector<TensorShape> values;  // per planned value
+  std::vector<Tensor> known;        // per value: shape tensors computed on the way (invalid elsewhere)
+  bool complete = true;             // false: some shape depends on fed data (runs are lazy)
+};
+
 struct Graph::Plan {
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -68,6 +76,11 @@ struct Graph::Plan {
   mutable std::vector<Arena*> arenas;
   Arena* TakeArena(const std::vector<std::pair<int, Tensor>>& feeds) const;
   void PutArena(Arena* a) const;
+  // The shapes inferred per feed-shape signature (the most recently used
+  // first, at most kArenas), for both runners: a repeated signature is never
+  // re-inferred, however sizes alternate.
+  mutable std::mutex shapes_mu;
+  mutable std::vector<std::shared_ptr<const SignatureShapes>> signature_shapes;
   // Steps whose kernel handed out another buffer than the planned one (an
   // alias of an input: Identity, Reshape): later memory plans leave their
   // outputs to the kernel and keep what they alias alive as long.
@@ -87,6 +100,10 @@ using Feeds = std::vector<std::pair<int, Tensor>>;
 // fed data (then each op is inferred as it runs: RunLazily).
 Status ReinferShapes(const Graph::Plan& p, const Feeds& feeds, std::vector<TensorShape>* shapes,
                      std::vector<Tensor>* known = nullptr, bool* complete = nullptr);
+
+// ReinferShapes once per feed-shape signature: the plan's cached result for
+// these feeds' shapes, inferred (and cached) on a miss. Errors are not cached.
+Status ShapesFor(const Graph::Plan& p, const Feeds& feeds, std::shared_ptr<const SignatureShapes>* out);
 
 // Runs the plan in order, inferring each op's output shapes from its
 // inputs' values just before it runs (no memory plan).

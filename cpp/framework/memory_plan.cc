@@ -108,12 +108,14 @@ Status BuildArena(const Graph::Plan& p, const Feeds& feeds, std::unique_ptr<Aren
   }
   std::vector<Tensor> known;
   if (reshaped) {
-    bool complete = true;
-    OF_RETURN_IF_ERROR(ReinferShapes(p, feeds, &a->shapes, &known, &complete));
-    if (!complete) {
+    std::shared_ptr<const SignatureShapes> sig;
+    OF_RETURN_IF_ERROR(ShapesFor(p, feeds, &sig));
+    if (!sig->complete) {
       out->reset();
       return Status::OK();
     }
+    a->shapes = sig->values;
+    known = sig->known;
   } else {
     a->shapes.resize(nv);
     for (int k = 0; k < ns; ++k) {
@@ -289,6 +291,22 @@ bool IsSlot(const Arena& a, const Tensor& in, const TensorBuffer* buf) {
   return false;
 }
 
+// True if t's memory lies in in's buffer (t aliases in, or a view of it).
+bool SharesMemory(const Tensor& in, const Tensor& t) {
+  const TensorBuffer* b = in.buffer();
+  if (b == nullptr || t.buffer() == nullptr || b->size() == 0) return false;
+  const char* lo = static_cast<const char*>(b->data());
+  const char* at = static_cast<const char*>(t.buffer()->data());
+  return t.buffer() == b || (at >= lo && at < lo + b->size());
+}
+
+// Later memory plans leave step k's outputs to its kernel.
+void MarkAliasing(const Graph::Plan& p, int k) {
+  std::lock_guard<std::mutex> lock(p.aliasing_mu);
+  p.aliasing.resize(p.steps.size(), 0);
+  p.aliasing[k] = 1;
+}
+
 Status StepError(const Graph::Plan& p, int k, const Status& s) {
   return s.WithPrefix(p.nodes[k]->op->name + ": ").WithPrefix(p.nodes[k]->Label() + ": ");
 }
@@ -353,6 +371,16 @@ Status RunInOrder(const Graph::Plan& p, const Feeds& feeds, std::vector<Tensor>*
         OF_RETURN_IF_ERROR(Tensor::Allocate(OutputDType(*rs.op, o, rs.attrs), rs.shapes[o], &t));
       }
       bool unplanned;
+      if (aliased) {
+        // Plain mode allocated this output afresh: it aliases an input if it
+        // shares memory with one. Noted now, so one run finds every aliasing
+        // step (not one per run: a plan with 15 Reshapes took 15 slow runs).
+        unplanned = false;
+        for (int j = 0; j < rs.n_in && !rs.aliasing; ++j) unplanned = unplanned || SharesMemory(in[j], t);
+        if (unplanned) MarkAliasing(p, k);
+        if (a.expect[v] == nullptr) live += static_cast<int64_t>(t.TotalBytes());
+        continue;
+      }
       if (a.expect[v] != nullptr) {
         unplanned = t.buffer() != a.expect[v];
       } else {
@@ -361,11 +389,9 @@ Status RunInOrder(const Graph::Plan& p, const Feeds& feeds, std::vector<Tensor>*
         unplanned = false;
         for (int j = 0; j < rs.n_in && !rs.aliasing; ++j) unplanned = unplanned || IsSlot(a, in[j], t.buffer());
       }
-      if (unplanned && !aliased) {
+      if (unplanned) {
         aliased = true;
-        std::lock_guard<std::mutex> lock(p.aliasing_mu);
-        p.aliasing.resize(p.steps.size(), 0);
-        p.aliasing[k] = 1;
+        MarkAliasing(p, k);
       }
     }
     peak = std::max(peak, live);

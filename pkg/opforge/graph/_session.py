@@ -24,9 +24,13 @@ class Session:
     def __init__(self, graph=None, inter_op_threads=None):
         self.graph = graph if graph is not None else get_default_graph()
         self.inter_op_threads = int(inter_op_threads or _pw.inter_op_threads())
-        self.last_run_stats = None  # nodes_run, max_concurrent, peak_bytes of the last run
+        self._stats = None  # (nodes_run, max_concurrent, peak_bytes) of the last run
         self._closed = False
         self._resources = _pw.resources_new()  # this Session's state (cpp/include/opforge/resource.h)
+        # Per feed_dict key, what run checks of it once (graph nodes never
+        # change): (node, numpy dtype, placeholder shape to check or None).
+        # A small graph runs in ~15 us, so per-run Python counts.
+        self._feed_specs = {}
 
     def __enter__(self):
         return self
@@ -43,25 +47,67 @@ class Session:
         as numpy arrays in the same structure."""
         if self._closed:
             raise _errors.InvalidArgumentError("Session.run: the session is closed")
-        flat = []
-        structure = self._flatten(fetches, flat)
+        kind = type(fetches)
+        if kind is SymbolicTensor and fetches.graph is self.graph:
+            flat = (fetches,)
+        elif (kind is list or kind is tuple) and _tensors_of(fetches, self.graph):
+            flat = fetches  # the common cases, without the general walk below
+        else:
+            kind, flat = None, []
+            structure = self._flatten(fetches, flat)
         feeds = []
-        for key, value in (feed_dict or {}).items():
-            if not isinstance(key, SymbolicTensor) or key.graph is not self.graph:
-                raise _errors.InvalidArgumentError(f"Session.run: feed_dict key {key!r} is not a tensor of this graph")
-            if key.value_index != 0:
-                raise _errors.InvalidArgumentError(f"Session.run: cannot feed '{key.name}', an output other than 0")
-            try:
-                tensor = _feed_tensor(key, value)
-            except _errors.OpError as e:
-                raise type(e)(f"Session.run: the value fed to '{key.name}': {e}") from None
-            if key.op.type == "Placeholder" and key.shape is not None and any(d is None for d in key.shape):
-                _check_feed(key, tensor.shape)
-            feeds.append((key._node, tensor))
-        results, self.last_run_stats = _pw.graph_run(self.graph._handle, feeds, [t._ref() for t in flat],
-                                                     self.inter_op_threads, self._resources)
+        if feed_dict:
+            specs = self._feed_specs
+            for key, value in feed_dict.items():
+                spec = specs.get(key)
+                if spec is None:
+                    spec = self._feed_spec(key)
+                node, dtype, shape = spec
+                if type(value) is np.ndarray and value.dtype == dtype:
+                    tensor = _pw.to_tensor(value, None)  # the common case: no conversion to decide
+                else:
+                    try:
+                        tensor = _feed_tensor(key, value)
+                    except _errors.OpError as e:
+                        raise type(e)(f"Session.run: the value fed to '{key.name}': {e}") from None
+                if shape is not None:
+                    _check_feed(key, shape, tensor.shape)
+                feeds.append((node, tensor))
+        refs = [t._ref() for t in flat] if kind is None else [(t._node, t.value_index) for t in flat]
+        results, self._stats = _pw.graph_run(self.graph._handle, feeds, refs, self.inter_op_threads,
+                                             self._resources)
+        if kind is SymbolicTensor:
+            return results[0].numpy()
+        if kind is list:
+            return [r.numpy() for r in results]
+        if kind is tuple:
+            return tuple([r.numpy() for r in results])
         values = iter([None if isinstance(t, Operation) else r.numpy() for t, r in zip(flat, results)])
         return self._rebuild(structure, values)
+
+    @property
+    def last_run_stats(self):
+        """nodes_run, max_concurrent and peak_bytes of the last successful run (None before one)."""
+        st = self._stats
+        return None if st is None else dict(zip(("nodes_run", "max_concurrent", "peak_bytes"), st))
+
+    def _feed_spec(self, key):
+        """Checks a feed_dict key once; what run needs of it after that."""
+        if not isinstance(key, SymbolicTensor) or key.graph is not self.graph:
+            raise _errors.InvalidArgumentError(f"Session.run: feed_dict key {key!r} is not a tensor of this graph")
+        if key.value_index != 0:
+            raise _errors.InvalidArgumentError(f"Session.run: cannot feed '{key.name}', an output other than 0")
+        shape = key.shape
+        check = key.op.type == "Placeholder" and shape is not None and any(d is None for d in shape)
+        try:
+            dtype = np.dtype(key.dtype.as_numpy_dtype)
+        except Exception:  # noqa: BLE001 -- no numpy dtype (bfloat16 without ml_dtypes): _feed_tensor decides
+            dtype = None
+        spec = (key._node, dtype, tuple(shape) if check else None)
+        if len(self._feed_specs) >= 1024:  # keys made afresh per run: keep the cache bounded
+            self._feed_specs.clear()
+        self._feed_specs[key] = spec
+        return spec
 
     def _flatten(self, fetches, flat):
         if isinstance(fetches, Operation):  # run it (its output 0 is fetched), give None
@@ -87,6 +133,14 @@ class Session:
         if isinstance(structure, dict):
             return {k: self._rebuild(v, values) for k, v in structure.items()}
         return type(structure)(self._rebuild(v, values) for v in structure)
+
+
+def _tensors_of(fetches, graph):
+    """True if fetches (a list or tuple) holds only tensors of graph."""
+    for f in fetches:
+        if type(f) is not SymbolicTensor or f.graph is not graph:
+            return False
+    return True
 
 
 def _feed_tensor(key, value):
@@ -134,10 +188,9 @@ def _unsafe_cast(value, target):
     return None
 
 
-def _check_feed(placeholder, shape):
+def _check_feed(placeholder, want, shape):
     # Unknown dims take any size; the known ones and the rank must match
     # (shapes are then re-inferred from the feed before any kernel runs).
-    want = placeholder.shape
     if len(shape) != len(want) or any(w is not None and w != d for w, d in zip(want, shape)):
         spec = "[" + ", ".join("None" if w is None else str(w) for w in want) + "]"
         raise _errors.InvalidArgumentError(
