@@ -144,22 +144,30 @@ activation: 'none', 'relu', 'gelu' (exact, erf), 'silu' or 'sigmoid'.
 y: activation(a @ b + bias), of shape a.shape[:-1] + [n] (or [m, n] with transpose_a).
 )doc");
 
-// dy and y of a FusedMatMul, and its operands (checked as there).
-Status FusedMatMulActivationGradShape(InferenceContext* ctx) {
-  const TensorShape& dy = ctx->input_shape(0);
-  const TensorShape& y = ctx->input_shape(1);
-  if (dy != y) {
-    return errors::InvalidArgument("argument 'dy' of shape ", dy.DebugString(), " differs from argument 'y' of shape ",
-                                   y.DebugString());
+// The first n_same inputs (named in names, the first the reference) share one
+// shape, the FusedMatMul of the operands from index `operands` on.
+Status SameShapesAsFusedMatMul(InferenceContext* ctx, const char* const* names, int n_same, int operands) {
+  const TensorShape& ref = ctx->input_shape(0);
+  for (int i = 1; i < n_same; ++i) {
+    if (ctx->input_shape(i) != ref) {
+      return errors::InvalidArgument("argument '", names[i], "' of shape ", ctx->input_shape(i).DebugString(),
+                                     " differs from argument '", names[0], "' of shape ", ref.DebugString());
+    }
   }
   TensorShape fwd;
-  OF_RETURN_IF_ERROR(FusedMatMulShapeAt(ctx, 2, &fwd));
-  if (fwd != y) {
-    return errors::InvalidArgument("argument 'y' of shape ", y.DebugString(), " is not the shape of the FusedMatMul of "
-                                   "a, b and bias, ", fwd.DebugString());
+  OF_RETURN_IF_ERROR(FusedMatMulShapeAt(ctx, operands, &fwd));
+  if (fwd != ref) {
+    return errors::InvalidArgument("argument 'y' of shape ", ref.DebugString(),
+                                   " is not the shape of the FusedMatMul of a, b and bias, ", fwd.DebugString());
   }
-  ctx->set_output_shape(0, y);
+  ctx->set_output_shape(0, ref);
   return Status::OK();
+}
+
+// dy and y of a FusedMatMul, and its operands (checked as there).
+Status FusedMatMulActivationGradShape(InferenceContext* ctx) {
+  static const char* const kNames[] = {"dy", "y"};
+  return SameShapesAsFusedMatMul(ctx, kNames, 2, 2);
 }
 
 REGISTER_OP("FusedMatMulActivationGrad")
@@ -205,22 +213,8 @@ dpre: The gradient of a @ b + bias, of y's shape.
 
 // ddpre, dy and y of a FusedMatMulActivationGrad (one shape), then its operands.
 Status FusedMatMulActivationGradGradShape(InferenceContext* ctx) {
-  const TensorShape& ddpre = ctx->input_shape(0);
-  for (int i = 1; i < 3; ++i) {
-    if (ctx->input_shape(i) != ddpre) {
-      return errors::InvalidArgument("argument '", i == 1 ? "dy" : "y", "' of shape ",
-                                     ctx->input_shape(i).DebugString(), " differs from argument 'ddpre' of shape ",
-                                     ddpre.DebugString());
-    }
-  }
-  TensorShape fwd;
-  OF_RETURN_IF_ERROR(FusedMatMulShapeAt(ctx, 3, &fwd));
-  if (fwd != ddpre) {
-    return errors::InvalidArgument("argument 'y' of shape ", ddpre.DebugString(),
-                                   " is not the shape of the FusedMatMul of a, b and bias, ", fwd.DebugString());
-  }
-  ctx->set_output_shape(0, ddpre);
-  return Status::OK();
+  static const char* const kNames[] = {"ddpre", "dy", "y"};
+  return SameShapesAsFusedMatMul(ctx, kNames, 3, 3);
 }
 
 REGISTER_OP("FusedMatMulActivationGradGrad")

@@ -73,7 +73,7 @@ def fused_mat_mul_activation_grad(dy, y, a, b, bias, transpose_a=False, transpos
 
     Kernels: cpu (float32).
 
-    Declared at cpp/ops/linalg_ops.cc:165 (op FusedMatMulActivationGrad).
+    Declared at cpp/ops/linalg_ops.cc:173 (op FusedMatMulActivationGrad).
     """
     return _FusedMatMulActivationGrad(dy, y, a, b, bias, transpose_a, transpose_b, activation)
 
@@ -105,7 +105,7 @@ def fused_mat_mul_activation_grad_grad(ddpre, dy, y, a, b, bias, transpose_a=Fal
 
     Kernels: cpu (float32).
 
-    Declared at cpp/ops/linalg_ops.cc:226 (op FusedMatMulActivationGradGrad).
+    Declared at cpp/ops/linalg_ops.cc:220 (op FusedMatMulActivationGradGrad).
     """
     return _FusedMatMulActivationGradGrad(ddpre, dy, y, a, b, bias, transpose_a, transpose_b, activation)
 
@@ -143,6 +143,6 @@ def mat_mul(a, b, transpose_a=False, transpose_b=False):
 
     Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-    Declared at cpp/ops/linalg_ops.cc:262 (op MatMul).
+    Declared at cpp/ops/linalg_ops.cc:256 (op MatMul).
     """
     return _MatMul(a, b, transpose_a, transpose_b)

@@ -16,7 +16,7 @@ PyObject* FusedMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }}  // namespace opforge::gen
 %}
 
-// FusedMatMulActivationGrad(dy, y, a, b, bias, transpose_a, transpose_b, activation), declared at cpp/ops/linalg_ops.cc:165.
+// FusedMatMulActivationGrad(dy, y, a, b, bias, transpose_a, transpose_b, activation), declared at cpp/ops/linalg_ops.cc:173.
 %{
 namespace opforge { namespace gen {
 PyObject* FusedMatMulActivationGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -26,7 +26,7 @@ PyObject* FusedMatMulActivationGrad(PyObject*, PyObject* const* args, Py_ssize_t
 }}  // namespace opforge::gen
 %}
 
-// FusedMatMulActivationGradGrad(ddpre, dy, y, a, b, bias, transpose_a, transpose_b, activation), declared at cpp/ops/linalg_ops.cc:226.
+// FusedMatMulActivationGradGrad(ddpre, dy, y, a, b, bias, transpose_a, transpose_b, activation), declared at cpp/ops/linalg_ops.cc:220.
 %{
 namespace opforge { namespace gen {
 PyObject* FusedMatMulActivationGradGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -36,7 +36,7 @@ PyObject* FusedMatMulActivationGradGrad(PyObject*, PyObject* const* args, Py_ssi
 }}  // namespace opforge::gen
 %}
 
-// MatMul(a, b, transpose_a, transpose_b), declared at cpp/ops/linalg_ops.cc:262.
+// MatMul(a, b, transpose_a, transpose_b), declared at cpp/ops/linalg_ops.cc:256.
 %{
 namespace opforge { namespace gen {
 PyObject* MatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
