@@ -18,7 +18,7 @@ def conv_case(draw):
     kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     s = [draw(st.integers(1, 3)), draw(st.integers(1, 3))]
     d = [draw(st.integers(1, 2)), draw(st.integers(1, 2))]
-    p = [draw(st.integers(0, 2)) for _ in range(4)]
+    p = [draw(st.integers(0, 4)) for _ in range(4)]  # pads past the kernel too (a tap wholly in the pad)
     eh, ew = (kh - 1) * d[0] + 1, (kw - 1) * d[1] + 1
     h = draw(st.integers(max(1, eh - p[0] - p[2]), eh + 5))
     w = draw(st.integers(max(1, ew - p[1] - p[3]), ew + 5))
@@ -42,6 +42,23 @@ def test_conv2d_and_backprops_match_numpy(case):
                                ref.conv2d_backprop_input(x, f, dy, **attrs), **tol)
     np.testing.assert_allclose(of.raw_ops.conv2d_backprop_filter(x, f, dy, **attrs).numpy(),
                                ref.conv2d_backprop_filter(x, f, dy, **attrs), **tol)
+
+
+def test_stride_two_with_taps_wholly_in_the_right_pad():
+    # im2col's vectorized stride-2 gather once took a negative length for a tap that starts past
+    # the input row's end, and wrote before the column row (a wrong output, and out of bounds).
+    rng = np.random.default_rng(2)
+    for w in range(1, 5):
+        for kw in range(1, 8):
+            for pl in range(0, 4):
+                for pr in range(0, 5):
+                    if w + pl + pr < kw:
+                        continue
+                    x = rng.standard_normal((1, 2, 2, w)).astype(np.float32)
+                    f = rng.standard_normal((2, 2, 1, kw)).astype(np.float32)
+                    attrs = dict(strides=[1, 2], pads=[0, pl, 0, pr])
+                    np.testing.assert_allclose(of.conv2d(x, f, **attrs).numpy(), ref.conv2d(x, f, **attrs),
+                                               rtol=1e-5, atol=1e-5, err_msg=str((w, kw, pl, pr)))
 
 
 def test_depthwise_pointwise_and_threaded_paths():

@@ -60,8 +60,9 @@ void Im2ColRange(const Geometry& g, const T* x, T* col, int64_t c0, int64_t c1, 
             int64_t j = j0;
             if constexpr (std::is_same_v<T, float>) {
               if (g.sw == 2) {
-                // Whole vectors only while they stay inside x's row.
-                const int64_t vec = std::min(j1 - j0, (g.w - offw - 2 * j0) / 2);
+                // Whole vectors only while they stay inside x's row (none
+                // when the tap starts in the right pad: the bound is negative).
+                const int64_t vec = std::max<int64_t>(0, std::min(j1 - j0, (g.w - offw - 2 * j0) / 2));
                 GatherStride2(xr + 2 * j0, r + j0, vec);
                 j = j0 + vec;
               }
