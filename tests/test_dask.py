@@ -79,6 +79,8 @@ NOT_DISTRIBUTED = {
                   "HalfMatMulPacked")},
     **{op: "packed conv filters (issue 23): an opaque per-process blob of the whole filter, not an array to chunk"
        for op in ("PackConv2DFilter", "Conv2DPacked")},
+    **{op: "packed float32 weights (issue 22): an opaque per-process blob of the whole weight, not an array to chunk"
+       for op in ("PackMatMulWeight", "FusedMatMulPacked")},
 }
 
 # Chunk sizes per axis for the first array argument and for the others
