@@ -4,7 +4,8 @@
 The blob is built here in numpy, independently of the C++ packer: the
 128-byte header (packed_oracles.header) and the float32 GEMM's B panels of
 the ISA in use ([panel][k][nr], zero past n; the tensor sized for 32-wide
-panels whatever the ISA). Consumers' draws get blobs whose weight this
+panels whatever the ISA), or for n <= nr / 2 the weight's [n, k] rows.
+Consumers' draws get blobs whose weight this
 module remembers by their bytes; a hostile edit makes the blob unknown and
 the oracle raises, as the op must.
 """
@@ -37,10 +38,14 @@ def pack_float(b, transpose_b=False, isa=None):
         raise ValueError("empty weight")
     isa = isa or sgemm_isa()
     nr = PANEL_WIDTH[isa]
-    pad = np.zeros((k, _up(n, nr)), np.float32)
-    pad[:, :n] = w
-    body = pad.reshape(k, -1, nr).transpose(1, 0, 2).tobytes()
-    blob = header(3, "sgemm-" + isa, 0, nr, 1, 0, k, n, len(body), 0) + body
+    rows = 2 * n <= nr  # a narrow weight is stored as its [n, k] rows (flag 1)
+    if rows:
+        body = np.ascontiguousarray(w.T).tobytes()
+    else:
+        pad = np.zeros((k, _up(n, nr)), np.float32)
+        pad[:, :n] = w
+        body = pad.reshape(k, -1, nr).transpose(1, 0, 2).tobytes()
+    blob = header(3, "sgemm-" + isa, 0, nr, 1, 0, k, n, len(body), int(rows)) + body
     return np.frombuffer(blob.ljust(HEADER + 4 * k * _up(n, 32), b"\0"), np.uint8).copy()
 
 

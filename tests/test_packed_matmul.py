@@ -28,9 +28,9 @@ def _ref(a, w, tb, bias, act):
     return _ACTS[act](y + (bias if bias.size else 0))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(lead=st.sampled_from([(), (1,), (3,), (2, 2)]), m=st.integers(1, 300), k=st.integers(1, 300),
-       n=st.integers(1, 300), tb=st.booleans(), act=st.sampled_from(sorted(_ACTS)), with_bias=st.booleans(),
+       n=st.one_of(st.integers(1, 20), st.integers(1, 300)), tb=st.booleans(), act=st.sampled_from(sorted(_ACTS)), with_bias=st.booleans(),
        seed=st.integers(0, 2 ** 16))
 def test_packed_matches_unpacked_and_numpy(lead, m, k, n, tb, act, with_bias, seed):
     rng = np.random.default_rng(seed)
@@ -46,10 +46,12 @@ def test_packed_matches_unpacked_and_numpy(lead, m, k, n, tb, act, with_bias, se
     np.testing.assert_allclose(got, unpacked, rtol=0, atol=tol)
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 768, 3072), (1, 3072, 768), (64, 784, 512), (200, 513, 97), (130, 1030, 40)])
+@pytest.mark.parametrize("m,k,n", [(1, 768, 3072), (1, 3072, 768), (64, 784, 512), (200, 513, 97), (130, 1030, 40),
+                                   (300, 700, 10), (64, 512, 10), (4, 256, 10)])
 def test_threaded_shapes_match_numpy(m, k, n):
     # Decode-style rows (the panel GEMV split over threads), M = 64 (small M),
-    # M > 128 with depths past one block (A packed once, blocks of 256).
+    # M > 128 with depths past one block (A packed once, blocks of 256), a
+    # narrow weight stored as rows (the product transposed from 16 rows on).
     rng = np.random.default_rng(m + k)
     w = rng.standard_normal((n, k)).astype(np.float32)
     a = rng.standard_normal((m, k)).astype(np.float32)
@@ -60,9 +62,10 @@ def test_threaded_shapes_match_numpy(m, k, n):
 
 
 @pytest.mark.parametrize("tb", [False, True])
-def test_blob_bytes_match_the_numpy_packer(tb):
+@pytest.mark.parametrize("n", [70, 10])  # panels; a narrow weight's rows
+def test_blob_bytes_match_the_numpy_packer(tb, n):
     rng = np.random.default_rng(1)
-    w = rng.standard_normal((37, 70) if tb else (70, 37)).astype(np.float32)
+    w = rng.standard_normal((n, 37) if tb else (37, n)).astype(np.float32)
     blob = P.pack_mat_mul_weight(w, transpose_b=tb).numpy()
     np.testing.assert_array_equal(blob, pack_float(w, transpose_b=tb))
 
@@ -112,7 +115,7 @@ _OTHER_ISA = r"""
 import numpy as np, opforge as of
 from opforge import ops as P
 rng = np.random.default_rng(0)
-for m, k, n in [(1, 300, 70), (5, 33, 17), (64, 200, 40), (150, 260, 33)]:
+for m, k, n in [(1, 300, 70), (5, 33, 17), (64, 200, 40), (150, 260, 33), (40, 100, 7), (3, 100, 5)]:
     w = rng.standard_normal((n, k)).astype(np.float32)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal(n).astype(np.float32)
