@@ -121,6 +121,9 @@ for m, k, n in [(1, 300, 70), (5, 33, 17), (64, 200, 40), (150, 260, 33), (40, 1
     b = rng.standard_normal(n).astype(np.float32)
     y = P.fused_mat_mul_packed(a, P.pack_mat_mul_weight(w, transpose_b=True), b, n=n, activation="relu").numpy()
     assert np.abs(y - np.maximum(a @ w.T + b, 0)).max() < 1e-3, (m, k, n)
+    # The unpacked [N, K] GEMV (eight rows at a time up to 4 KiB rows, then four, then one).
+    y = of.matmul(a[:1], w, transpose_b=True).numpy()
+    assert np.abs(y - a[:1] @ w.T).max() < 1e-3, (k, n)
 print("ok")
 """
 
