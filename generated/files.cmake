@@ -51,6 +51,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_packed_conv_grads.py
   python/gen_packed_conv_ops.py
   python/gen_packed_conv_ops.pyi
+  python/gen_packed_matmul_grads.py
+  python/gen_packed_matmul_ops.py
+  python/gen_packed_matmul_ops.pyi
   python/gen_packed_weight_grads.py
   python/gen_packed_weight_ops.py
   python/gen_packed_weight_ops.pyi
@@ -106,6 +109,7 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_ops.i
   swig/gen_optim_ops.i
   swig/gen_packed_conv_ops.i
+  swig/gen_packed_matmul_ops.i
   swig/gen_packed_weight_ops.i
   swig/gen_pad_ops.i
   swig/gen_pool_ops.i

@@ -878,6 +878,12 @@ from packed_oracles import PACKED_ORACLES  # noqa: E402
 ORACLES.update(PACKED_ORACLES)
 SUMS |= {"HalfMatMulPacked", "DynamicQuantizeMatMul"}
 PRODUCTS |= {"HalfMatMulPacked"}
+# float32 weights packed into the GEMM's panels (issue 22), in packed_matmul_oracles.py.
+from packed_matmul_oracles import PACKED_MATMUL_ORACLES  # noqa: E402
+
+ORACLES.update(PACKED_MATMUL_ORACLES)
+SUMS |= {"FusedMatMulPacked"}
+PRODUCTS |= {"FusedMatMulPacked"}
 # Packed convolution filters (issue 23), in packed_conv_oracles.py.
 from packed_conv_oracles import PACKED_CONV_ORACLES  # noqa: E402
 

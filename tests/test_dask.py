@@ -77,6 +77,8 @@ NOT_DISTRIBUTED = {
     **{op: "packed weights (issue 25): an opaque per-process blob of the whole weight, not an array to chunk"
        for op in ("PackMatMulIntegerWeight", "MatMulIntegerPacked", "DynamicQuantizeMatMul", "PackHalfMatMulWeight",
                   "HalfMatMulPacked")},
+    **{op: "packed float32 weights (issue 22): an opaque per-process blob of the whole weight, not an array to chunk"
+       for op in ("PackMatMulWeight", "FusedMatMulPacked")},
     **{op: "packed conv filters (issue 23): an opaque per-process blob of the whole filter, not an array to chunk"
        for op in ("PackConv2DFilter", "Conv2DPacked")},
 }

@@ -177,12 +177,15 @@ CASES.update({
 _QB = of.ops.pack_mat_mul_integer_weight(arr((3, 4), S8), S8(0)).numpy()
 _HB = of.ops.pack_half_mat_mul_weight(arr((4, 3), np.float16), transpose_b=True).numpy()
 _CB = of.ops.pack_conv2d_filter(arr((4, 3, 3, 3), np.float32)).numpy()
+_FB = of.ops.pack_mat_mul_weight(arr((4, 3), np.float32), transpose_b=True).numpy()
 CASES.update({
     "PackMatMulIntegerWeight": [((arr((3, 4), S8), arr((4,), S8)), {})],
     "MatMulIntegerPacked": [((arr((2, 5, 3), U8), U8(1), _QB), {"n": 4})],
     "DynamicQuantizeMatMul": [((arr((2, 3)), _QB, _S, arr((4,))), {"n": 4, "activation": "relu"})],
     "PackHalfMatMulWeight": [((arr((4, 3), np.float16),), {"transpose_b": True})],
     "HalfMatMulPacked": [((arr((2, 3), np.float16), _HB, arr((4,), np.float16)), {"n": 4})],
+    "PackMatMulWeight": [((arr((4, 3), np.float32),), {"transpose_b": True})],
+    "FusedMatMulPacked": [((arr((2, 3), np.float32), _FB, arr((4,), np.float32)), {"n": 4, "activation": "relu"})],
     "PackConv2DFilter": [((arr((4, 3, 3, 3), np.float32),), {"winograd": False})],
     "Conv2DPacked": [((arr((2, 3, 5, 5), np.float32), _CB, arr((4,), np.float32)),
                       {"filter_shape": [4, 3, 3, 3], "pads": [1, 1, 1, 1], "activation": "relu"})],

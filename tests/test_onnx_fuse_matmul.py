@@ -54,14 +54,18 @@ def _op_types(imported, name):
 @pytest.mark.parametrize("act", [None, "Relu", "Sigmoid", "Gelu"])
 @pytest.mark.parametrize("x_shape", [(5, 7), (2, 3, 7), (7,)])
 @pytest.mark.parametrize("bias_first", [False, True])
-def test_chain_fuses_and_matches_onnxruntime(act, x_shape, bias_first):
+@pytest.mark.parametrize("pack", ["1", "0"])
+def test_chain_fuses_and_matches_onnxruntime(act, x_shape, bias_first, pack, monkeypatch):
+    # pack "1": the constant weight packed once (FusedMatMulPacked, _pack_matmul.py); "0": FusedMatMul.
+    monkeypatch.setenv("OPFORGE_ONNX_PACK_MATMUL", pack)
+    fused = "FusedMatMulPacked" if pack == "1" else "FusedMatMul"
     model, x = _chain(act, x_shape, bias_first)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     got = opforge.onnx.run(model, [x])
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
     imported = opforge.onnx.import_model(model)
     types = _op_types(imported, "y" if act else "z")
-    assert "FusedMatMul" in types and "MatMul" not in types and "Add" not in types, types
+    assert fused in types and "MatMul" not in types and "Add" not in types, types
     with of.Session(imported.graph) as sess:
         np.testing.assert_allclose(sess.run(imported.outputs["y" if act else "z"], {imported.inputs["x"]: x}),
                                    want[0], rtol=1e-5, atol=1e-5)
@@ -75,10 +79,10 @@ def test_shared_intermediate_is_not_fused_away(extra):
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
     types = _op_types(opforge.onnx.import_model(model), "y")
-    if extra == "mm":
-        assert "MatMul" in types and "FusedMatMul" not in types
+    if extra == "mm":  # the MatMul alone (its constant weight packed), then Add and Relu
+        assert "FusedMatMulPacked" in types and "Add" in types and "Relu" in types, types
     else:  # MatMul + Add fuse, the Relu reads the shared z
-        assert "FusedMatMul" in types and "Relu" in types
+        assert "FusedMatMulPacked" in types and "Relu" in types and "Add" not in types, types
 
 
 def test_float64_chain_runs_unfused():

@@ -51,8 +51,19 @@ struct StridedArgs {
   float beta;
   float* c;
   int64_t ldc;
+  // B packed once (PackBPanels, a constant weight): when set, B is read from
+  // these panels and b, rs_b, cs_b are ignored.
+  const float* b_panels = nullptr;
 };
 void SgemmStrided(const StridedArgs& args, const Epilogue& epilogue, bool parallel);
+
+// B packed once for SgemmStrided's b_panels: panels of SgemmPanelWidth()
+// columns over the whole depth, [panel][k][nr], zero past n (the layout the
+// microkernels read, so no call packs B again). Element (p, j) of B is
+// b[p * rs + j * cs]. Split over the intra-op pool.
+int SgemmPanelWidth();
+inline int64_t PackedBFloats(int64_t k, int64_t n, int nr) { return (n + nr - 1) / nr * nr * k; }
+void PackBPanels(const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n, float* panels);
 
 // "avx512", "avx2" or "generic": the microkernel in use (OPFORGE_SIMD caps it
 // as for the elementwise kernels).

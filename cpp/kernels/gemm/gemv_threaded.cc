@@ -19,7 +19,7 @@ namespace gemm {
 
 bool GemvSplitDepth(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t threads) {
   constexpr int64_t kMinDepth = 64;  // per piece
-  if (g.m != 1 || g.cs_b != 1 || threads < 2) return false;
+  if (g.m != 1 || g.cs_b != 1 || g.b_panels != nullptr || threads < 2) return false;
   // One piece per thread (claims.h): each core reads the same rows of B on
   // every call (two each: 0.93x numpy at K = 768, N = 3072, against 0.97x).
   const int64_t pieces = std::min(threads, g.k / kMinDepth);

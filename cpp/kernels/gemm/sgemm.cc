@@ -169,12 +169,24 @@ void GemvTAlternating(const StridedArgs& g, const Kernels& kr, const float* a, i
   }
 }
 
+// Row pc of the prepacked panel holding column jr (a multiple of nr).
+const float* PanelAt(const StridedArgs& g, int nr, int64_t jr, int64_t pc) {
+  return g.b_panels + (jr / nr) * g.k * nr + pc * nr;
+}
+
 // One row of C: the GEMV kernels, when B has contiguous rows or columns.
 bool OneRow(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i, int64_t j0,
             int64_t j1) {
   const float* a = g.a + i * g.rs_a;
   float* c = g.c + i * g.ldc + j0;
-  if (g.cs_b == 1) {
+  if (g.b_panels != nullptr) {
+    // Each prepacked panel is a k x nr row-major B: the row-streaming GEMV
+    // keeps several FMA chains going (a one-row microkernel has two).
+    for (int64_t jr = j0; jr < j1; jr += kr.nr) {
+      kr.gemv_n(g.k, a, g.cs_a, PanelAt(g, kr.nr, jr, 0), kr.nr, c + (jr - j0), std::min<int64_t>(kr.nr, j1 - jr),
+                g.alpha, g.beta);
+    }
+  } else if (g.cs_b == 1) {
     kr.gemv_n(g.k, a, g.cs_a, g.b + j0, g.rs_b, c, j1 - j0, g.alpha, g.beta);
   } else if (g.rs_b == 1 && g.cs_a == 1) {
     GemvTAlternating(g, kr, a, j0, j1, c);
@@ -192,16 +204,19 @@ void SmallM(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
   // Rows split evenly over the fewest tiles (16 rows: 8 + 8, not 12 + 4).
   const int64_t tiles = (i1 - i0 + kr.mr - 1) / kr.mr;
   const int mr = static_cast<int>((i1 - i0 + tiles - 1) / tiles);
-  const bool in_place = g.cs_b == 1;
+  const bool in_place = g.cs_b == 1 || g.b_panels != nullptr;
   const bool in_regs = RegisterEpilogue(ep, kr);
-  float* bbuf = in_place && (j1 - j0) % nr == 0 ? nullptr : Scratch(0, std::min(g.k, kSmallKC) * nr);
+  float* bbuf = g.b_panels != nullptr || (in_place && (j1 - j0) % nr == 0) ? nullptr
+                                                                           : Scratch(0, std::min(g.k, kSmallKC) * nr);
   for (int64_t jr = j0; jr < j1; jr += nr) {
     const int n = static_cast<int>(std::min<int64_t>(nr, j1 - jr));
     for (int64_t pc = 0; pc < g.k; pc += kSmallKC) {
       const int64_t kc = std::min(kSmallKC, g.k - pc);
       const float* bp = g.b + pc * g.rs_b + jr * g.cs_b;
       int64_t b_ld = g.rs_b;
-      if (!in_place || n < nr) {
+      if (g.b_panels != nullptr) {
+        bp = PanelAt(g, nr, jr, pc), b_ld = nr;
+      } else if (!in_place || n < nr) {
         kr.pack_b(bp, g.rs_b, g.cs_b, n, kc, bbuf);
         bp = bbuf, b_ld = nr;
       }
@@ -228,7 +243,7 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
   const int mr = kr.mr, nr = kr.nr;
   const int64_t MC = kMCPanels * mr;
   const int64_t nc_max = (std::min(kNC, j1 - j0) + nr - 1) / nr * nr;
-  float* bpack = Scratch(0, nc_max * std::min(g.k, kKC));
+  float* bpack = g.b_panels != nullptr ? nullptr : Scratch(0, nc_max * std::min(g.k, kKC));
   float* apack = apre != nullptr ? nullptr : Scratch(1, MC * std::min(g.k, kKC));
   const int64_t m_padded = (g.m + mr - 1) / mr * mr;
   const bool in_regs = RegisterEpilogue(ep, kr);
@@ -239,7 +254,7 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
       const int64_t kc = std::min(kKC, g.k - pc);
       const bool last = pc + kc >= g.k;
       const float beta = pc == 0 ? g.beta : 1.0f;
-      for (int64_t q = 0; q < npanels; ++q) {
+      for (int64_t q = 0; q < npanels && g.b_panels == nullptr; ++q) {
         const int64_t j = jc + q * nr;
         kr.pack_b(g.b + pc * g.rs_b + j * g.cs_b, g.rs_b, g.cs_b, std::min<int64_t>(nr, jc + nc - j),
                   kc, bpack + q * kc * nr);
@@ -258,7 +273,7 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
         for (int64_t q = 0; q < npanels; ++q) {
           const int64_t jr = jc + q * nr;
           const int n = static_cast<int>(std::min<int64_t>(nr, jc + nc - jr));
-          const float* bp = bpack + q * kc * nr;
+          const float* bp = g.b_panels != nullptr ? PanelAt(g, nr, jr, pc) : bpack + q * kc * nr;
           for (int64_t ir = 0; ir < mc; ir += mr) {
             const int m = static_cast<int>(std::min<int64_t>(mr, mc - ir));
             float* c = g.c + (ic + ir) * g.ldc + jr;
@@ -335,7 +350,7 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
   if (g.m <= 0 || g.n <= 0) return;
   // A matrix times a vector is the transposed problem with M = 1 (GEMV):
   // C^T [1, m] = b^T op(A)^T, when C's column is contiguous.
-  if (g.n == 1 && g.m > 1 && g.k > 0 && (g.ldc == 1 || g.m == 1) &&
+  if (g.n == 1 && g.m > 1 && g.k > 0 && (g.ldc == 1 || g.m == 1) && g.b_panels == nullptr &&
       (ep.residual == nullptr || ep.residual_ld == 1)) {
     StridedArgs t = g;
     t.m = 1, t.n = g.m;
@@ -419,6 +434,18 @@ void Sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 }
 
 const char* SgemmIsa() { return Get().name; }
+
+int SgemmPanelWidth() { return Get().nr; }
+
+void PackBPanels(const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n, float* panels) {
+  const Kernels& kr = Get();
+  const int nr = kr.nr;
+  ParallelFor((n + nr - 1) / nr, k * nr, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      kr.pack_b(b + q * nr * cs, rs, cs, std::min<int64_t>(nr, n - q * nr), k, panels + q * k * nr);
+    }
+  });
+}
 
 }  // namespace gemm
 }  // namespace opforge

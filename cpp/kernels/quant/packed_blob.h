@@ -8,7 +8,7 @@
 //
 // Header (little-endian, the first 128 bytes of the uint8 tensor):
 //   magic 'OFPK', version, format (1: int8 qgemm panels, 2: float16 weight
-//   as float32 panels), header bytes (128), layout name (16 chars: the ISA
+//   as float32 panels, 3: float32 sgemm panels), header bytes (128), layout name (16 chars: the ISA
 //   the panels were packed for), mr, nr, kgroup, wide, k, n, payload bytes,
 //   flags, FNV-1a checksum of the bytes before it.
 #pragma once
@@ -27,7 +27,7 @@ namespace packed {
 constexpr uint32_t kMagic = 0x4b50464f;  // "OFPK"
 constexpr uint32_t kVersion = 1;
 constexpr int64_t kHeaderBytes = 128;
-constexpr uint32_t kFormatInt8 = 1, kFormatHalf = 2;
+constexpr uint32_t kFormatInt8 = 1, kFormatHalf = 2, kFormatFloat = 3;
 // k and n above this are refused: sizes computed from them stay far from overflow.
 constexpr int64_t kMaxDim = int64_t{1} << 30;
 
@@ -82,6 +82,7 @@ inline Status ReadHeader(const Tensor& blob, const char* arg, uint32_t format, H
   if (h->format != format) {
     return bad(h->format == kFormatInt8 ? "it holds int8 weights (use MatMulIntegerPacked)"
                : h->format == kFormatHalf ? "it holds float16 weights (use HalfMatMulPacked)"
+               : h->format == kFormatFloat ? "it holds float32 weights (use FusedMatMulPacked)"
                                           : "unknown format " + std::to_string(h->format));
   }
   if (h->k < 1 || h->n < 1 || h->k > kMaxDim || h->n > kMaxDim) return bad("k or n out of range");

@@ -14,6 +14,7 @@ import numpy as np
 
 from opforge import ops as P
 from opforge.onnx._node import dtype_of, shape_of
+from opforge.onnx._pack_matmul import packed_linear
 
 _ACTS = {"Relu": ("relu", P.relu), "Sigmoid": ("sigmoid", P.sigmoid)}
 
@@ -41,7 +42,8 @@ def _matmul_add(mm_ctx, add_ctx, act):
         sb, sa = list(shape_of(b)), list(shape_of(a))
         if (len(sb) == 2 and len(sa) >= 1 and list(shape_of(bias)) == [sb[1]] and sa[-1] == sb[0]
                 and all(dtype_of(v) == np.float32 for v in (a, b, bias))):
-            return P.fused_mat_mul(a, b, bias, activation=name)
+            y = packed_linear(a, m.known(1), False, bias, name)  # a constant weight: packed once
+            return y if y is not None else P.fused_mat_mul(a, b, bias, activation=name)
         y = P.mat_mul(a, b)
         y = P.add(y, bias) if side == 1 else P.add(bias, y)
         return fn(y) if fn else y

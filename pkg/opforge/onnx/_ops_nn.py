@@ -12,6 +12,7 @@ from opforge import ops as P
 from opforge.errors import UnimplementedError
 from opforge.onnx import _take
 from opforge.onnx._node import FLOAT, INT, INTS, converter, dtype_of, shape_of
+from opforge.onnx._pack_matmul import packed_linear
 
 
 def _scalar(value, like):
@@ -20,7 +21,8 @@ def _scalar(value, like):
 
 @converter("MatMul", (1, 9, 13))
 def _matmul(n):
-    return P.mat_mul(n.input(0), n.input(1))
+    y = packed_linear(n.input(0), n.known(1), False, None)  # a constant weight: packed once
+    return y if y is not None else P.mat_mul(n.input(0), n.input(1))
 
 
 @converter("Gemm", (1, 6, 7, 9, 11, 13),
@@ -36,6 +38,12 @@ def _gemm(n, activation=None):
             return y
     trans_b = bool(n.attr("transB", 0))
     w = n.known(1)
+    if (not n.attr("transA", 0) and n.attr("alpha", 1.0) == 1.0 and n.attr("beta", 1.0) == 1.0
+            and (n.has(2) or n.version >= 11)):
+        # A constant weight packed once into the GEMM's panels (bias and activation in its epilogue).
+        y = packed_linear(a, w, trans_b, n.input(2) if n.has(2) else None, activation or "none")
+        if y is not None:
+            return y
     if trans_b and w is not None and w.ndim == 2:
         # A constant weight read transposed (the usual Linear layout) is
         # transposed once here: BLAS multiplies a row-major B about 20% faster.
