@@ -60,6 +60,39 @@ bool DirectApplies(const Geometry& g, int lanes) {
          g.dh == 1 && g.dw == 1 && g.ow >= lanes - 2 && (g.ow + lanes - 1) / lanes <= kDirectQ;
 }
 
+// The flat kernel's plan (AVX-512; depthwise_rows_isa.inc): stride 1, w ==
+// ow, square 3x3 / 5x5 / 7x7, dilation 1, output planes of at most kFlatV
+// vectors; mask[v * k * k + tap] the lanes of vector v that tap reads.
+constexpr int64_t kFlatV = 16;
+struct DwFlat {
+  int64_t c, mult, h, w, oh, ow, pt, pl, k, nv;
+  std::vector<uint16_t> mask;
+};
+
+bool FlatApplies(const Geometry& g) {
+  return g.kh == g.kw && (g.kh == 3 || g.kh == 5 || g.kh == 7) && g.sh == 1 && g.sw == 1 && g.dh == 1 &&
+         g.dw == 1 && g.ow == g.w && (g.oh * g.ow + 15) / 16 <= kFlatV;
+}
+
+void MakeFlat(const Geometry& g, DwFlat* d) {
+  d->c = g.c, d->mult = g.og, d->h = g.h, d->w = g.w, d->oh = g.oh, d->ow = g.ow, d->pt = g.pt, d->pl = g.pl;
+  d->k = g.kh, d->nv = (g.oh * g.ow + 15) / 16;
+  d->mask.assign(static_cast<size_t>(d->nv * d->k * d->k), 0);
+  for (int64_t v = 0; v < d->nv; ++v) {
+    for (int64_t a = 0; a < d->k; ++a) {
+      for (int64_t b = 0; b < d->k; ++b) {
+        uint32_t bits = 0;
+        for (int lane = 0; lane < 16; ++lane) {
+          const int64_t t = v * 16 + lane, i = t / g.ow, j = t % g.ow;
+          const int64_t r = i - g.pt + a, col = j - g.pl + b;
+          if (t < g.oh * g.ow && r >= 0 && r < g.h && col >= 0 && col < g.w) bits |= 1u << lane;
+        }
+        d->mask[static_cast<size_t>((v * d->k + a) * d->k + b)] = static_cast<uint16_t>(bits);
+      }
+    }
+  }
+}
+
 void MakeDirect(const Geometry& g, int lanes, DwDirect* d) {
   d->c = g.c, d->mult = g.og, d->h = g.h, d->w = g.w, d->oh = g.oh, d->ow = g.ow, d->pt = g.pt, d->pl = g.pl;
   d->k = g.kh, d->s = g.sh, d->nq = (g.ow + lanes - 1) / lanes;
@@ -172,9 +205,21 @@ DirectFn GetDirect(int* lanes) {
 void DepthwiseForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y) {
   int lanes = 0;
   const DirectFn direct = GetDirect(&lanes);
-  // OPFORGE_DW_DIRECT=0 keeps every shape on the phase planes (read per call: tests compare the two).
+  // OPFORGE_DW_DIRECT=0 keeps every shape on the phase planes, =flat prefers
+  // the flat kernel where both apply (read per call: tests compare them).
   const char* env = std::getenv("OPFORGE_DW_DIRECT");
-  if (direct != nullptr && (env == nullptr || std::strcmp(env, "0") != 0) && DirectApplies(g, lanes)) {
+  const bool fresh = env == nullptr || std::strcmp(env, "0") != 0;
+  const bool rows = direct != nullptr && fresh && DirectApplies(g, lanes);
+#if defined(OF_DW_X86)
+  if (lanes == 16 && fresh && FlatApplies(g) && (!rows || std::strcmp(env ? env : "", "flat") == 0)) {
+    DwFlat d;
+    MakeFlat(g, &d);
+    ParallelFor(g.n * g.c, g.og * g.oh * g.ow * g.kh * g.kw / 4 + g.h * g.w,
+                [&](int64_t u0, int64_t u1) { avx512::FlatPlanes(d, x, f, bias, act, y, u0, u1); });
+    return;
+  }
+#endif
+  if (rows) {
     DwDirect d;
     MakeDirect(g, lanes, &d);
     ParallelFor(g.n * g.c, g.og * g.oh * g.ow * g.kh * g.kw / 4 + g.h * g.w, [&](int64_t u0, int64_t u1) {
