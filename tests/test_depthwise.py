@@ -122,7 +122,8 @@ def direct_case(draw):
         p = [draw(st.integers(0, k - 1)) for _ in range(4)]
     h = draw(st.integers(max(1, k - p[0] - p[2]), 20))
     w = draw(st.integers(max(1, k - p[1] - p[3]), 70))
-    c, mult, n = draw(st.integers(1, 4)), draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    # 2+ channels: groups = channels > 1 is the depthwise path (one channel is a dense conv)
+    c, mult, n = draw(st.integers(2, 4)), draw(st.integers(1, 2)), draw(st.integers(1, 2))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     f = rng.standard_normal((c * mult, 1, k, k)).astype(np.float32)
