@@ -64,10 +64,12 @@ bool DirectApplies(const Geometry& g, int lanes) {
 
 // The flat kernel's plan (AVX-512; depthwise_rows_isa.inc): stride 1, w ==
 // ow, square 3x3 / 5x5 / 7x7, dilation 1, output planes of at most kFlatV
-// vectors; mask[v * k * k + tap] the lanes of vector v that tap reads.
+// vectors; mask[v * k + b] the lanes of vector v whose output exists and
+// whose input column for tap column b is inside the row. `rows`: the
+// zero-bordered copy's rows (pt above the plane, up to the taps' reach below).
 constexpr int64_t kFlatV = 16;
 struct DwFlat {
-  int64_t c, mult, h, w, oh, ow, pt, pl, k, nv;
+  int64_t c, mult, h, w, oh, ow, pt, pl, k, nv, rows;
   std::vector<uint16_t> mask;
 };
 
@@ -79,18 +81,18 @@ bool FlatApplies(const Geometry& g) {
 void MakeFlat(const Geometry& g, DwFlat* d) {
   d->c = g.c, d->mult = g.og, d->h = g.h, d->w = g.w, d->oh = g.oh, d->ow = g.ow, d->pt = g.pt, d->pl = g.pl;
   d->k = g.kh, d->nv = (g.oh * g.ow + 15) / 16;
-  d->mask.assign(static_cast<size_t>(d->nv * d->k * d->k), 0);
+  // Rows read: up to (the last vector's last row) + k - 1 in the copy's
+  // rows, and at least the plane's own.
+  d->rows = std::max(g.pt + g.h, (d->nv * 16 - 1) / g.ow + g.kh);
+  d->mask.assign(static_cast<size_t>(d->nv * d->k), 0);
   for (int64_t v = 0; v < d->nv; ++v) {
-    for (int64_t a = 0; a < d->k; ++a) {
-      for (int64_t b = 0; b < d->k; ++b) {
-        uint32_t bits = 0;
-        for (int lane = 0; lane < 16; ++lane) {
-          const int64_t t = v * 16 + lane, i = t / g.ow, j = t % g.ow;
-          const int64_t r = i - g.pt + a, col = j - g.pl + b;
-          if (t < g.oh * g.ow && r >= 0 && r < g.h && col >= 0 && col < g.w) bits |= 1u << lane;
-        }
-        d->mask[static_cast<size_t>((v * d->k + a) * d->k + b)] = static_cast<uint16_t>(bits);
+    for (int64_t b = 0; b < d->k; ++b) {
+      uint32_t bits = 0;
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t t = v * 16 + lane, col = t % g.ow - g.pl + b;
+        if (t < g.oh * g.ow && col >= 0 && col < g.w) bits |= 1u << lane;
       }
+      d->mask[static_cast<size_t>(v * d->k + b)] = static_cast<uint16_t>(bits);
     }
   }
 }
@@ -216,8 +218,12 @@ void DepthwiseForward(const Geometry& g, const float* x, const float* f, const f
   if (lanes == 16 && fresh && FlatApplies(g) && (!rows || std::strcmp(env ? env : "", "flat") == 0)) {
     DwFlat d;
     MakeFlat(g, &d);
-    ParallelFor(g.n * g.c, g.og * g.oh * g.ow * g.kh * g.kw / 4 + g.h * g.w,
-                [&](int64_t u0, int64_t u1) { avx512::FlatPlanes(d, x, f, bias, act, y, u0, u1); });
+    ParallelFor(g.n * g.c, g.og * g.oh * g.ow * g.kh * g.kw / 4 + g.h * g.w, [&](int64_t u0, int64_t u1) {
+      static thread_local std::vector<float> buf;
+      const size_t need = static_cast<size_t>(d.rows * d.w + 16);
+      if (buf.size() < need) buf.resize(need);
+      avx512::FlatPlanes(d, x, f, bias, act, y, u0, u1, buf.data());
+    });
     return;
   }
 #endif
