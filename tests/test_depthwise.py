@@ -106,4 +106,77 @@ def test_max_pool_on_phase_planes_matches_numpy(case):
     np.testing.assert_array_equal(of.max_pool2d(x, **attrs).numpy(), ref.max_pool2d(x, **attrs))
 
 
+# The direct kernels (depthwise_rows_isa.inc): square 3/5/7 taps, strides 1 and 2, dilation 1. Rows of 14+
+# outputs (6+ on AVX2) run along the width from masked loads; small "same" planes at stride 1 run flat across
+# row ends. Widths not a multiple of a vector, every pad, every activation, a depth multiplier.
+@st.composite
+def direct_case(draw):
+    k, s = draw(st.sampled_from([3, 5, 7])), draw(st.sampled_from([1, 2]))
+    flat = draw(st.booleans())  # "same" padding: w == ow at stride 1 (the flat kernel's planes)
+    if flat:
+        lo, hi = draw(st.integers(0, k - 1)), draw(st.integers(0, k - 1))
+        p = [lo, draw(st.integers(0, k - 1)), hi, 0]
+        p[3] = k - 1 - p[1]
+        s = 1
+    else:
+        p = [draw(st.integers(0, k - 1)) for _ in range(4)]
+    h = draw(st.integers(max(1, k - p[0] - p[2]), 20))
+    w = draw(st.integers(max(1, k - p[1] - p[3]), 70))
+    # 2+ channels: groups = channels > 1 is the depthwise path (one channel is a dense conv)
+    c, mult, n = draw(st.integers(2, 4)), draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    f = rng.standard_normal((c * mult, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c * mult).astype(np.float32)
+    act = draw(st.sampled_from(sorted(ACTS)))
+    return x, f, b, act, dict(strides=[s, s], pads=p, dilations=[1, 1], groups=c)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(direct_case())
+def test_direct_depthwise_matches_numpy_and_the_phase_planes(case):
+    x, f, b, act, attrs = case
+    want = ACTS[act](ref.conv2d(x.astype(np.float64), f.astype(np.float64), **attrs) + b.reshape(1, -1, 1, 1))
+    old = os.environ.get("OPFORGE_DW_DIRECT")
+    try:
+        for mode in ("1", "flat", "0"):  # the default choice, the flat kernel first where it applies, phase planes
+            os.environ["OPFORGE_DW_DIRECT"] = mode  # read by the kernel per call
+            got = P.fused_conv2d(x, f, b, activation=act, **attrs).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=mode)
+    finally:
+        if old is None:
+            os.environ.pop("OPFORGE_DW_DIRECT", None)
+        else:
+            os.environ["OPFORGE_DW_DIRECT"] = old
+
+
+def test_direct_depthwise_model_layers_threaded():
+    # The models' layer shapes (stride 2 from even and odd sizes, 7x7 flat planes), many planes over the pool;
+    # the unfused Conv2D too.
+    rng = np.random.default_rng(5)
+    for c, h, k, s in [(18, 56, 3, 2), (8, 112, 3, 1), (20, 28, 5, 1), (12, 29, 5, 2), (40, 7, 5, 1), (24, 14, 5, 1),
+                       (16, 7, 3, 1), (10, 15, 7, 2)]:
+        x = rng.standard_normal((2, c, h, h)).astype(np.float32)
+        f = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+        b = rng.standard_normal(c).astype(np.float32)
+        attrs = dict(strides=[s, s], pads=[k // 2] * 4, dilations=[1, 1], groups=c)
+        plain = ref.conv2d(x.astype(np.float64), f.astype(np.float64), **attrs)
+        np.testing.assert_allclose(of.conv2d(x, f, **attrs).numpy(), plain, rtol=1e-4, atol=1e-4)
+        got = P.fused_conv2d(x, f, b, activation="silu", **attrs).numpy()
+        np.testing.assert_allclose(got, ACTS["silu"](plain + b.reshape(1, -1, 1, 1)), rtol=1e-4, atol=1e-4)
+
+
+def test_direct_depthwise_nan_and_inf_propagate():
+    # Masked-off lanes read 0, never neighbouring data: a NaN or inf reaches only the outputs whose windows hold it.
+    x = np.ones((1, 2, 7, 20), np.float32)
+    x[0, 0, 3, 10], x[0, 1, 0, 0] = np.nan, np.inf
+    f = np.ones((2, 1, 3, 3), np.float32)
+    for s in (1, 2):
+        attrs = dict(strides=[s, s], pads=[1] * 4, dilations=[1, 1], groups=2)
+        got = of.conv2d(x, f, **attrs).numpy()
+        want = ref.conv2d(x.astype(np.float64), f.astype(np.float64), **attrs)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(np.where(np.isfinite(want), got, 0), np.where(np.isfinite(want), want, 0))
+
+
 # Every instruction set: test_winograd.py reruns this module with OPFORGE_SIMD capped.
