@@ -95,11 +95,22 @@ def main(argv=None):
     p.add_argument("--cpu", action="store_true",
                    help="time by the process's CPU time, not wall time (a loaded machine; use with one thread: "
                         "OPFORGE_NUM_THREADS=1, whose count onnxruntime follows here)")
+    p.add_argument("--profile", action="store_true",
+                   help="instead of the table: each model's per-node times beside onnxruntime's, grouped by op "
+                        "type and conv layer (bench/vision_profile.py), as markdown")
     args = p.parse_args(argv)
     import onnxruntime as ort
     import opforge as of
     import opforge.onnx
     threads = of.config.num_threads()
+    if args.profile:
+        from bench import vision_profile
+        for name in args.models:
+            for batch in args.batches:
+                model, x = export(name, batch)
+                print(vision_profile.profile(name, batch, model, x, threads, 3 if args.quick else args.repeats),
+                      flush=True)
+        return 0
     repeats, settle = (1, 0.0) if args.quick else (args.repeats, 0.3)
     print(f"torchvision models, 224x224 float32, {threads} threads, median of {repeats} interleaved repeats"
           + (", process CPU time" if args.cpu else ", wall time"))

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../cpp/framework/graph.h"
+#include "../cpp/framework/run_profile.h"
 #include "py_call.h"
 #include "py_graph_views.h"
 #include "py_op_args.h"
@@ -319,6 +320,21 @@ PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inte
   // Session makes the dict only when asked (a dict per run cost ~0.5 us).
   return Py_BuildValue("(N(LLL))", out, static_cast<long long>(stats.nodes_run),
                        static_cast<long long>(stats.max_concurrent), static_cast<long long>(stats.peak_bytes));
+}
+PyObject* GraphProfile(bool on) { return PyBool_FromLong(SetProfilingRuns(on)); }
+
+PyObject* GraphProfileTake() {
+  std::vector<StepTiming> rec = TakeStepTimings();
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(rec.size()));
+  for (size_t i = 0; out && i < rec.size(); ++i) {
+    PyObject* row = Py_BuildValue("(ssL)", rec[i].node.c_str(), rec[i].op.c_str(), static_cast<long long>(rec[i].ns));
+    if (!row) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyList_SET_ITEM(out, i, row);
+  }
+  return out;
 }
 }  // namespace py
 }  // namespace opforge

@@ -40,6 +40,11 @@ PyObject* GraphInit(PyObject* symbolic_tensor_type);
 // resources: the Session's manager (py_state.h), None for the process's.
 // Returns (tuple of Tensors, stats dict). Runs without the GIL.
 PyObject* GraphRun(PyObject* graph, PyObject* feeds, PyObject* fetches, int inter_op_threads, PyObject* resources);
+// Per-node timing of in-order graph runs (cpp/framework/run_profile.h):
+// GraphProfile turns it on or off and returns the previous setting;
+// GraphProfileTake returns [(node, op, ns), ...] recorded since, and clears.
+PyObject* GraphProfile(bool on);
+PyObject* GraphProfileTake();
 
 }  // namespace py
 }  // namespace opforge

@@ -2,7 +2,7 @@
 channels and 8+ output pixels a side) against the numpy reference (vision_reference*.py) over random shapes:
 Conv2D, FusedConv2D's bias and activations, Conv2DBackpropInput and ConvTranspose2D (the same path, the filter
 flipped), pads from 0 to 3 on each side (tiles cut by the image's edge); every instruction set (the module
-reruns itself and test_depthwise.py with OPFORGE_SIMD capped). The transforms add rounding error: tolerances are relative to the
+reruns itself, test_depthwise.py, test_max_pool_rows.py and test_winograd_columns.py with OPFORGE_SIMD capped). The transforms add rounding error: tolerances are relative to the
 output's scale."""
 import os
 import subprocess
@@ -83,10 +83,11 @@ def test_winograd_can_be_turned_off():
 @pytest.mark.skipif(os.environ.get("OPFORGE_SIMD") is not None, reason="already a rerun, or the dispatch is capped")
 @pytest.mark.parametrize("isa", ["baseline", "avx2"])
 def test_every_instruction_set(isa):
-    # This module and test_depthwise.py, in one process per capped set.
+    # This module, test_depthwise.py, test_max_pool_rows.py and test_winograd_columns.py, one process per capped set.
     env = dict(os.environ, OPFORGE_SIMD=isa, OPFORGE_VISION_EXAMPLES="6")
     here = os.path.dirname(__file__)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", __file__,
-                           os.path.join(here, "test_depthwise.py"), "-k", "not turned_off"], env=env, capture_output=True, text=True, timeout=900,
+                           os.path.join(here, "test_depthwise.py"), os.path.join(here, "test_max_pool_rows.py"),
+                           os.path.join(here, "test_winograd_columns.py"), "-k", "not turned_off"], env=env, capture_output=True, text=True, timeout=900,
                           cwd=os.path.dirname(__file__))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

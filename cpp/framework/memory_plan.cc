@@ -15,9 +15,11 @@
 // allocation), the arena is dropped after the run, and the step is
 // remembered so the next plan leaves its outputs to the kernel.
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
 #include "graph_plan.h"
+#include "run_profile.h"
 #include "run_state.h"
 
 namespace opforge {
@@ -323,6 +325,8 @@ Status RunInOrder(const Graph::Plan& p, const Feeds& feeds, std::vector<Tensor>*
   bool aliased = false;  // a kernel handed out an unplanned buffer: no slot is written from here on
   int64_t live = 0, peak = 0;
   const int ns = static_cast<int>(a.steps.size());
+  std::vector<StepTiming> timings;  // only while profiling (run_profile.h)
+  const bool profiling = ProfilingRuns();
   for (int k = 0; k < ns; ++k) {
     const Arena::Step& rs = a.steps[k];
     Tensor* in = a.ins.data() + rs.in_begin;
@@ -356,7 +360,13 @@ Status RunInOrder(const Graph::Plan& p, const Feeds& feeds, std::vector<Tensor>*
     if (rs.op->stateful) CurrentRunState().node = &p.nodes[k]->name;  // Graph::Run set the resources
     OpKernelContext ctx(*rs.op, in, rs.n_in, rs.attrs, rs.shapes, out);
     if (!aliased) ctx.set_outputs_preallocated();
+    std::chrono::steady_clock::time_point t0;
+    if (profiling) t0 = std::chrono::steady_clock::now();
     Status s = rs.fn(&ctx);
+    if (profiling) {
+      const auto dt = std::chrono::steady_clock::now() - t0;
+      timings.push_back({p.nodes[k]->name, rs.op->name, std::chrono::duration_cast<std::chrono::nanoseconds>(dt).count()});
+    }
     if (s.ok() && !ctx.lookup_error().ok()) s = ctx.lookup_error();  // no string copy per node
     if (!s.ok()) return StepError(p, k, s);  // the arena (maybe half-rebound) is dropped
     for (int o = 0; o < rs.n_out; ++o) {
@@ -407,6 +417,7 @@ Status RunInOrder(const Graph::Plan& p, const Feeds& feeds, std::vector<Tensor>*
                        : s.kind == Source::kConst ? p.constants[s.index]
                                                   : a.outs[p.offset[s.index] + s.output]);
   }
+  if (profiling) RecordStepTimings(&timings);
   if (stats) {
     *stats = RunStats();
     stats->nodes_run = ns;

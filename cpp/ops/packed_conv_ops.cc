@@ -60,7 +60,7 @@ Status PackShape(InferenceContext* ctx) {
                                    "true, a 3x3 filter with 16 or more input and output channels), got filter ",
                                    f.DebugString());
   }
-  const int64_t wino = stores ? Up(4 * 36 * (o + 15) * c, 64) : 0;
+  const int64_t wino = stores ? Up(4 * 36 * (o + (columns ? 31 : 15)) * c, 64) : 0;  // columns: as column panels
   // Column panels: nr <= 32 output channels each.
   ctx->set_output_shape(0, TensorShape({kHeader + wino + (!panels ? 0 : columns ? 4 * (o + 31) * k : 4 * (o + 15) * k)}));
   return Status::OK();

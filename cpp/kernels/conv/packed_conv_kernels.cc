@@ -5,7 +5,7 @@
 //
 // Payload (after the 128-byte header of packed_blob.h, format 3): the
 // Winograd transform [36][o][c] when flag bit 0 is set (padded to 64
-// bytes), then the panels (absent when flag bit 2 is set: panels=false). Header: layout = the microkernel's ISA, mr its
+// bytes; as 36 column-panel sets when flag bit 3 is set too), then the panels (absent when flag bit 2 is set: panels=false). Header: layout = the microkernel's ISA, mr its
 // rows, kgroup / wide = kh / kw, k = c * kh * kw, n = o.
 #include <cstdint>
 #include <cstring>
@@ -43,18 +43,21 @@ bool StoresWinograd(bool want, int64 o, int64 c, int64 kh, int64 kw) {
 }
 
 // The transform's room: 36 matrices [o][c], or 36 panel sets of at most
-// (o + 15) x c floats (the shape function cannot know mr).
-int64 WinoBytes(bool stored, int64 o, int64 c) { return stored ? Up(4 * 36 * (o + 15) * c, 64) : 0; }
+// (o + 15) x c floats (the shape function cannot know mr); with `columns`,
+// 36 column-panel sets of at most (o + 31) x c (few tiles: winograd.h).
+int64 WinoBytes(bool stored, bool columns, int64 o, int64 c) {
+  return stored ? Up(4 * 36 * (o + (columns ? 31 : 15)) * c, 64) : 0;
+}
 
 // The tensor size the shape function gives a blob of this filter (column
 // panels: nr <= 32 output channels each).
 int64 BlobBytes(bool wino, bool panels, bool columns, int64 o, int64 c, int64 k) {
-  return packed::kHeaderBytes + WinoBytes(wino, o, c) + (!panels ? 0 : columns ? 4 * (o + 31) * k : 4 * (o + 15) * k);
+  return packed::kHeaderBytes + WinoBytes(wino, columns, o, c) + (!panels ? 0 : columns ? 4 * (o + 31) * k : 4 * (o + 15) * k);
 }
 
 // The flags a blob of this filter carries.
 uint32_t Flags(bool wino, bool panels, bool columns, int64 o, int64 c) {
-  return (!wino ? 0 : WinogradPanelsPay(o, c) ? kFlagWinograd | kFlagWinogradPanels : kFlagWinograd) |
+  return (!wino ? 0 : !columns && WinogradPanelsPay(o, c) ? kFlagWinograd | kFlagWinogradPanels : kFlagWinograd) |
          (panels ? 0 : kFlagNoPanels) | (columns ? kFlagColumns : 0);
 }
 
@@ -77,8 +80,13 @@ Status PackKernel(OpKernelContext* ctx) {
   uint8_t* dst = out->data<uint8_t>();
   std::memset(dst, 0, static_cast<size_t>(out->NumElements()));
   uint8_t* payload = dst + packed::kHeaderBytes;
-  const int64 wbytes = WinoBytes(wino, o, c);
-  if (wino && WinogradPanelsPay(o, c)) {
+  const int64 wbytes = WinoBytes(wino, columns, o, c);
+  if (wino && columns) {  // U as column panels (WinogradColumnsApplies)
+    ScratchBuffer<float> u(36 * o * c);
+    WinogradFilter(f.data<float>(), o, c, u.data());
+    float* dst_u = reinterpret_cast<float*>(payload);
+    for (int xi = 0; xi < 36; ++xi) PackColumnPanels(u.data() + xi * o * c, o, c, dst_u + xi * WinogradColumnFloats(o, c));
+  } else if (wino && WinogradPanelsPay(o, c)) {
     ScratchBuffer<float> u(36 * o * c);
     WinogradFilter(f.data<float>(), o, c, u.data());
     float* dst_u = reinterpret_cast<float*>(payload);
@@ -121,7 +129,7 @@ Status CheckBlob(const Tensor& t, const std::vector<int64>& fs, packed::Header* 
   const bool columns = (h->flags & kFlagColumns) != 0;
   if (h->flags != Flags(wino, panels, columns, o, c) || (wino && !StoresWinograd(true, o, c, kh, kw)) ||
       (!wino && !panels) || (columns && (!panels || h->nr != PanelCols())) || (!columns && h->nr != 0) ||
-      h->payload_bytes != static_cast<uint64_t>(WinoBytes(wino, o, c) + 4 * PanelPayloadFloats(panels, columns, o, k)) ||
+      h->payload_bytes != static_cast<uint64_t>(WinoBytes(wino, columns, o, c) + 4 * PanelPayloadFloats(panels, columns, o, k)) ||
       t.NumElements() != BlobBytes(wino, panels, columns, o, c, k)) {
     return errors::InvalidArgument("argument 'packed' is not a packed weight of this op: its flags or payload size "
                                    "do not match attr 'filter_shape'");
@@ -228,8 +236,13 @@ Status Conv2DPackedKernel(OpKernelContext* ctx) {
   std::vector<uint8_t> copy;
   const uint8_t* payload = packed::Payload(blob, h, &copy);
   const float* b = bias.NumElements() != 0 ? bias.data<float>() : nullptr;
-  const bool wino = (h.flags & kFlagWinograd) != 0;
-  if (wino && WinogradApplies(g)) {
+  const bool wino = (h.flags & kFlagWinograd) != 0, columns = (h.flags & kFlagColumns) != 0;
+  if (wino && columns && (WinogradApplies(g) || WinogradColumnsApplies(g))) {
+    WinogradForward(g, x.data<float>(), nullptr, b, act, y->data<float>(), false,
+                    reinterpret_cast<const float*>(payload), WinogradColumnFloats(g.o, g.c), true);
+    return Status::OK();
+  }
+  if (wino && !columns && WinogradApplies(g)) {
     WinogradForward(g, x.data<float>(), nullptr, b, act, y->data<float>(), false,
                     reinterpret_cast<const float*>(payload),
                     (h.flags & kFlagWinogradPanels) != 0 ? PanelFloats(g.o, g.c) : 0);
@@ -240,8 +253,8 @@ Status Conv2DPackedKernel(OpKernelContext* ctx) {
                                    "which this call cannot use (its shape, or OPFORGE_CONV_WINOGRAD=0): pack the "
                                    "filter with panels=true");
   }
-  GemmForward(g, x.data<float>(), reinterpret_cast<const float*>(payload + WinoBytes(wino, g.o, g.c)),
-              (h.flags & kFlagColumns) != 0, b, act, y->data<float>());
+  GemmForward(g, x.data<float>(), reinterpret_cast<const float*>(payload + WinoBytes(wino, columns, g.o, g.c)),
+              columns, b, act, y->data<float>());
   return Status::OK();
 }
 

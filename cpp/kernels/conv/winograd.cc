@@ -41,12 +41,18 @@ constexpr int64_t kNoTile = std::numeric_limits<int64_t>::min() / 4;
 // without this floor, 53.2 with it; its 7x7 layers at batch 8 run 18%
 // slower through Winograd than through im2col).
 constexpr int64_t kMinTiles = 32;
+// Down to this many, the column-panel layout of U (WinogradColumnsApplies):
+// ResNet-18's 14x14 3x3 layers at batch 1 (16 tiles) 1.83 ms against 2.3
+// for onnxruntime and ~2.4 through im2col (one thread). At 7x7 (4 tiles)
+// reading U (36 x 512 x 512 floats) costs more than it saves: 5.4 ms.
+constexpr int64_t kMinColumnTiles = 16;
 
 struct WinoPlan {
   int64_t c, o, h, w, oh, ow, pt, pl;
   int64_t th, tw, tiles;  // 4x4 output tiles per image
   int64_t tb;             // tiles per block (a multiple of 32: whole GEMM panels)
   int64_t u_panels;       // > 0: U[xi] packed as GEMM panels, this many floats apart
+  bool u_columns;         // those panels are column panels (ColumnPanelGemm: few tiles)
 };
 
 namespace baseline {
@@ -87,6 +93,25 @@ BlockFn Get() {
   return fn;
 }
 
+// The phases of one block, each split over threads on its own (few tiles).
+struct PhaseFns {
+  void (*input)(const WinoPlan&, const float*, int64_t, int64_t, int64_t, int64_t, float*);
+  void (*product)(const WinoPlan&, const float*, int64_t, int64_t, int, int, const float*, float*);
+  void (*output)(const WinoPlan&, const float*, Act, float*, int64_t, int64_t, int64_t, int64_t, const float*);
+};
+
+PhaseFns GetPhases() {
+  static const PhaseFns fns = [] {
+#if defined(OF_WG_X86)
+    const char* isa = vmath::IsaName();
+    if (std::strcmp(isa, "avx512") == 0) return PhaseFns{&avx512::InputPhase, &avx512::ProductPhase, &avx512::OutputPhase};
+    if (std::strcmp(isa, "avx2") == 0) return PhaseFns{&avx2::InputPhase, &avx2::ProductPhase, &avx2::OutputPhase};
+#endif
+    return PhaseFns{&baseline::InputPhase, &baseline::ProductPhase, &baseline::OutputPhase};
+  }();
+  return fns;
+}
+
 using FilterFn = void (*)(const float*, int64_t, int64_t, bool, int64_t, int64_t, float*);
 
 FilterFn GetFilter() {
@@ -109,6 +134,26 @@ bool Enabled() {
   return on;
 }
 
+// Fewer tiles than a block (batch 1 at 14x14: 16 tiles): one block, each of
+// its phases split over threads (input channels, the 36 products, output
+// channels), U read as column panels (the tiles as the microkernel's rows,
+// the output channels across its 32 columns; the usual layout would fill 16
+// of them). Buffers kept per calling thread.
+void FewTiles(WinoPlan& p, int64_t total, const float* x, const float* u, const float* bias, Act act, float* y) {
+  p.tb = (total + 15) / 16 * 16;  // whole vectors of every ISA
+  static thread_local std::vector<float> vbuf, mbuf;
+  if (vbuf.size() < static_cast<size_t>(36 * p.c * p.tb)) vbuf.resize(static_cast<size_t>(36 * p.c * p.tb));
+  if (mbuf.size() < static_cast<size_t>(36 * p.o * p.tb)) mbuf.resize(static_cast<size_t>(36 * p.o * p.tb));
+  float* v = vbuf.data();
+  float* m = mbuf.data();
+  const PhaseFns fns = GetPhases();
+  ParallelFor(p.c, total * 36 * 8, [&](int64_t c0, int64_t c1) { fns.input(p, x, 0, total, c0, c1, v); });
+  ParallelFor(36, p.o * p.c * p.tb, [&](int64_t x0, int64_t x1) {
+    fns.product(p, u, 0, total, static_cast<int>(x0), static_cast<int>(x1), v, m);
+  });
+  ParallelFor(p.o, total * 36 * 8, [&](int64_t o0, int64_t o1) { fns.output(p, bias, act, y, 0, total, o0, o1, m); });
+}
+
 }  // namespace
 
 bool WinogradApplies(const Geometry& g) {
@@ -116,17 +161,27 @@ bool WinogradApplies(const Geometry& g) {
          g.c >= 16 && g.o >= 16 && g.oh >= 8 && g.ow >= 8 && g.n * ((g.oh + 3) / 4) * ((g.ow + 3) / 4) >= kMinTiles;
 }
 
+bool WinogradColumnsApplies(const Geometry& g) {
+  const int64_t tiles = g.n * ((g.oh + 3) / 4) * ((g.ow + 3) / 4);
+  return Enabled() && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.groups == 1 &&
+         g.c >= 16 && g.o >= 16 && g.oh >= 8 && g.ow >= 8 && tiles >= kMinColumnTiles;
+}
+
+int64_t WinogradColumnFloats(int64_t o, int64_t c) { return ColumnPanelFloats(o, c); }
+
 void WinogradFilter(const float* f, int64_t o, int64_t c, float* u) {
   const FilterFn ffn = GetFilter();
   ParallelFor(o, c * 200, [&](int64_t o0, int64_t o1) { ffn(f, o, c, false, o0, o1, u); });
 }
 
 void WinogradForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y,
-                     bool transposed, const float* u_pre, int64_t u_panels) {
+                     bool transposed, const float* u_pre, int64_t u_panels, bool u_columns) {
   WinoPlan p;
   p.c = g.c, p.o = g.o, p.h = g.h, p.w = g.w, p.oh = g.oh, p.ow = g.ow, p.pt = g.pt, p.pl = g.pl;
   p.th = (g.oh + 3) / 4, p.tw = (g.ow + 3) / 4, p.tiles = p.th * p.tw;
   p.u_panels = u_pre != nullptr ? u_panels : 0;
+  p.u_columns = u_pre != nullptr && u_columns;
+  if (p.u_columns && g.n * p.tiles < kMinTiles) return FewTiles(p, g.n * p.tiles, x, u_pre, bias, act, y);
   // Blocks of tb tiles, numbered across the batch (small images fill a block
   // from several): each of the 36 GEMMs re-packs U[xi], so blocks are as
   // wide as keeps a slice V[xi] ([C][tb]) or M[xi] ([O][tb]) at 64 KiB (all 36
@@ -170,8 +225,10 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
 #else  // no own GEMM in this build
 
 bool WinogradApplies(const Geometry&) { return false; }
+bool WinogradColumnsApplies(const Geometry&) { return false; }
+int64_t WinogradColumnFloats(int64_t, int64_t) { return 0; }
 void WinogradForward(const Geometry&, const float*, const float*, const float*, Act, float*, bool, const float*,
-                     int64_t) {}
+                     int64_t, bool) {}
 void WinogradFilter(const float*, int64_t, int64_t, float*) {}
 
 #endif

@@ -22,9 +22,18 @@ bool WinogradApplies(const Geometry& g);
 // used flipped and transposed): dx = WinogradForward(dy, ..., true).
 // `u`: the filter already transformed (WinogradFilter; f unused), or null;
 // `u_panels` > 0: u is the 36 matrices [o][c] each packed by PackPanels
-// (packed_gemm.h), u_panels floats apart.
+// (packed_gemm.h), u_panels floats apart; `u_columns`: by PackColumnPanels
+// instead (WinogradColumnFloats apart), any number of tiles.
 void WinogradForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y,
-                     bool transposed, const float* u = nullptr, int64_t u_panels = 0);
+                     bool transposed, const float* u = nullptr, int64_t u_panels = 0, bool u_columns = false);
+
+// g is a float32 3x3 convolution with too few tiles for WinogradApplies (batch
+// 1 at 14x14) that Winograd still computes faster with U stored as column
+// panels: 16 to 31 4x4 output tiles per call.
+bool WinogradColumnsApplies(const Geometry& g);
+
+// Floats of one of the 36 column-panel sets of U (o x c).
+int64_t WinogradColumnFloats(int64_t o, int64_t c);
 
 // Whether the 36 GEMMs [o, c] x [c, tiles] would pack U[xi] on every call
 // (cpp/kernels/gemm/sgemm.cc packs A above 64 rows, unless at most 128 rows

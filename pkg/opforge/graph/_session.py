@@ -85,6 +85,32 @@ class Session:
         values = iter([None if isinstance(t, Operation) else r.numpy() for t, r in zip(flat, results)])
         return self._rebuild(structure, values)
 
+    def profile(self, fetches, feed_dict=None, runs=1):
+        """Runs `fetches` `runs` times on one inter-op thread (kernels keep
+        their intra-op threads) with per-node timing on, and returns
+        ``[(node name, op type, seconds), ...]`` in the order the nodes ran,
+        each the median over the runs (wall time of the kernel call; what a
+        run spends between kernels is the total minus their sum). Nodes whose
+        value was computed when the graph was planned do not appear."""
+        runs = int(runs)
+        if runs < 1:
+            raise _errors.InvalidArgumentError(f"Session.profile: argument 'runs' must be >= 1, got {runs}")
+        threads, self.inter_op_threads = self.inter_op_threads, 1
+        was = _pw.graph_profile(True)
+        try:
+            per_run = []
+            for _ in range(runs):
+                self.run(fetches, feed_dict)
+                per_run.append(_pw.graph_profile_take())
+        finally:
+            _pw.graph_profile(was)
+            self.inter_op_threads = threads
+        first = per_run[0]
+        if any(len(r) != len(first) for r in per_run):  # a plan rebuilt between runs: keep the last
+            first, per_run = per_run[-1], per_run[-1:]
+        return [(node, op, float(np.median([r[i][2] for r in per_run])) * 1e-9)
+                for i, (node, op, _) in enumerate(first)]
+
     @property
     def last_run_stats(self):
         """nodes_run, max_concurrent and peak_bytes of the last successful run (None before one)."""

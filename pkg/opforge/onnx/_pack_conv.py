@@ -37,6 +37,26 @@ def winograd_possible(shape, kernel, strides, pads, dil, o, c):
     return min(oh, ow) >= 8 and tiles >= WINOGRAD_MIN_TILES
 
 
+# Down to this many tiles, Winograd with its transform in the column layout
+# (winograd.cc, kMinColumnTiles): batch 1 at 14x14.
+WINOGRAD_MIN_COLUMN_TILES = 16
+
+
+def winograd_columns_pay(shape, kernel, strides, pads, dil, o, c):
+    """Static input dims whose calls have 16 to 31 output tiles (ResNet-18's 14x14 3x3 layers at batch 1): the
+    filter's Winograd transform is stored as column panels (PackConv2DFilter winograd=True, columns=True), and
+    those calls take Winograd, which the usual layout does not pay for below 32 tiles (one thread: 1.83 ms
+    against onnxruntime's 2.3 and im2col's ~2.4)."""
+    if not (list(kernel) == [3, 3] and list(strides) == [1, 1] and list(dil) == [1, 1] and o >= 16 and c >= 16):
+        return False
+    b, h, w = shape[0], shape[2], shape[3]
+    if b is None or h is None or w is None or os.environ.get("OPFORGE_CONV_COLUMNS", "1") == "0":
+        return False
+    oh, ow = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
+    tiles = ((oh + 3) // 4) * ((ow + 3) // 4) * b
+    return min(oh, ow) >= 8 and WINOGRAD_MIN_COLUMN_TILES <= tiles < WINOGRAD_MIN_TILES
+
+
 def columns_pay(shape, kernel, strides, pads, dil, o, c):
     """Whether the filter's panels go in the column layout (PackConv2DFilter columns=True): at batch 1 with few
     output pixels, whose 32-wide register tiles the usual layout fills badly (7x7: 49 of 64 columns). Measured
@@ -161,6 +181,9 @@ def pack_filters(program, model):
         # Every call of a static shape takes the Winograd route: its transform alone, no GEMM panels.
         alone = wino and None not in shape and _winograd_active()
         columns = not wino and columns_pay(shape, w.shape[2:], strides, pads, dil, w.shape[0], w.shape[1])
+        if not wino and _winograd_active() and winograd_columns_pay(shape, w.shape[2:], strides, pads, dil,
+                                                                    w.shape[0], w.shape[1]):
+            wino = columns = True  # the transform as column panels, beside the (column) GEMM panels
         try:
             with _compile.eager():  # this thread: its freed weights' memory is what the blob reuses
                 blob = P.pack_conv2d_filter(np.ascontiguousarray(w), winograd=bool(wino), panels=not alone,

@@ -8,6 +8,7 @@ exported models carry become the one operator opforge runs fused.
 - RMSNorm   w * (x / Sqrt(ReduceMean(x^2, last axis) + eps))  -> RMSNormalization
 - LayerNorm (x - mean) / Sqrt(var + eps) * w + b            -> LayerNormalization
 - rotary    x * cos + Concat(-x2, x1) * sin (Llama)         -> ApplyRotaryEmbedding (_rewrite_rotary.py)
+- SE convs  1x1 Conv over 1x1 planes (after global pooling)  -> FusedMatMul on rows (_rewrite_pixel_conv.py)
 
 A rewrite works on the checked node list before any converter runs, and
 only where every node it removes is read by the pattern alone (nothing else
@@ -309,10 +310,11 @@ class Synthetic:
 
 
 def _rewrites():
-    from opforge.onnx import _rewrite_attention, _rewrite_rotary
+    from opforge.onnx import _rewrite_attention, _rewrite_pixel_conv, _rewrite_rotary
     # LayerNorm before RMSNorm: its centred half is an RMSNorm of x - mean too.
     return (("Softmax", _rewrite_attention.match), ("Erf", _gelu), ("Tanh", _gelu_tanh),
-            ("ReduceMean", _layer_norm), ("ReduceMean", _rms_norm), ("Neg", _rewrite_rotary.match))
+            ("ReduceMean", _layer_norm), ("ReduceMean", _rms_norm), ("Neg", _rewrite_rotary.match),
+            ("Conv", _rewrite_pixel_conv.match))
 
 
 def rewrite(order, initializers, graph_outputs, opset):
@@ -323,7 +325,7 @@ def rewrite(order, initializers, graph_outputs, opset):
     synthetic = {}
     for anchor_type, fn in _rewrites():
         g = _View(order, initializers, graph_outputs)
-        g.opset = opset
+        g.opset, g.order = opset, order
         position = {id(n): i for i, n in enumerate(order)}
         replaced, gone = {}, set()
         for node in order:

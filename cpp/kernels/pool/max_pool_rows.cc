@@ -1,0 +1,96 @@
+// float32 max pooling row by row (max_pool_rows.h): the driver, and the
+// choice of instruction set for the loops in max_pool_rows_isa.inc.
+#include "max_pool_rows.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "opforge/parallel.h"
+
+#include "../simd_math.h"
+#include "../vector_math.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define OF_MP_X86 1
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace opforge {
+namespace pool {
+namespace {
+
+// The most rows (or columns) a window may have here (MaxPoolRowsApplies).
+constexpr int kMaxWindow = 64;
+
+// Floats of the bordered row: the pads and every column a tap reads.
+int64_t RowWidth(const MaxPoolGeom& g) {
+  return std::max(g.pl + g.w, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1);
+}
+
+// Floats per stride phase of the row, with a vector (16 floats at most) of
+// slack: a short output row reads whole vectors from the phases.
+constexpr int64_t kSlack = 16;
+int64_t PhaseWidth(const MaxPoolGeom& g) { return (RowWidth(g) + g.sw - 1) / g.sw + kSlack; }
+
+// The row and its phases.
+int64_t ScratchFloats(const MaxPoolGeom& g) { return 2 * PhaseWidth(g) * g.sw; }
+
+namespace baseline {
+constexpr int kBytes = 16;
+#include "max_pool_rows_isa.inc"
+}  // namespace baseline
+
+#if defined(OF_MP_X86)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+constexpr int kBytes = 32;
+#include "max_pool_rows_isa.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
+namespace avx512 {
+constexpr int kBytes = 64;
+#include "max_pool_rows_isa.inc"
+}  // namespace avx512
+#pragma GCC pop_options
+#endif
+
+using PlanesFn = void (*)(const MaxPoolGeom&, const float*, float*, int64_t, int64_t, float*);
+
+PlanesFn Get() {
+  static const PlanesFn fn = [] {
+#if defined(OF_MP_X86)
+    const char* isa = vmath::IsaName();
+    if (std::strcmp(isa, "avx512") == 0) return &avx512::Planes;
+    if (std::strcmp(isa, "avx2") == 0) return &avx2::Planes;
+#endif
+    return &baseline::Planes;
+  }();
+  return fn;
+}
+
+}  // namespace
+
+bool MaxPoolRowsApplies(const MaxPoolGeom& g) { return g.kh <= kMaxWindow && g.kw <= kMaxWindow; }
+
+void MaxPoolRows(const MaxPoolGeom& g, const float* x, float* y) {
+  const PlanesFn fn = Get();
+  const int64_t scratch = ScratchFloats(g);
+  ParallelFor(g.planes, g.oh * (g.kh * g.w / std::max<int64_t>(1, g.sh) + g.kw * g.ow) + g.h * g.w,
+              [&](int64_t u0, int64_t u1) {
+                static thread_local std::vector<float> buf;
+                if (buf.size() < static_cast<size_t>(scratch)) buf.resize(static_cast<size_t>(scratch));
+                fn(g, x, y, u0, u1, buf.data());
+              });
+}
+
+}  // namespace pool
+}  // namespace opforge
