@@ -7,6 +7,7 @@
 // Winograd transform [36][o][c] when flag bit 0 is set (padded to 64
 // bytes), then the panels (absent when flag bit 2 is set: panels=false). Header: layout = the microkernel's ISA, mr its
 // rows, kgroup / wide = kh / kw, k = c * kh * kw, n = o.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -129,6 +130,18 @@ Status CheckBlob(const Tensor& t, const std::vector<int64>& fs, packed::Header* 
   return Status::OK();
 }
 
+// y = act(y + r) over n floats, in blocks over the pool.
+void AddAct(Act act, const float* r, float* y, int64 n) {
+  constexpr int64 kBlock = 4096;
+  ParallelFor((n + kBlock - 1) / kBlock, kBlock * 2, [&](int64 b0, int64 b1) {
+    for (int64 b = b0; b < b1; ++b) {
+      const int64 j0 = b * kBlock, len = std::min(kBlock, n - j0);
+      for (int64 j = j0; j < j0 + len; ++j) y[j] += r[j];
+      BiasActRows(act, y + j0, nullptr, 1, len);
+    }
+  });
+}
+
 // Small outputs in a batch: one GEMM over all images' columns side by side
 // (as BatchedForward in conv_kernels.cc).
 constexpr int64 kBatchedPixels = 256;
@@ -137,8 +150,9 @@ constexpr int64 kBatchedColumnElems = int64{8} << 20;
 // under 1 MiB, so it comes from the heap, not a 2 MiB-rounded mapping.
 constexpr int64 kChunkColumnElems = 240 << 10;
 
+// y = act(conv(x) + bias + res); res (y's layout) may be null.
 void GemmForward(const Geometry& g, const float* x, const float* panels, bool columns, const float* bias, Act act,
-                 float* y) {
+                 const float* res, float* y) {
   const auto panel_gemm = columns ? &ColumnPanelGemm : &PanelGemm;
   const int64 K = g.k(), P = g.p();
   const bool pw = g.pointwise();
@@ -157,10 +171,19 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, bool co
         }
       }
     });
-    panel_gemm(panels, g.o, NP, K, col.data(), NP, prod.data(), NP, bias, act, true);
+    // With a residual (in y's layout, not the product's) the activation
+    // waits for the copy back, which adds it.
+    panel_gemm(panels, g.o, NP, K, col.data(), NP, prod.data(), NP, bias,
+               res != nullptr ? Act::kNone : act, true, nullptr, 0);
     ParallelFor(g.n * g.o, P, [&](int64 b, int64 end) {
       for (int64 u = b; u < end; ++u) {
-        std::memcpy(y + u * P, prod.data() + (u % g.o) * NP + (u / g.o) * P, sizeof(float) * P);
+        const float* src = prod.data() + (u % g.o) * NP + (u / g.o) * P;
+        if (res == nullptr) {
+          std::memcpy(y + u * P, src, sizeof(float) * P);
+          continue;
+        }
+        for (int64 j = 0; j < P; ++j) y[u * P + j] = src[j] + res[u * P + j];
+        BiasActRows(act, y + u * P, nullptr, 1, P);
       }
     });
     return;
@@ -172,8 +195,9 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, bool co
   auto one = [&](int64 n, float* col, bool in_worker) {
     const float* xn = x + n * g.c * g.h * g.w;
     float* yn = y + n * g.o * P;
+    const float* rn = res != nullptr ? res + n * g.o * P : nullptr;
     if (pw) {
-      panel_gemm(panels, g.o, P, K, xn, P, yn, P, bias, act, !in_worker);
+      panel_gemm(panels, g.o, P, K, xn, P, yn, P, bias, act, !in_worker, rn, P);
       return;
     }
     for (int64 i0 = 0; i0 < g.oh; i0 += rows) {
@@ -183,7 +207,8 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, bool co
       } else {
         ParallelFor(g.c, K / g.c * cols, [&](int64 c0, int64 c1) { Im2ColRange(g, xn, col, c0, c1, cols, i0, i1); });
       }
-      panel_gemm(panels, g.o, cols, K, col, cols, yn + i0 * g.ow, P, bias, act, !in_worker);
+      panel_gemm(panels, g.o, cols, K, col, cols, yn + i0 * g.ow, P, bias, act, !in_worker,
+                 rn != nullptr ? rn + i0 * g.ow : nullptr, P);
     }
   };
   if (g.n > 1 && g.n >= NumIntraOpThreads()) {
@@ -197,7 +222,8 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, bool co
   }
 }
 
-Status Conv2DPackedKernel(OpKernelContext* ctx) {
+// Conv2DPacked, and Conv2DPackedAdd with its residual (`res`, else null).
+Status PackedConv(OpKernelContext* ctx, const Tensor* res) {
   const Tensor& x = ctx->input(0);
   const Tensor& blob = ctx->input(1);
   const Tensor& bias = ctx->input(2);
@@ -209,7 +235,12 @@ Status Conv2DPackedKernel(OpKernelContext* ctx) {
   }
   Tensor* y = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  if (res != nullptr && !(res->shape() == y->shape())) {  // unknown in a graph's shape check
+    return errors::InvalidArgument("argument 'residual' must have the output's shape ", y->shape().DebugString(),
+                                   ", got ", res->shape().DebugString());
+  }
   if (y->NumElements() == 0) return Status::OK();
+  const float* r = res != nullptr ? res->data<float>() : nullptr;
   Geometry g;
   g.n = x.dim(0), g.c = x.dim(1), g.h = x.dim(2), g.w = x.dim(3);
   g.o = fs[0], g.kh = fs[2], g.kw = fs[3];
@@ -230,9 +261,10 @@ Status Conv2DPackedKernel(OpKernelContext* ctx) {
   const float* b = bias.NumElements() != 0 ? bias.data<float>() : nullptr;
   const bool wino = (h.flags & kFlagWinograd) != 0;
   if (wino && WinogradApplies(g)) {
-    WinogradForward(g, x.data<float>(), nullptr, b, act, y->data<float>(), false,
+    WinogradForward(g, x.data<float>(), nullptr, b, r != nullptr ? Act::kNone : act, y->data<float>(), false,
                     reinterpret_cast<const float*>(payload),
                     (h.flags & kFlagWinogradPanels) != 0 ? PanelFloats(g.o, g.c) : 0);
+    if (r != nullptr) AddAct(act, r, y->data<float>(), y->NumElements());  // one pass, not the Add's and the Relu's
     return Status::OK();
   }
   if ((h.flags & kFlagNoPanels) != 0) {
@@ -241,14 +273,18 @@ Status Conv2DPackedKernel(OpKernelContext* ctx) {
                                    "filter with panels=true");
   }
   GemmForward(g, x.data<float>(), reinterpret_cast<const float*>(payload + WinoBytes(wino, g.o, g.c)),
-              (h.flags & kFlagColumns) != 0, b, act, y->data<float>());
+              (h.flags & kFlagColumns) != 0, b, act, r, y->data<float>());
   return Status::OK();
 }
+
+Status Conv2DPackedKernel(OpKernelContext* ctx) { return PackedConv(ctx, nullptr); }
+Status Conv2DPackedAddKernel(OpKernelContext* ctx) { return PackedConv(ctx, &ctx->input(3)); }
 
 }  // namespace
 
 REGISTER_KERNEL("PackConv2DFilter", kCPU, DType::kFloat32, PackKernel);
 REGISTER_KERNEL("Conv2DPacked", kCPU, DType::kFloat32, Conv2DPackedKernel);
+REGISTER_KERNEL("Conv2DPackedAdd", kCPU, DType::kFloat32, Conv2DPackedAddKernel);
 
 }  // namespace conv
 }  // namespace opforge

@@ -43,31 +43,40 @@ int64_t Padded(int64_t m, int mr) { return (m + mr - 1) / mr * mr; }
 // (SqueezeNet's and MobileNet's narrow 1x1 convolutions).
 constexpr int64_t kInPlacePanels = 4;
 
-// The microkernels' in-register activation for `act` (gemm::Activation), -1
-// where they have none (HardSwish).
+// The microkernels' in-register activation for `act` (gemm::Activation or
+// gemm::kTileHardSwish).
 int RegisterActivation(Act act) {
   switch (act) {
     case Act::kNone: return static_cast<int>(gemm::Activation::kNone);
     case Act::kRelu: return static_cast<int>(gemm::Activation::kRelu);
     case Act::kSigmoid: return static_cast<int>(gemm::Activation::kSigmoid);
     case Act::kSilu: return static_cast<int>(gemm::Activation::kSilu);
-    case Act::kHardSwish: return -1;
+    case Act::kHardSwish: return gemm::kTileHardSwish;
   }
   return -1;
 }
 
+// c[i, j] += r[i, j] over a rows x n tile (no in-register epilogue: the
+// residual goes before the pass's bias and activation).
+void AddTile(float* c, int64_t ldc, const float* r, int64_t ldr, int64_t rows, int64_t n) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += r[i * ldr + j];
+  }
+}
+
 // Rows [i0, i1) (i0 a multiple of mr) by columns [j0, j1) of C.
 void Tile(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t k, const float* b, int64_t ldb,
-          float* c, int64_t ldc, const float* bias, Act act, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+          float* c, int64_t ldc, const float* bias, Act act, const float* res, int64_t ldr, int64_t i0, int64_t i1,
+          int64_t j0, int64_t j1) {
   const int mr = kr.mr, nr = kr.nr;
   const int64_t mp = Padded(m, mr), MC = kMCPanels * mr;
-  const bool epilogue = bias != nullptr || act != Act::kNone;
+  const bool epilogue = bias != nullptr || act != Act::kNone || res != nullptr;
   const bool in_place = (i1 - i0 + mr - 1) / mr <= kInPlacePanels;
   // Bias and activation on the accumulators before the store where the
   // microkernel has them (AVX-512): a pass over the stored tile cost
   // EfficientNet-B0 7% and MobileNetV3 5% more (one thread, batch 1 / 8).
-  gemm::TileEpilogue ep{nullptr, nullptr, RegisterActivation(act), nullptr, 0};
-  const bool reg_epi = epilogue && ep.activation >= 0 && kr.packed_epi[0] != nullptr;
+  gemm::TileEpilogue ep{nullptr, nullptr, RegisterActivation(act), nullptr, ldr, res != nullptr};
+  const bool reg_epi = epilogue && kr.packed_epi[0] != nullptr;
   static thread_local std::vector<float> bbuf;
   const int64_t need = (std::min(kNC, j1 - j0) + nr - 1) / nr * nr * std::min(k, kKC) + 16;
   if (static_cast<int64_t>(bbuf.size()) < need) bbuf.resize(static_cast<size_t>(need));
@@ -96,6 +105,7 @@ void Tile(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t k, co
             const int rows = static_cast<int>(std::min<int64_t>(mr, ic + mc - ir));
             if (reg_epi && last) {
               ep.bias_row = bias != nullptr ? bias + ir : nullptr;
+              ep.residual = res != nullptr ? res + ir * ldr + jr : nullptr;
               kr.packed_epi[rows - 1](kc, ablk + ir * kc, 1, mr, bq, bld, c + ir * ldc + jr, ldc, n, 1.0f, beta, ep);
               continue;
             }
@@ -103,6 +113,7 @@ void Tile(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t k, co
             // Else the epilogue on the register tile just stored, while it is
             // in L1 (a pass over whole rows afterwards made SiLU cost 2x).
             if (epilogue && last) {
+              if (res != nullptr) AddTile(c + ir * ldc + jr, ldc, res + ir * ldr + jr, ldr, rows, n);
               BiasActTile(act, c + ir * ldc + jr, ldc, bias != nullptr ? bias + ir : nullptr, rows, n);
             }
           }
@@ -149,9 +160,19 @@ int64_t ColumnPanelFloats(int64_t m, int64_t k) { return Padded(m, Get().nr) * k
 void PackColumnPanels(const float* a, int64_t m, int64_t k, float* panels) { PackRows(a, m, k, Get().nr, panels); }
 
 void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
-                     int64_t ldc, const float* bias, Act act, bool parallel) {
+                     int64_t ldc, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
   if (m <= 0 || n <= 0) return;
-  if (k <= 0) return PanelGemm(panels, m, n, k, b, ldb, c, ldc, bias, act, parallel);  // reads no panels
+  if (k <= 0) return PanelGemm(panels, m, n, k, b, ldb, c, ldc, bias, act, parallel, residual, ldr);  // no panels
+  // The residual is [m, n]; this product runs transposed: it is added in the
+  // pass that transposes back, before the bias and activation.
+  if (residual != nullptr) {
+    ColumnPanelGemm(panels, m, n, k, b, ldb, c, ldc, nullptr, Act::kNone, parallel);
+    ParallelFor(m, n * 2, [&](int64_t i0, int64_t i1) {
+      AddTile(c + i0 * ldc, ldc, residual + i0 * ldr, ldr, i1 - i0, n);
+      BiasActTile(act, c + i0 * ldc, ldc, bias != nullptr ? bias + i0 : nullptr, i1 - i0, n);
+    });
+    return;
+  }
   const gemm::Kernels& kr = Get();
   const int mr = kr.mr, nr = kr.nr;
   const int64_t np = Padded(n, mr), mp = Padded(m, nr);
@@ -171,7 +192,7 @@ void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const
     }
   }
   gemm::TileEpilogue ep{nullptr, nullptr, RegisterActivation(act), nullptr, 0};
-  const bool reg_epi = ep.activation >= 0 && kr.packed_epi[0] != nullptr;
+  const bool reg_epi = kr.packed_epi[0] != nullptr;
   // C^T [n, m] by column panels of m (the output channels); each task its own.
   const int64_t units = mp / nr;
   auto run = [&](int64_t q0, int64_t q1) {
@@ -203,7 +224,7 @@ void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const
   } else {
     ParallelFor(units, n * k * nr, run);
   }
-  // C = (C^T)^T, then the epilogue the microkernel lacked (HardSwish, no AVX-512).
+  // C = (C^T)^T, then the epilogue the microkernel lacked (the generic ISA).
   const bool after = !reg_epi && (bias != nullptr || act != Act::kNone);
   ParallelFor(m, n * 2, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -215,11 +236,12 @@ void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const
 }
 
 void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
-               int64_t ldc, const float* bias, Act act, bool parallel) {
+               int64_t ldc, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
   if (m <= 0 || n <= 0) return;
   const gemm::Kernels& kr = Get();
   if (k <= 0) {
     for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    if (residual != nullptr) AddTile(c, ldc, residual, ldr, m, n);
     for (int64_t i = 0; i < m && (bias != nullptr || act != Act::kNone); ++i) {
       BiasActRows(act, c + i * ldc, bias != nullptr ? bias + i : nullptr, 1, n);
     }
@@ -229,7 +251,7 @@ void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float
   int64_t threads = parallel && m * n * k >= kMinParallelFma ? NumIntraOpThreads() : 1;
   threads = std::min(threads, units_m * units_n);
   if (threads <= 1) {
-    Tile(kr, panels, m, k, b, ldb, c, ldc, bias, act, 0, m, 0, n);
+    Tile(kr, panels, m, k, b, ldb, c, ldc, bias, act, residual, ldr, 0, m, 0, n);
     return;
   }
   // Columns first (each tile packs its own columns); rows when there are too
@@ -240,7 +262,7 @@ void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float
       const int64_t r = t / tn, q = t % tn;
       const int64_t i0 = units_m * r / tm * kr.mr, i1 = std::min(m, units_m * (r + 1) / tm * kr.mr);
       const int64_t j0 = units_n * q / tn * kr.nr, j1 = std::min(n, units_n * (q + 1) / tn * kr.nr);
-      if (i0 < i1 && j0 < j1) Tile(kr, panels, m, k, b, ldb, c, ldc, bias, act, i0, i1, j0, j1);
+      if (i0 < i1 && j0 < j1) Tile(kr, panels, m, k, b, ldb, c, ldc, bias, act, residual, ldr, i0, i1, j0, j1);
     }
   });
 }
@@ -252,8 +274,11 @@ int PanelRows() { return 1; }
 int64_t PanelFloats(int64_t m, int64_t k) { return m * k; }
 void PackPanels(const float* a, int64_t m, int64_t k, float* panels) { std::memcpy(panels, a, sizeof(float) * m * k); }
 void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
-               int64_t ldc, const float* bias, Act act, bool parallel) {
+               int64_t ldc, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
   Gemm<float>(false, false, m, n, k, panels, k, b, ldb, c, ldc, !parallel);
+  for (int64_t i = 0; i < m && residual != nullptr; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += residual[i * ldr + j];
+  }
   for (int64_t i = 0; i < m && (bias != nullptr || act != Act::kNone); ++i) {
     BiasActRows(act, c + i * ldc, bias != nullptr ? bias + i : nullptr, 1, n);
   }
@@ -263,8 +288,8 @@ int PanelCols() { return 1; }
 int64_t ColumnPanelFloats(int64_t m, int64_t k) { return m * k; }
 void PackColumnPanels(const float* a, int64_t m, int64_t k, float* panels) { PackPanels(a, m, k, panels); }
 void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
-                     int64_t ldc, const float* bias, Act act, bool parallel) {
-  PanelGemm(panels, m, n, k, b, ldb, c, ldc, bias, act, parallel);
+                     int64_t ldc, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
+  PanelGemm(panels, m, n, k, b, ldb, c, ldc, bias, act, parallel, residual, ldr);
 }
 
 #endif
