@@ -64,6 +64,8 @@ ROUTES = [
     (1, 30, 99, 20, 3, 2, 1),   # im2col in chunks of output rows: the residual at each chunk's offset
     (3, 24, 9, 40, 3, 1, 1),    # small outputs in a batch: one GEMM over all images, the residual in the copy back
     (1, 96, 7, 70, 1, 1, 0),    # few pixels, the column layout
+    (3, 48, 1, 70, 1, 1, 0),    # one pixel per image (an SE block): the column layout over x and y as they are
+    (2, 300, 1, 40, 1, 1, 0),   # the same over two depth blocks
 ]
 
 
@@ -176,3 +178,12 @@ def test_every_instruction_set(isa):
                            "not importer"], env=env, capture_output=True, text=True, timeout=600,
                           cwd=os.path.dirname(__file__))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_one_pixel_convs_take_the_column_layout():
+    from opforge.onnx._pack_conv import columns_pay
+    se = ([1, 1], [1, 1], [0] * 4, [1, 1], 1152, 48)  # EfficientNet's SE expand: 48 -> 1152 at one pixel
+    assert columns_pay((1, 48, 1, 1), *se) and columns_pay((8, 48, 1, 1), *se)
+    assert not columns_pay((None, 48, 1, 1), *se)  # the batch unknown: the GEMM's columns are too
+    assert not columns_pay((32, 48, 1, 1), *se)  # 32 columns fill the usual tile
+    assert not columns_pay((8, 48, 1, 1), [1, 1], [1, 1], [0] * 4, [1, 1], 4, 48)  # 4 outputs: 8 pixels fill more

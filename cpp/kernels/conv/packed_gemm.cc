@@ -159,6 +159,73 @@ int PanelCols() { return Get().nr; }
 int64_t ColumnPanelFloats(int64_t m, int64_t k) { return Padded(m, Get().nr) * k; }
 void PackColumnPanels(const float* a, int64_t m, int64_t k, float* panels) { PackRows(a, m, k, Get().nr, panels); }
 
+namespace {
+
+// The pixels (pixel j, depth p at src[j * rs + p * cs]; j < n, p < k) as
+// the microkernel's A panels: mr pixels per panel, kc-deep blocks.
+void PackPixels(const float* src, int64_t rs, int64_t cs, int64_t n, int64_t k, int mr, float* at) {
+  const int64_t np = Padded(n, mr);
+  for (int64_t pc = 0; pc < k; pc += kKC) {
+    const int64_t kc = std::min(kKC, k - pc);
+    for (int64_t pn = 0; pn < np / mr; ++pn) {
+      float* dst = at + pc * np + pn * mr * kc;
+      const int64_t j0 = pn * mr, cols = std::min<int64_t>(mr, n - j0);
+      for (int64_t p = 0; p < kc; ++p) {
+        const float* s = src + j0 * rs + (pc + p) * cs;
+        for (int i = 0; i < cols; ++i) dst[p * mr + i] = s[i * rs];
+        for (int i = static_cast<int>(cols); i < mr; ++i) dst[p * mr + i] = 0.0f;
+      }
+    }
+  }
+}
+
+// CT[n, m] (row stride ldct) = the pixels `at` (PackPixels) times the
+// filter's column panels, with act(. + bias[i] + R[j, i]) (R: row stride
+// ldr, may be null) on the accumulators where the ISA has that epilogue;
+// returns whether it did (else CT holds the bare product).
+bool ColumnCore(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t n, int64_t k, const float* at,
+                float* ct, int64_t ldct, const float* bias, Act act, const float* res, int64_t ldr, bool parallel) {
+  const int mr = kr.mr, nr = kr.nr;
+  const int64_t np = Padded(n, mr), mp = Padded(m, nr);
+  gemm::TileEpilogue ep{nullptr, nullptr, RegisterActivation(act), nullptr, ldr, res != nullptr};
+  const bool reg_epi = kr.packed_epi[0] != nullptr;
+  // By column panels of m (the output channels); each task its own.
+  const int64_t units = mp / nr;
+  auto run = [&](int64_t q0, int64_t q1) {
+    gemm::TileEpilogue e = ep;  // its bias_col and residual are per tile
+    for (int64_t q = q0; q < q1; ++q) {
+      const int cols = static_cast<int>(std::min<int64_t>(nr, m - q * nr));
+      for (int64_t pc = 0; pc < k; pc += kKC) {
+        const int64_t kc = std::min(kKC, k - pc);
+        const float* bq = panels + pc * mp + q * nr * kc;
+        const float beta = pc == 0 ? 0.0f : 1.0f;
+        const bool last = pc + kc >= k;
+        for (int64_t pn = 0; pn < np / mr; ++pn) {
+          const int rows = static_cast<int>(std::min<int64_t>(mr, n - pn * mr));
+          const float* ap = at + pc * np + pn * mr * kc;
+          float* cq = ct + pn * mr * ldct + q * nr;
+          if (reg_epi && last) {
+            e.bias_col = bias != nullptr ? bias + q * nr : nullptr;
+            e.residual = res != nullptr ? res + pn * mr * ldr + q * nr : nullptr;
+            kr.packed_epi[rows - 1](kc, ap, 1, mr, bq, nr, cq, ldct, cols, 1.0f, beta, e);
+          } else {
+            kr.packed[rows - 1](kc, ap, 1, mr, bq, nr, cq, ldct, cols, 1.0f, beta);
+          }
+        }
+      }
+    }
+  };
+  const int64_t threads = parallel && m * n * k >= kMinParallelFma ? std::min<int64_t>(NumIntraOpThreads(), units) : 1;
+  if (threads <= 1) {
+    run(0, units);
+  } else {
+    ParallelFor(units, n * k * nr, run);
+  }
+  return reg_epi;
+}
+
+}  // namespace
+
 void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
                      int64_t ldc, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
   if (m <= 0 || n <= 0) return;
@@ -174,58 +241,12 @@ void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const
     return;
   }
   const gemm::Kernels& kr = Get();
-  const int mr = kr.mr, nr = kr.nr;
-  const int64_t np = Padded(n, mr), mp = Padded(m, nr);
-  // B^T (the pixels) as the microkernel's A panels: mr pixels per panel, one
-  // contiguous run of each row of b per depth step.
-  ScratchBuffer<float> at(np * std::max<int64_t>(k, 1)), ct(n * m);
-  for (int64_t pc = 0; pc < k; pc += kKC) {
-    const int64_t kc = std::min(kKC, k - pc);
-    for (int64_t pn = 0; pn < np / mr; ++pn) {
-      float* dst = at.data() + pc * np + pn * mr * kc;
-      const int64_t j0 = pn * mr, cols = std::min<int64_t>(mr, n - j0);
-      for (int64_t p = 0; p < kc; ++p) {
-        const float* src = b + (pc + p) * ldb + j0;
-        for (int i = 0; i < cols; ++i) dst[p * mr + i] = src[i];
-        for (int i = static_cast<int>(cols); i < mr; ++i) dst[p * mr + i] = 0.0f;
-      }
-    }
-  }
-  gemm::TileEpilogue ep{nullptr, nullptr, RegisterActivation(act), nullptr, 0};
-  const bool reg_epi = kr.packed_epi[0] != nullptr;
-  // C^T [n, m] by column panels of m (the output channels); each task its own.
-  const int64_t units = mp / nr;
-  auto run = [&](int64_t q0, int64_t q1) {
-    gemm::TileEpilogue e = ep;  // its bias_col is per tile
-    for (int64_t q = q0; q < q1; ++q) {
-      const int cols = static_cast<int>(std::min<int64_t>(nr, m - q * nr));
-      for (int64_t pc = 0; pc < k; pc += kKC) {
-        const int64_t kc = std::min(kKC, k - pc);
-        const float* bq = panels + pc * mp + q * nr * kc;
-        const float beta = pc == 0 ? 0.0f : 1.0f;
-        const bool last = pc + kc >= k;
-        for (int64_t pn = 0; pn < np / mr; ++pn) {
-          const int rows = static_cast<int>(std::min<int64_t>(mr, n - pn * mr));
-          const float* ap = at.data() + pc * np + pn * mr * kc;
-          float* cq = ct.data() + pn * mr * m + q * nr;
-          if (reg_epi && last) {
-            e.bias_col = bias != nullptr ? bias + q * nr : nullptr;
-            kr.packed_epi[rows - 1](kc, ap, 1, mr, bq, nr, cq, m, cols, 1.0f, beta, e);
-          } else {
-            kr.packed[rows - 1](kc, ap, 1, mr, bq, nr, cq, m, cols, 1.0f, beta);
-          }
-        }
-      }
-    }
-  };
-  const int64_t threads = parallel && m * n * k >= kMinParallelFma ? std::min<int64_t>(NumIntraOpThreads(), units) : 1;
-  if (threads <= 1) {
-    run(0, units);
-  } else {
-    ParallelFor(units, n * k * nr, run);
-  }
+  // B^T (the pixels) as the microkernel's A panels.
+  ScratchBuffer<float> at(Padded(n, kr.mr) * std::max<int64_t>(k, 1)), ct(n * m);
+  PackPixels(b, 1, ldb, n, k, kr.mr, at.data());
+  const bool done = ColumnCore(kr, panels, m, n, k, at.data(), ct.data(), m, bias, act, nullptr, 0, parallel);
   // C = (C^T)^T, then the epilogue the microkernel lacked (the generic ISA).
-  const bool after = !reg_epi && (bias != nullptr || act != Act::kNone);
+  const bool after = !done && (bias != nullptr || act != Act::kNone);
   ParallelFor(m, n * 2, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       float* ci = c + i * ldc;
@@ -233,6 +254,26 @@ void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const
       if (after) BiasActRows(act, ci, bias != nullptr ? bias + i : nullptr, 1, n);
     }
   });
+}
+
+void ColumnPanelGemmRows(const float* panels, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, float* y,
+                         int64_t ldy, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
+  if (m <= 0 || n <= 0) return;
+  const gemm::Kernels& kr = Get();
+  bool done = false;
+  if (k > 0) {
+    ScratchBuffer<float> at(Padded(n, kr.mr) * k);
+    PackPixels(a, lda, 1, n, k, kr.mr, at.data());
+    done = ColumnCore(kr, panels, m, n, k, at.data(), y, ldy, bias, act, residual, ldr, parallel);
+  } else {
+    for (int64_t j = 0; j < n; ++j) std::fill(y + j * ldy, y + j * ldy + m, 0.0f);
+  }
+  if (done) return;
+  for (int64_t j = 0; j < n; ++j) {  // the epilogue after the product (the generic ISA), bias per column
+    float* yj = y + j * ldy;
+    for (int64_t i = 0; i < m; ++i) yj[i] += (residual != nullptr ? residual[j * ldr + i] : 0.0f) + (bias != nullptr ? bias[i] : 0.0f);
+    BiasActRows(act, yj, nullptr, 1, m);
+  }
 }
 
 void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
@@ -290,6 +331,15 @@ void PackColumnPanels(const float* a, int64_t m, int64_t k, float* panels) { Pac
 void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
                      int64_t ldc, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
   PanelGemm(panels, m, n, k, b, ldb, c, ldc, bias, act, parallel, residual, ldr);
+}
+void ColumnPanelGemmRows(const float* panels, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, float* y,
+                         int64_t ldy, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
+  Gemm<float>(false, true, n, m, k, a, lda, panels, k, y, ldy, !parallel);
+  for (int64_t j = 0; j < n; ++j) {
+    float* yj = y + j * ldy;
+    for (int64_t i = 0; i < m; ++i) yj[i] += (residual != nullptr ? residual[j * ldr + i] : 0.0f) + (bias != nullptr ? bias[i] : 0.0f);
+    BiasActRows(act, yj, nullptr, 1, m);
+  }
 }
 
 #endif

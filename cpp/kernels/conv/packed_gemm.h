@@ -43,6 +43,14 @@ void PackColumnPanels(const float* a, int64_t m, int64_t k, float* panels);
 void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
                      int64_t ldc, const float* bias, Act act, bool parallel, const float* residual = nullptr,
                      int64_t ldr = 0);
+// The same product with the pixels as rows on both sides: Y[n, m] (row
+// stride ldy) = act(A W^T + bias[i] + R[j, i]) for A [n, k] (row stride lda)
+// and R [n, m] (row stride ldr, may be null). A 1x1 convolution of one pixel
+// per image (an SE block's) is this with A = x and Y = y as they are: no
+// transposes either way.
+void ColumnPanelGemmRows(const float* panels, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, float* y,
+                         int64_t ldy, const float* bias, Act act, bool parallel, const float* residual = nullptr,
+                         int64_t ldr = 0);
 
 }  // namespace conv
 }  // namespace opforge
