@@ -1,4 +1,4 @@
-"""test_bad_input oracles for PackConv2DFilter and Conv2DPacked (cpp/ops/packed_conv_ops.cc).
+"""test_bad_input oracles for PackConv2DFilter, Conv2DPacked and Conv2DPackedAdd (cpp/ops/packed_conv_ops.cc).
 
 The blobs are built here in numpy, independently of the C++ packer: the
 128-byte header of packed_oracles.py (format 3) and the float32 GEMM's A
@@ -81,8 +81,44 @@ def conv_packed_gen(draw, dtype):
     return (array(draw, dtype, x_shape, small=True, finite=True), _hostile(draw, blob), bias), kw
 
 
+def conv_packed_add_gen(draw, dtype):
+    """Conv2DPacked's draws plus a residual: mostly the output's shape, sometimes one dim off or another rank."""
+    (x, blob, bias), kw = conv_packed_gen(draw, dtype)
+    f = _FILTERS.get(np.asarray(blob).tobytes())
+    shape = [1, 1, 1, 1]
+    try:  # the output's shape where the attrs are well formed (the drawn ones may not be)
+        (s0, s1), (d0, d1), p = kw["strides"], kw["dilations"], kw["pads"]
+        n, _, h, w = np.shape(x)
+        shape = [n, f.shape[0], (h + p[0] + p[2] - d0 * (f.shape[2] - 1) - 1) // max(s0, 1) + 1,
+                 (w + p[1] + p[3] - d1 * (f.shape[3] - 1) - 1) // max(s1, 1) + 1]
+        shape = [max(d, 0) for d in shape]
+    except (ValueError, TypeError, AttributeError, IndexError):
+        pass
+    bad = draw(st.integers(0, 9))
+    if bad == 0:
+        shape[draw(st.integers(0, 3))] += 1
+    elif bad == 1:
+        shape = shape[:3]
+    return (x, blob, bias, array(draw, dtype, tuple(shape), small=True, finite=True)), kw
+
+
+def conv2d_packed_add(x, packed, bias, residual, filter_shape, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
+                      activation="none"):
+    if activation not in ("none", "relu", "sigmoid", "silu", "hardswish"):
+        raise ValueError("activation")
+    y = conv2d_packed(x, packed, bias, filter_shape, strides, pads, dilations, "none", _linear=True)
+    if residual.shape != y.shape:
+        raise ValueError("argument 'residual' must have the output's shape")
+    return _act(y + residual, activation).astype(x.dtype)
+
+
+def _act(z, activation):
+    return {"none": z, "relu": np.maximum(z, 0), "sigmoid": 1 / (1 + np.exp(-z)), "silu": z / (1 + np.exp(-z)),
+            "hardswish": z * np.clip(z / 6 + 0.5, 0, 1)}[activation]
+
+
 def conv2d_packed(x, packed, bias, filter_shape, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
-                  activation="none"):
+                  activation="none", _linear=False):
     f = _FILTERS.get(np.asarray(packed).tobytes())
     if f is None or list(filter_shape) != list(f.shape):
         raise ValueError("argument 'packed' is not a packed filter of this shape")
@@ -90,6 +126,8 @@ def conv2d_packed(x, packed, bias, filter_shape, strides=(1, 1), pads=(0, 0, 0, 
     if activation not in ("none", "relu", "sigmoid", "silu", "hardswish") or bias.size not in (0, y.shape[1]):
         raise ValueError("activation or bias")
     z = y + (bias.reshape(1, -1, 1, 1) if bias.size else 0.0)
+    if _linear:
+        return z
     out = {"none": z, "relu": np.maximum(z, 0), "sigmoid": 1 / (1 + np.exp(-z)), "silu": z / (1 + np.exp(-z)),
            "hardswish": z * np.clip(z / 6 + 0.5, 0, 1)}
     return out[activation].astype(x.dtype)
@@ -98,4 +136,5 @@ def conv2d_packed(x, packed, bias, filter_shape, strides=(1, 1), pads=(0, 0, 0, 
 PACKED_CONV_ORACLES = {
     "PackConv2DFilter": (pack_gen, quiet(pack_conv)),
     "Conv2DPacked": (conv_packed_gen, quiet(conv2d_packed)),
+    "Conv2DPackedAdd": (conv_packed_add_gen, quiet(conv2d_packed_add)),
 }

@@ -189,6 +189,8 @@ CASES.update({
     "PackConv2DFilter": [((arr((4, 3, 3, 3), np.float32),), {"winograd": False})],
     "Conv2DPacked": [((arr((2, 3, 5, 5), np.float32), _CB, arr((4,), np.float32)),
                       {"filter_shape": [4, 3, 3, 3], "pads": [1, 1, 1, 1], "activation": "relu"})],
+    "Conv2DPackedAdd": [((arr((2, 3, 5, 5), np.float32), _CB, arr((4,), np.float32), arr((2, 4, 5, 5), np.float32)),
+                         {"filter_shape": [4, 3, 3, 3], "pads": [1, 1, 1, 1], "activation": "relu"})],
 })
 
 

@@ -67,7 +67,7 @@ Status PackShape(InferenceContext* ctx) {
 }
 
 // x [N, C, H, W] with the filter of attr 'filter_shape' -> y [N, O, OH, OW].
-Status Conv2DPackedShape(InferenceContext* ctx) {
+Status Conv2DPackedY(InferenceContext* ctx, TensorShape* out) {
   const std::vector<int64_t>& fs = ctx->attr_ints("filter_shape");
   if (fs.size() != 4 || fs[0] < 1 || fs[1] < 1 || fs[2] < 1 || fs[3] < 1) {
     return errors::InvalidArgument("attr 'filter_shape' must be 4 ints >= 1 [out_channels, in_channels, kh, kw], got ",
@@ -88,6 +88,30 @@ Status Conv2DPackedShape(InferenceContext* ctx) {
                                    " or empty, got shape ", b.DebugString());
   }
   OF_RETURN_IF_ERROR(conv_shape::CheckConvActivation(ctx));
+  *out = y;
+  return Status::OK();
+}
+
+Status Conv2DPackedShape(InferenceContext* ctx) {
+  TensorShape y;
+  OF_RETURN_IF_ERROR(Conv2DPackedY(ctx, &y));
+  ctx->set_output_shape(0, y);
+  return Status::OK();
+}
+
+// Conv2DPacked's shape, and the residual exactly y's shape (no broadcasting).
+Status Conv2DPackedAddShape(InferenceContext* ctx) {
+  TensorShape y;
+  OF_RETURN_IF_ERROR(Conv2DPackedY(ctx, &y));
+  const TensorShape& r = ctx->input_shape(3);
+  bool same = r.rank() == y.rank();
+  for (int i = 0; same && i < r.rank(); ++i) {
+    same = IsUnknownDim(r.dim(i)) || IsUnknownDim(y.dim(i)) || r.dim(i) == y.dim(i);
+  }
+  if (!same) {
+    return errors::InvalidArgument("argument 'residual' must have the output's shape ", y.DebugString(), ", got ",
+                                   r.DebugString());
+  }
   ctx->set_output_shape(0, y);
   return Status::OK();
 }
@@ -143,6 +167,39 @@ The same result as FusedConv2D (Conv2D when bias is empty and activation is
 x: The input, [batch, in_channels, height, width].
 packed: The filter, from PackConv2DFilter (checked against filter_shape).
 bias: One value per output channel, or empty for none.
+filter_shape: The filter's shape [out_channels, in_channels, kernel_height, kernel_width].
+strides: Stride along height and width.
+pads: Zero padding [top, left, bottom, right].
+dilations: Dilation along height and width.
+activation: 'none', 'relu', 'sigmoid', 'silu' (x * sigmoid(x)) or 'hardswish'.
+y: The output, [batch, out_channels, out_height, out_width].
+)doc");
+
+REGISTER_OP("Conv2DPackedAdd")
+    .Input("x: T")
+    .Input("packed: uint8")
+    .Input("bias: T")
+    .Input("residual: T")
+    .Attr("filter_shape: list(int)")
+    .Attr("strides: list(int) = [1, 1]")
+    .Attr("pads: list(int) = [0, 0, 0, 0]")
+    .Attr("dilations: list(int) = [1, 1]")
+    .Attr("activation: string = 'none'")
+    .Output("y: T")
+    .Attr("T: {float32}")
+    .SetShapeFn(Conv2DPackedAddShape)
+    .NoGradient()  // as Conv2DPacked: an inference path over a packed constant weight
+    .Doc(R"doc(
+activation(Conv2D(x, filter) + bias + residual) over a filter packed once by PackConv2DFilter (one group).
+
+A ResNet block's Conv -> BatchNorm (folded) -> Add(identity) -> Relu as one
+op. The residual is added to the GEMM's accumulators with the bias, before
+the activation, so the sum is never stored and read back.
+
+x: The input, [batch, in_channels, height, width].
+packed: The filter, from PackConv2DFilter (checked against filter_shape).
+bias: One value per output channel, or empty for none.
+residual: Added before the activation; exactly the output's shape [batch, out_channels, out_height, out_width].
 filter_shape: The filter's shape [out_channels, in_channels, kernel_height, kernel_width].
 strides: Stride along height and width.
 pads: Zero padding [top, left, bottom, right].

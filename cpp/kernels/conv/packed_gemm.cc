@@ -43,31 +43,40 @@ int64_t Padded(int64_t m, int mr) { return (m + mr - 1) / mr * mr; }
 // (SqueezeNet's and MobileNet's narrow 1x1 convolutions).
 constexpr int64_t kInPlacePanels = 4;
 
-// The microkernels' in-register activation for `act` (gemm::Activation), -1
-// where they have none (HardSwish).
+// The microkernels' in-register activation for `act` (gemm::Activation or
+// gemm::kTileHardSwish).
 int RegisterActivation(Act act) {
   switch (act) {
     case Act::kNone: return static_cast<int>(gemm::Activation::kNone);
     case Act::kRelu: return static_cast<int>(gemm::Activation::kRelu);
     case Act::kSigmoid: return static_cast<int>(gemm::Activation::kSigmoid);
     case Act::kSilu: return static_cast<int>(gemm::Activation::kSilu);
-    case Act::kHardSwish: return -1;
+    case Act::kHardSwish: return gemm::kTileHardSwish;
   }
   return -1;
 }
 
+// c[i, j] += r[i, j] over a rows x n tile (no in-register epilogue: the
+// residual goes before the pass's bias and activation).
+void AddTile(float* c, int64_t ldc, const float* r, int64_t ldr, int64_t rows, int64_t n) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += r[i * ldr + j];
+  }
+}
+
 // Rows [i0, i1) (i0 a multiple of mr) by columns [j0, j1) of C.
 void Tile(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t k, const float* b, int64_t ldb,
-          float* c, int64_t ldc, const float* bias, Act act, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+          float* c, int64_t ldc, const float* bias, Act act, const float* res, int64_t ldr, int64_t i0, int64_t i1,
+          int64_t j0, int64_t j1) {
   const int mr = kr.mr, nr = kr.nr;
   const int64_t mp = Padded(m, mr), MC = kMCPanels * mr;
-  const bool epilogue = bias != nullptr || act != Act::kNone;
+  const bool epilogue = bias != nullptr || act != Act::kNone || res != nullptr;
   const bool in_place = (i1 - i0 + mr - 1) / mr <= kInPlacePanels;
   // Bias and activation on the accumulators before the store where the
   // microkernel has them (AVX-512): a pass over the stored tile cost
   // EfficientNet-B0 7% and MobileNetV3 5% more (one thread, batch 1 / 8).
-  gemm::TileEpilogue ep{nullptr, nullptr, RegisterActivation(act), nullptr, 0};
-  const bool reg_epi = epilogue && ep.activation >= 0 && kr.packed_epi[0] != nullptr;
+  gemm::TileEpilogue ep{nullptr, nullptr, RegisterActivation(act), nullptr, ldr, res != nullptr};
+  const bool reg_epi = epilogue && kr.packed_epi[0] != nullptr;
   static thread_local std::vector<float> bbuf;
   const int64_t need = (std::min(kNC, j1 - j0) + nr - 1) / nr * nr * std::min(k, kKC) + 16;
   if (static_cast<int64_t>(bbuf.size()) < need) bbuf.resize(static_cast<size_t>(need));
@@ -96,6 +105,7 @@ void Tile(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t k, co
             const int rows = static_cast<int>(std::min<int64_t>(mr, ic + mc - ir));
             if (reg_epi && last) {
               ep.bias_row = bias != nullptr ? bias + ir : nullptr;
+              ep.residual = res != nullptr ? res + ir * ldr + jr : nullptr;
               kr.packed_epi[rows - 1](kc, ablk + ir * kc, 1, mr, bq, bld, c + ir * ldc + jr, ldc, n, 1.0f, beta, ep);
               continue;
             }
@@ -103,6 +113,7 @@ void Tile(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t k, co
             // Else the epilogue on the register tile just stored, while it is
             // in L1 (a pass over whole rows afterwards made SiLU cost 2x).
             if (epilogue && last) {
+              if (res != nullptr) AddTile(c + ir * ldc + jr, ldc, res + ir * ldr + jr, ldr, rows, n);
               BiasActTile(act, c + ir * ldc + jr, ldc, bias != nullptr ? bias + ir : nullptr, rows, n);
             }
           }
@@ -148,34 +159,40 @@ int PanelCols() { return Get().nr; }
 int64_t ColumnPanelFloats(int64_t m, int64_t k) { return Padded(m, Get().nr) * k; }
 void PackColumnPanels(const float* a, int64_t m, int64_t k, float* panels) { PackRows(a, m, k, Get().nr, panels); }
 
-void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
-                     int64_t ldc, const float* bias, Act act, bool parallel) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) return PanelGemm(panels, m, n, k, b, ldb, c, ldc, bias, act, parallel);  // reads no panels
-  const gemm::Kernels& kr = Get();
-  const int mr = kr.mr, nr = kr.nr;
-  const int64_t np = Padded(n, mr), mp = Padded(m, nr);
-  // B^T (the pixels) as the microkernel's A panels: mr pixels per panel, one
-  // contiguous run of each row of b per depth step.
-  ScratchBuffer<float> at(np * std::max<int64_t>(k, 1)), ct(n * m);
+namespace {
+
+// The pixels (pixel j, depth p at src[j * rs + p * cs]; j < n, p < k) as
+// the microkernel's A panels: mr pixels per panel, kc-deep blocks.
+void PackPixels(const float* src, int64_t rs, int64_t cs, int64_t n, int64_t k, int mr, float* at) {
+  const int64_t np = Padded(n, mr);
   for (int64_t pc = 0; pc < k; pc += kKC) {
     const int64_t kc = std::min(kKC, k - pc);
     for (int64_t pn = 0; pn < np / mr; ++pn) {
-      float* dst = at.data() + pc * np + pn * mr * kc;
+      float* dst = at + pc * np + pn * mr * kc;
       const int64_t j0 = pn * mr, cols = std::min<int64_t>(mr, n - j0);
       for (int64_t p = 0; p < kc; ++p) {
-        const float* src = b + (pc + p) * ldb + j0;
-        for (int i = 0; i < cols; ++i) dst[p * mr + i] = src[i];
+        const float* s = src + j0 * rs + (pc + p) * cs;
+        for (int i = 0; i < cols; ++i) dst[p * mr + i] = s[i * rs];
         for (int i = static_cast<int>(cols); i < mr; ++i) dst[p * mr + i] = 0.0f;
       }
     }
   }
-  gemm::TileEpilogue ep{nullptr, nullptr, RegisterActivation(act), nullptr, 0};
-  const bool reg_epi = ep.activation >= 0 && kr.packed_epi[0] != nullptr;
-  // C^T [n, m] by column panels of m (the output channels); each task its own.
+}
+
+// CT[n, m] (row stride ldct) = the pixels `at` (PackPixels) times the
+// filter's column panels, with act(. + bias[i] + R[j, i]) (R: row stride
+// ldr, may be null) on the accumulators where the ISA has that epilogue;
+// returns whether it did (else CT holds the bare product).
+bool ColumnCore(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t n, int64_t k, const float* at,
+                float* ct, int64_t ldct, const float* bias, Act act, const float* res, int64_t ldr, bool parallel) {
+  const int mr = kr.mr, nr = kr.nr;
+  const int64_t np = Padded(n, mr), mp = Padded(m, nr);
+  gemm::TileEpilogue ep{nullptr, nullptr, RegisterActivation(act), nullptr, ldr, res != nullptr};
+  const bool reg_epi = kr.packed_epi[0] != nullptr;
+  // By column panels of m (the output channels); each task its own.
   const int64_t units = mp / nr;
   auto run = [&](int64_t q0, int64_t q1) {
-    gemm::TileEpilogue e = ep;  // its bias_col is per tile
+    gemm::TileEpilogue e = ep;  // its bias_col and residual are per tile
     for (int64_t q = q0; q < q1; ++q) {
       const int cols = static_cast<int>(std::min<int64_t>(nr, m - q * nr));
       for (int64_t pc = 0; pc < k; pc += kKC) {
@@ -185,13 +202,14 @@ void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const
         const bool last = pc + kc >= k;
         for (int64_t pn = 0; pn < np / mr; ++pn) {
           const int rows = static_cast<int>(std::min<int64_t>(mr, n - pn * mr));
-          const float* ap = at.data() + pc * np + pn * mr * kc;
-          float* cq = ct.data() + pn * mr * m + q * nr;
+          const float* ap = at + pc * np + pn * mr * kc;
+          float* cq = ct + pn * mr * ldct + q * nr;
           if (reg_epi && last) {
             e.bias_col = bias != nullptr ? bias + q * nr : nullptr;
-            kr.packed_epi[rows - 1](kc, ap, 1, mr, bq, nr, cq, m, cols, 1.0f, beta, e);
+            e.residual = res != nullptr ? res + pn * mr * ldr + q * nr : nullptr;
+            kr.packed_epi[rows - 1](kc, ap, 1, mr, bq, nr, cq, ldct, cols, 1.0f, beta, e);
           } else {
-            kr.packed[rows - 1](kc, ap, 1, mr, bq, nr, cq, m, cols, 1.0f, beta);
+            kr.packed[rows - 1](kc, ap, 1, mr, bq, nr, cq, ldct, cols, 1.0f, beta);
           }
         }
       }
@@ -203,8 +221,32 @@ void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const
   } else {
     ParallelFor(units, n * k * nr, run);
   }
-  // C = (C^T)^T, then the epilogue the microkernel lacked (HardSwish, no AVX-512).
-  const bool after = !reg_epi && (bias != nullptr || act != Act::kNone);
+  return reg_epi;
+}
+
+}  // namespace
+
+void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
+                     int64_t ldc, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return PanelGemm(panels, m, n, k, b, ldb, c, ldc, bias, act, parallel, residual, ldr);  // no panels
+  // The residual is [m, n]; this product runs transposed: it is added in the
+  // pass that transposes back, before the bias and activation.
+  if (residual != nullptr) {
+    ColumnPanelGemm(panels, m, n, k, b, ldb, c, ldc, nullptr, Act::kNone, parallel);
+    ParallelFor(m, n * 2, [&](int64_t i0, int64_t i1) {
+      AddTile(c + i0 * ldc, ldc, residual + i0 * ldr, ldr, i1 - i0, n);
+      BiasActTile(act, c + i0 * ldc, ldc, bias != nullptr ? bias + i0 : nullptr, i1 - i0, n);
+    });
+    return;
+  }
+  const gemm::Kernels& kr = Get();
+  // B^T (the pixels) as the microkernel's A panels.
+  ScratchBuffer<float> at(Padded(n, kr.mr) * std::max<int64_t>(k, 1)), ct(n * m);
+  PackPixels(b, 1, ldb, n, k, kr.mr, at.data());
+  const bool done = ColumnCore(kr, panels, m, n, k, at.data(), ct.data(), m, bias, act, nullptr, 0, parallel);
+  // C = (C^T)^T, then the epilogue the microkernel lacked (the generic ISA).
+  const bool after = !done && (bias != nullptr || act != Act::kNone);
   ParallelFor(m, n * 2, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       float* ci = c + i * ldc;
@@ -214,12 +256,33 @@ void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const
   });
 }
 
+void ColumnPanelGemmRows(const float* panels, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, float* y,
+                         int64_t ldy, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
+  if (m <= 0 || n <= 0) return;
+  const gemm::Kernels& kr = Get();
+  bool done = false;
+  if (k > 0) {
+    ScratchBuffer<float> at(Padded(n, kr.mr) * k);
+    PackPixels(a, lda, 1, n, k, kr.mr, at.data());
+    done = ColumnCore(kr, panels, m, n, k, at.data(), y, ldy, bias, act, residual, ldr, parallel);
+  } else {
+    for (int64_t j = 0; j < n; ++j) std::fill(y + j * ldy, y + j * ldy + m, 0.0f);
+  }
+  if (done) return;
+  for (int64_t j = 0; j < n; ++j) {  // the epilogue after the product (the generic ISA), bias per column
+    float* yj = y + j * ldy;
+    for (int64_t i = 0; i < m; ++i) yj[i] += (residual != nullptr ? residual[j * ldr + i] : 0.0f) + (bias != nullptr ? bias[i] : 0.0f);
+    BiasActRows(act, yj, nullptr, 1, m);
+  }
+}
+
 void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
-               int64_t ldc, const float* bias, Act act, bool parallel) {
+               int64_t ldc, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
   if (m <= 0 || n <= 0) return;
   const gemm::Kernels& kr = Get();
   if (k <= 0) {
     for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    if (residual != nullptr) AddTile(c, ldc, residual, ldr, m, n);
     for (int64_t i = 0; i < m && (bias != nullptr || act != Act::kNone); ++i) {
       BiasActRows(act, c + i * ldc, bias != nullptr ? bias + i : nullptr, 1, n);
     }
@@ -229,7 +292,7 @@ void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float
   int64_t threads = parallel && m * n * k >= kMinParallelFma ? NumIntraOpThreads() : 1;
   threads = std::min(threads, units_m * units_n);
   if (threads <= 1) {
-    Tile(kr, panels, m, k, b, ldb, c, ldc, bias, act, 0, m, 0, n);
+    Tile(kr, panels, m, k, b, ldb, c, ldc, bias, act, residual, ldr, 0, m, 0, n);
     return;
   }
   // Columns first (each tile packs its own columns); rows when there are too
@@ -240,7 +303,7 @@ void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float
       const int64_t r = t / tn, q = t % tn;
       const int64_t i0 = units_m * r / tm * kr.mr, i1 = std::min(m, units_m * (r + 1) / tm * kr.mr);
       const int64_t j0 = units_n * q / tn * kr.nr, j1 = std::min(n, units_n * (q + 1) / tn * kr.nr);
-      if (i0 < i1 && j0 < j1) Tile(kr, panels, m, k, b, ldb, c, ldc, bias, act, i0, i1, j0, j1);
+      if (i0 < i1 && j0 < j1) Tile(kr, panels, m, k, b, ldb, c, ldc, bias, act, residual, ldr, i0, i1, j0, j1);
     }
   });
 }
@@ -252,8 +315,11 @@ int PanelRows() { return 1; }
 int64_t PanelFloats(int64_t m, int64_t k) { return m * k; }
 void PackPanels(const float* a, int64_t m, int64_t k, float* panels) { std::memcpy(panels, a, sizeof(float) * m * k); }
 void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
-               int64_t ldc, const float* bias, Act act, bool parallel) {
+               int64_t ldc, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
   Gemm<float>(false, false, m, n, k, panels, k, b, ldb, c, ldc, !parallel);
+  for (int64_t i = 0; i < m && residual != nullptr; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += residual[i * ldr + j];
+  }
   for (int64_t i = 0; i < m && (bias != nullptr || act != Act::kNone); ++i) {
     BiasActRows(act, c + i * ldc, bias != nullptr ? bias + i : nullptr, 1, n);
   }
@@ -263,8 +329,17 @@ int PanelCols() { return 1; }
 int64_t ColumnPanelFloats(int64_t m, int64_t k) { return m * k; }
 void PackColumnPanels(const float* a, int64_t m, int64_t k, float* panels) { PackPanels(a, m, k, panels); }
 void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
-                     int64_t ldc, const float* bias, Act act, bool parallel) {
-  PanelGemm(panels, m, n, k, b, ldb, c, ldc, bias, act, parallel);
+                     int64_t ldc, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
+  PanelGemm(panels, m, n, k, b, ldb, c, ldc, bias, act, parallel, residual, ldr);
+}
+void ColumnPanelGemmRows(const float* panels, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, float* y,
+                         int64_t ldy, const float* bias, Act act, bool parallel, const float* residual, int64_t ldr) {
+  Gemm<float>(false, true, n, m, k, a, lda, panels, k, y, ldy, !parallel);
+  for (int64_t j = 0; j < n; ++j) {
+    float* yj = y + j * ldy;
+    for (int64_t i = 0; i < m; ++i) yj[i] += (residual != nullptr ? residual[j * ldr + i] : 0.0f) + (bias != nullptr ? bias[i] : 0.0f);
+    BiasActRows(act, yj, nullptr, 1, m);
+  }
 }
 
 #endif

@@ -24,11 +24,13 @@ int64_t PanelFloats(int64_t m, int64_t k);
 // Packs a (row-major [m, k]) into PanelFloats(m, k) floats (rows past m zero).
 void PackPanels(const float* a, int64_t m, int64_t k, float* panels);
 
-// C[m, n] (row stride ldc) = act(A B + bias[i]) for A in panels, B row-major
-// [k, n] (row stride ldb); bias may be null. `parallel`: may split over the
-// intra-op pool.
+// C[m, n] (row stride ldc) = act(A B + bias[i] + R[i, j]) for A in panels, B
+// row-major [k, n] (row stride ldb); bias and the residual R (row stride
+// ldr; a ResNet block's identity) may be null. `parallel`: may split over
+// the intra-op pool.
 void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
-               int64_t ldc, const float* bias, Act act, bool parallel);
+               int64_t ldc, const float* bias, Act act, bool parallel, const float* residual = nullptr,
+               int64_t ldr = 0);
 
 // The transposed product for few output pixels (batch 1 at 14x14 or 7x7):
 // the filter packed as the microkernel's B panels (nr output channels per
@@ -39,7 +41,16 @@ int PanelCols();
 int64_t ColumnPanelFloats(int64_t m, int64_t k);
 void PackColumnPanels(const float* a, int64_t m, int64_t k, float* panels);
 void ColumnPanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
-                     int64_t ldc, const float* bias, Act act, bool parallel);
+                     int64_t ldc, const float* bias, Act act, bool parallel, const float* residual = nullptr,
+                     int64_t ldr = 0);
+// The same product with the pixels as rows on both sides: Y[n, m] (row
+// stride ldy) = act(A W^T + bias[i] + R[j, i]) for A [n, k] (row stride lda)
+// and R [n, m] (row stride ldr, may be null). A 1x1 convolution of one pixel
+// per image (an SE block's) is this with A = x and Y = y as they are: no
+// transposes either way.
+void ColumnPanelGemmRows(const float* panels, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, float* y,
+                         int64_t ldy, const float* bias, Act act, bool parallel, const float* residual = nullptr,
+                         int64_t ldr = 0);
 
 }  // namespace conv
 }  // namespace opforge

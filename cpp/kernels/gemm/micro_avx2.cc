@@ -46,6 +46,11 @@ inline __attribute__((always_inline)) __m256 Activate(__m256 v) {
     return (__m256)simd::Sigmoid<float, 32>((V8)v);
   } else if constexpr (kAct == Activation::kSilu) {
     return _mm256_mul_ps(v, (__m256)simd::Sigmoid<float, 32>((V8)v));
+  } else if constexpr (static_cast<int>(kAct) == kTileHardSwish) {
+    // As the conv kernels' pass (activate_isa.inc): x * min(max(x / 6 + 1/2, 0), 1).
+    __m256 h = _mm256_fmadd_ps(v, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+    h = _mm256_min_ps(_mm256_max_ps(h, _mm256_setzero_ps()), _mm256_set1_ps(1.0f));
+    return _mm256_mul_ps(v, h);
   } else if constexpr (kAct == Activation::kGelu) {
     return (__m256)simd::GeluErf<32>((V8)v);
   } else {
@@ -81,8 +86,13 @@ inline __attribute__((always_inline)) void Finish(const __m256* acc0, const __m2
       const __m256 br = _mm256_set1_ps(ep.bias_row[i]);
       r0 = _mm256_add_ps(r0, br), r1 = _mm256_add_ps(r1, br);
     }
+    if (ep.residual_first) {  // residual non-null (the driver sets the flag only with one)
+      const float* ri = ep.residual + i * ep.residual_ld;
+      r0 = _mm256_add_ps(r0, load0(ri));
+      r1 = _mm256_add_ps(r1, load1(ri + 8));
+    }
     r0 = Activate<kAct>(r0), r1 = Activate<kAct>(r1);
-    if (ep.residual != nullptr) {
+    if (ep.residual != nullptr && !ep.residual_first) {
       const float* ri = ep.residual + i * ep.residual_ld;
       r0 = _mm256_add_ps(r0, load0(ri));
       r1 = _mm256_add_ps(r1, load1(ri + 8));
@@ -127,6 +137,9 @@ inline __attribute__((always_inline)) void Body(int64_t kc, const float* a, int6
       case Activation::kGelu: Finish<M, Activation::kGelu>(acc0, acc1, c, ldc, n, alpha, beta, *ep); break;
       case Activation::kSilu: Finish<M, Activation::kSilu>(acc0, acc1, c, ldc, n, alpha, beta, *ep); break;
       case Activation::kSigmoid: Finish<M, Activation::kSigmoid>(acc0, acc1, c, ldc, n, alpha, beta, *ep); break;
+      default:  // kTileHardSwish
+        Finish<M, static_cast<Activation>(kTileHardSwish)>(acc0, acc1, c, ldc, n, alpha, beta, *ep);
+        break;
     }
     return;
   }

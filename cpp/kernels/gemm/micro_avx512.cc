@@ -47,6 +47,12 @@ inline __attribute__((always_inline)) __m512 Activate(__m512 v) {
     return (__m512)simd::Sigmoid<float, 64, Scalef>((V)v);
   } else if constexpr (kAct == Activation::kSilu) {
     return _mm512_mul_ps(v, (__m512)simd::Sigmoid<float, 64, Scalef>((V)v));
+  } else if constexpr (static_cast<int>(kAct) == kTileHardSwish) {
+    // As the conv kernels' pass (activate_isa.inc): x * min(max(x / 6 + 1/2, 0), 1).
+    __m512 h = _mm512_fmadd_ps(v, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+    h = _mm512_maskz_max_ps(__mmask16(0xFFFF), h, _mm512_setzero_ps());  // maskz: see Transpose16
+    h = _mm512_maskz_min_ps(__mmask16(0xFFFF), h, _mm512_set1_ps(1.0f));
+    return _mm512_mul_ps(v, h);
   } else if constexpr (kAct == Activation::kGelu) {
     return (__m512)simd::GeluErf<64, Scalef>((V)v);
   } else {
@@ -78,8 +84,13 @@ inline __attribute__((always_inline)) void Finish(const __m512* acc0, const __m5
       const __m512 br = _mm512_set1_ps(ep.bias_row[i]);
       r0 = _mm512_add_ps(r0, br), r1 = _mm512_add_ps(r1, br);
     }
+    if (ep.residual_first) {  // residual non-null (the driver sets the flag only with one)
+      const float* ri = ep.residual + i * ep.residual_ld;
+      r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, ri));
+      r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, ri + 16));
+    }
     r0 = Activate<kAct>(r0), r1 = Activate<kAct>(r1);
-    if (ep.residual != nullptr) {
+    if (ep.residual != nullptr && !ep.residual_first) {
       const float* ri = ep.residual + i * ep.residual_ld;
       r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, ri));
       r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, ri + 16));
@@ -143,6 +154,9 @@ inline __attribute__((always_inline)) void Body(int64_t kc, const float* a, int6
     case Activation::kGelu: Finish<M, Activation::kGelu>(acc0, acc1, c, ldc, m0, m1, alpha, beta, *ep); break;
     case Activation::kSilu: Finish<M, Activation::kSilu>(acc0, acc1, c, ldc, m0, m1, alpha, beta, *ep); break;
     case Activation::kSigmoid: Finish<M, Activation::kSigmoid>(acc0, acc1, c, ldc, m0, m1, alpha, beta, *ep); break;
+    default:  // kTileHardSwish
+      Finish<M, static_cast<Activation>(kTileHardSwish)>(acc0, acc1, c, ldc, m0, m1, alpha, beta, *ep);
+      break;
   }
 }
 

@@ -19,15 +19,22 @@ constexpr int kMaxMR = 16;
 
 // The epilogue of one register tile, applied to the accumulators before the
 // store (last depth block only): v = alpha * acc + beta * C; v += bias;
-// v = act(v); v += residual. Pointers are at the tile's first row / column,
-// null when absent; activation is a gemm::Activation.
+// v = act(v); v += residual (residual_first: v += residual before act, a
+// ResNet block's Conv -> Add -> Relu). Pointers are at the tile's first row /
+// column, null when absent; activation is a gemm::Activation or
+// kTileHardSwish.
 struct TileEpilogue {
   const float* bias_col;  // bias_col[j], j < n
   const float* bias_row;  // bias_row[i], i < m
   int activation;
   const float* residual;  // residual[i * residual_ld + j]
   int64_t residual_ld;
+  bool residual_first = false;
 };
+
+// TileEpilogue::activation past gemm::Activation's values: x * clamp(x / 6 +
+// 1/2, 0, 1), ONNX HardSwish (the convolutions' epilogue; MobileNetV3).
+constexpr int kTileHardSwish = 16;
 using MicroEpiFn = void (*)(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
                             int64_t b_ld, float* c, int64_t ldc, int n, float alpha, float beta,
                             const TileEpilogue& ep);

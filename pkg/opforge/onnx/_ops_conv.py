@@ -62,7 +62,9 @@ def _window(n, shape, kernel):
 
 
 @converter("Conv", (1, 11, 22), {**_WINDOW, "group": INT})
-def _conv(n, activation="none", packed=None):
+def _conv(n, activation="none", packed=None, residual=False):
+    if residual:  # input 3 (added by _fuse_conv_residuals): act(conv + bias + input 3)
+        return _conv_add(n, activation, packed)
     if packed is not None:  # the filter packed once at import (_pack_conv.py); its initializer may be gone
         return _run_packed(n, packed, activation)
     x, w = n.input(0), n.input(1)
@@ -94,8 +96,24 @@ def _conv(n, activation="none", packed=None):
     return P.cast(y, dtype="float16") if w32 is not None else y
 
 
-def _run_packed(n, packed, activation):
-    """Conv2DPacked over the filter (blob, [o, c, kh, kw]) that _pack_conv.pack_filters packed at import."""
+def _conv_add(n, activation, packed):
+    """A Conv -> Add(residual) [-> Relu] chain fused at import: Conv2DPackedAdd where the filter is packed and the
+    residual has the output's static shape, else the Conv, the Add (broadcasting as ONNX's) and the activation."""
+    r = n.input(3)
+    if packed is not None:
+        y = _run_packed(n, packed, activation, r)
+        if y is not None:
+            return y
+        y = _run_packed(n, packed, "none")
+    else:
+        y = _conv(n)
+    y = P.add(y, r)
+    return P.relu(y) if activation == "relu" else y
+
+
+def _run_packed(n, packed, activation, residual=None):
+    """Conv2DPacked over the filter (blob, [o, c, kh, kw]) that _pack_conv.pack_filters packed at import; with a
+    residual, Conv2DPackedAdd where its shape is the output's (all dims static), else None."""
     blob, ws = packed
     x = n.input(0)
     shape = _spatial(n, x)
@@ -106,6 +124,13 @@ def _run_packed(n, packed, activation):
         raise n.fail(f"kernel_shape {kernel} does not match W's spatial dims {list(ws[2:])}")
     strides, pads, dil = _window(n, shape, kernel)
     bias = n.input(2) if n.has(2) else np.zeros(0, np.float32)
+    if residual is not None:
+        out = [shape[0], ws[0]] + [(shape[2 + i] + pads[i] + pads[i + 2] - dil[i] * (ws[2 + i] - 1) - 1)
+                                   // strides[i] + 1 if shape[2 + i] is not None else None for i in range(2)]
+        if None in out or list(shape_of(residual)) != out or dtype_of(residual) != np.float32:
+            return None
+        return P.conv2d_packed_add(x, blob, bias, residual, filter_shape=list(ws), strides=strides, pads=pads,
+                                   dilations=dil, activation=activation)
     return P.conv2d_packed(x, blob, bias, filter_shape=list(ws), strides=strides, pads=pads, dilations=dil,
                            activation=activation)
 
@@ -347,6 +372,7 @@ def fold_batch_norm(program):
     if skip:
         program.steps = [s for k, s in enumerate(steps) if k not in skip]
         _drop_unread(program, replaced)
+    _fuse_conv_residuals(program)
     _fuse_conv_activations(program)
 
 
@@ -367,6 +393,56 @@ def _input_named(name):
     def convert(n):
         return n.input(list(n.node.input).index(name))
     return convert
+
+
+def _fuse_conv_residuals(program):
+    """Conv -> Add(conv, r) [-> Relu] (a ResNet block after its BatchNorm is folded) as one Conv step that reads r as
+    a 4th input: the residual is added in the GEMM's epilogue before the activation (Conv2DPackedAdd). Only where
+    the Add alone reads the Conv's output, the Relu alone the Add's, and r is computed before the Conv's step (of
+    two Convs, the later one takes the other as r). OPFORGE_ONNX_CONV_RESIDUAL=0 turns it off."""
+    import functools
+    import os
+    from opforge.onnx import _node
+    if os.environ.get("OPFORGE_ONNX_CONV_RESIDUAL", "1") == "0":
+        return
+    steps, outs = program.steps, set(program.outputs)
+    readers, made_by = {}, {}
+    for i, (ctx, _, _) in enumerate(steps):
+        for name in ctx.node.input:
+            readers.setdefault(name, []).append(i)
+        for name in ctx.node.output:
+            made_by[name] = i
+    for j, (actx, _, aouts) in enumerate(steps):
+        node = actx.node
+        if node.op_type != "Add" or len(node.input) != 2 or node.input[0] == node.input[1] or len(node.output) != 1:
+            continue
+        best = None
+        for k in (0, 1):
+            y, r = node.input[k], node.input[1 - k]
+            i = made_by.get(y)
+            if (i is None or steps[i][1] is not _conv or len(steps[i][0].node.output) != 1 or y in outs
+                    or readers.get(y) != [j] or made_by.get(r, -1) > i):
+                continue
+            if best is None or i > best[0]:
+                best = (i, y, r)
+        if best is None:
+            continue
+        i, y, r = best
+        s = node.output[0]
+        rs = readers.get(s, [])
+        relu = len(rs) == 1 and steps[rs[0]][0].node.op_type == "Relu" and s not in outs
+        ctx = steps[i][0]
+        new = type(ctx.node)()
+        new.CopyFrom(ctx.node)
+        while len(new.input) < 3:
+            new.input.append("")
+        new.input.append(r)
+        fused = _node.NodeCtx(new, ctx.version, {})
+        fused.where = ctx.where
+        steps[i] = (fused, functools.partial(_conv, activation="relu" if relu else "none", residual=True), steps[i][2])
+        steps[j] = (actx, _input_named(y), aouts)
+        if relu:
+            steps[rs[0]] = (steps[rs[0]][0], _input_named(s), steps[rs[0]][2])
 
 
 def _fuse_conv_activations(program):

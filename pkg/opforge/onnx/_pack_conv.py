@@ -62,17 +62,25 @@ def columns_pay(shape, kernel, strides, pads, dil, o, c):
     output pixels, whose 32-wide register tiles the usual layout fills badly (7x7: 49 of 64 columns). Measured
     per layer (one thread, AVX-512): ResNet-18's 7x7 and 14x14 3x3 layers 1.06-1.21x, EfficientNet's 7x7 1x1
     layers 1.12x; shallow (K < 128) or 14x14 1x1 layers lose (0.89-0.96x: the per-call transposes).
+    At any batch, a product of at most 16 columns (an SE block's 1x1 convs: one pixel per image, the batch's
+    images side by side) takes it at any depth: EfficientNet's 48 -> 1152 at batch 1 35 -> 6 us.
     OPFORGE_CONV_COLUMNS=0 keeps the usual layout everywhere."""
     b, h, w = shape[0], shape[2], shape[3]
-    if b != 1 or h is None or w is None or os.environ.get("OPFORGE_CONV_COLUMNS", "1") == "0":
+    if h is None or w is None or os.environ.get("OPFORGE_CONV_COLUMNS", "1") == "0":
         return False
     oh = (h + pads[0] + pads[2] - dil[0] * (kernel[0] - 1) - 1) // strides[0] + 1
     ow = (w + pads[1] + pads[3] - dil[1] * (kernel[1] - 1) - 1) // strides[1] + 1
     p, k = oh * ow, c * kernel[0] * kernel[1]
     if p <= 0:
         return False
-    waste_p = 1 - p / (-(-p // 32) * 32)
     waste_o = 1 - o / (-(-o // 32) * 32)
+    # The GEMM's columns per call: all images' at once below 256 pixels each (packed_conv_kernels.cc).
+    n = p if b == 1 else b * p if b is not None and p < 256 else None
+    if n is not None and n <= 16:
+        return waste_o < 1 - n / 32
+    if b != 1:
+        return False
+    waste_p = 1 - p / (-(-p // 32) * 32)
     return waste_o < waste_p and ((waste_p >= 0.2 and k >= 128) or (waste_p >= 0.1 and k >= 1024))
 
 
