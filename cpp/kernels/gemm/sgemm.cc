@@ -48,10 +48,11 @@ constexpr int64_t kUnpackedDepth = 256;
 constexpr int64_t kSmallKC = 1024;  // depth block of the small-M path (B panel 128 KiB)
 // Below this many multiply-adds one thread is faster than waking another.
 constexpr int64_t kMinParallelFma = 128 * 128 * 128;
-// From this many multiply-adds (a few microseconds) a product below
-// kMinParallelFma still splits in two when an intra-op worker is already
-// polling for work (a loop of such products keeps it so): 64^3, one thread
-// 5.4 us, see SmallSplit below.
+// OPFORGE_GEMM_SMALL_SPLIT=1: from this many multiply-adds (a few
+// microseconds) a product below kMinParallelFma splits in two when an
+// intra-op worker is already polling for work (see SmallSplit). Off by
+// default: under load it measured from 1.5x faster (64^3, 3.7 against 5.4 us)
+// to 1.9x slower (48^3) from run to run, and was not measured idle.
 constexpr int64_t kMinSplitFma = 48 * 48 * 48;
 // A small product started within this long after the previous one on the
 // same thread is taken as part of a loop: it wakes a worker for the next.
@@ -344,6 +345,11 @@ Grid MakeGrid(int64_t m, int64_t n, const Kernels& kr, int64_t threads) {
 // of microseconds). In a loop of such products (calls less than kLoopGap
 // apart) one that finds none awake wakes one for the next and runs alone.
 bool SmallSplit() {
+  static const bool on = [] {
+    const char* v = std::getenv("OPFORGE_GEMM_SMALL_SPLIT");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  if (!on) return false;
   static thread_local std::chrono::steady_clock::time_point last;
   const auto now = std::chrono::steady_clock::now();
   const bool loop = now - last < kLoopGap;
