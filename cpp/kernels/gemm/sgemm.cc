@@ -54,6 +54,10 @@ constexpr int64_t kMinParallelFma = 128 * 128 * 128;
 // default: under load it measured from 1.5x faster (64^3, 3.7 against 5.4 us)
 // to 1.9x slower (48^3) from run to run, and was not measured idle.
 constexpr int64_t kMinSplitFma = 48 * 48 * 48;
+// From this many multiply-adds a threaded product checks for numpy's BLAS
+// workers spinning (blas_handoff.h): the check costs ~2.4 us here (two CPU
+// clock reads), 1.3 % of a 256^3 product, 9 % of a 128^3 one.
+constexpr int64_t kMinHandoffFma = int64_t{1} << 22;
 // A small product started within this long after the previous one on the
 // same thread is taken as part of a loop: it wakes a worker for the next.
 constexpr auto kLoopGap = std::chrono::microseconds(100);
@@ -401,7 +405,7 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
   }
   // Numpy's BLAS workers spinning after its last call would take a core from
   // our threads: the product goes to them (blas_handoff.h).
-  if (large && g.m > kBBoundRows && HandOffWhileBlasAwake(g, ep, threads)) return;
+  if (large && work >= kMinHandoffFma && g.m > kBBoundRows && HandOffWhileBlasAwake(g, ep, threads)) return;
   if (GemvSplitDepth(g, ep, kr, threads)) return;
   // C is cut into a grid of tiles, several per thread, that the threads
   // claim one at a time: a thread that shares its core with something else
