@@ -70,6 +70,16 @@ class ThreadPool {
 
   bool forked() const { return g_forked.load(std::memory_order_relaxed); }
 
+  // A worker polling for work (it finished a task less than kSpin ago).
+  bool Awake() const { return polling_.load(std::memory_order_relaxed) > 0; }
+
+  // Wakes a parked worker without handing it anything: it runs an empty task,
+  // then polls for kSpin like after any task. The caller does not wait.
+  void Nudge() {
+    if (sleeping_.load(std::memory_order_relaxed) == 0) return;
+    Schedule([] {});
+  }
+
  private:
   // Spin-then-park: after a task, poll for the next one for kSpin before
   // sleeping. Ops called back to back (the usual Python loop) then find the
@@ -82,6 +92,11 @@ class ThreadPool {
   static constexpr auto kPauseSpin = std::chrono::microseconds(20);
 
   bool SpinForWork() {
+    struct Polling {
+      std::atomic<int>& n;
+      explicit Polling(std::atomic<int>& c) : n(c) { n.fetch_add(1, std::memory_order_relaxed); }
+      ~Polling() { n.fetch_sub(1, std::memory_order_relaxed); }
+    } polling(polling_);
     const auto start = std::chrono::steady_clock::now();
     auto now = start;
     do {
@@ -120,6 +135,7 @@ class ThreadPool {
   std::deque<std::function<void()>> tasks_;
   std::atomic<int> queued_{0};    // tasks_.size(), readable without the lock
   std::atomic<int> sleeping_{0};  // workers parked on cv_
+  std::atomic<int> polling_{0};   // workers in SpinForWork
   std::vector<std::thread> workers_;
 };
 
@@ -141,6 +157,15 @@ ThreadPool* Pool() {
 int NumIntraOpThreads() {
   static const int n = ConfiguredIntraOpThreads();
   return n;
+}
+
+bool IntraOpWorkerReady(bool wake) {
+  if (NumIntraOpThreads() <= 1 || in_worker || active_callers.load(std::memory_order_relaxed) > 0) return false;
+  ThreadPool* pool = Pool();
+  if (pool->forked()) return false;
+  if (pool->Awake()) return true;
+  if (wake) pool->Nudge();
+  return false;
 }
 
 void ParallelForImpl(int64_t total, int64_t cost_per_unit,

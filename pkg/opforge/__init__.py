@@ -10,6 +10,8 @@ Every op is also in its generated module, e.g. ``opforge.ops.gen_math_ops``; the
 backward ops and optimizer kernels are in ``opforge.raw_ops`` only.
 """
 
+import numpy  # noqa: F401  (first: cpp/kernels/gemm/blas_handoff.cc notes the BLAS threads it starts)
+
 from opforge import _pywrap_internal
 
 _registration_errors = _pywrap_internal.registration_errors()

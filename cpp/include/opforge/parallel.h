@@ -13,6 +13,13 @@ inline constexpr int64_t kMinParallelCost = 1 << 16;
 
 int NumIntraOpThreads();
 
+// For work of a few microseconds, which pays a share to another thread only
+// when one is already polling for work (waking a parked one costs tens of
+// microseconds): true if an intra-op worker is awake now. If not and `wake`,
+// wakes one in the background (the caller does not wait), so the next call of
+// a loop finds it awake.
+bool IntraOpWorkerReady(bool wake);
+
 // The pool path; call ParallelFor.
 void ParallelForImpl(int64_t total, int64_t cost_per_unit,
                      const std::function<void(int64_t begin, int64_t end)>& fn);

@@ -19,10 +19,12 @@
 // with its own packing buffers: one fork-join per call, no barriers inside.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "blas_handoff.h"
 #include "claims.h"
 #include "epilogue.h"
 #include "gemm.h"
@@ -46,6 +48,19 @@ constexpr int64_t kUnpackedDepth = 256;
 constexpr int64_t kSmallKC = 1024;  // depth block of the small-M path (B panel 128 KiB)
 // Below this many multiply-adds one thread is faster than waking another.
 constexpr int64_t kMinParallelFma = 128 * 128 * 128;
+// OPFORGE_GEMM_SMALL_SPLIT=1: from this many multiply-adds (a few
+// microseconds) a product below kMinParallelFma splits in two when an
+// intra-op worker is already polling for work (see SmallSplit). Off by
+// default: under load it measured from 1.5x faster (64^3, 3.7 against 5.4 us)
+// to 1.9x slower (48^3) from run to run, and was not measured idle.
+constexpr int64_t kMinSplitFma = 48 * 48 * 48;
+// From this many multiply-adds a threaded product checks for numpy's BLAS
+// workers spinning (blas_handoff.h): the check costs ~2.4 us here (two CPU
+// clock reads), 1.3 % of a 256^3 product, 9 % of a 128^3 one.
+constexpr int64_t kMinHandoffFma = int64_t{1} << 22;
+// A small product started within this long after the previous one on the
+// same thread is taken as part of a loop: it wakes a worker for the next.
+constexpr auto kLoopGap = std::chrono::microseconds(100);
 // A GEMV is bound by reading B, not by FMAs: from 2^17 elements of B (0.5
 // MiB, tens of microseconds) a second thread pays.
 constexpr int64_t kMinParallelGemv = 1 << 17;
@@ -344,6 +359,23 @@ Grid MakeGrid(int64_t m, int64_t n, const Kernels& kr, int64_t threads) {
   return g;
 }
 
+// Whether a product of a few microseconds splits over two threads: only
+// when a worker is awake already (a split costs ~0.5 us then, a wake-up tens
+// of microseconds). In a loop of such products (calls less than kLoopGap
+// apart) one that finds none awake wakes one for the next and runs alone.
+bool SmallSplit() {
+  static const bool on = [] {
+    const char* v = std::getenv("OPFORGE_GEMM_SMALL_SPLIT");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  if (!on) return false;
+  static thread_local std::chrono::steady_clock::time_point last;
+  const auto now = std::chrono::steady_clock::now();
+  const bool loop = now - last < kLoopGap;
+  last = now;
+  return IntraOpWorkerReady(loop);
+}
+
 }  // namespace
 
 void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
@@ -377,13 +409,18 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
   // threads pay from the same size of B. ONNX MLP batch 4 (4 x 784 x 256
   // first), two threads, beside onnxruntime: 1.04-1.09x -> 1.22-1.25x.
   const bool b_bound = g.m <= kBBoundRows;
-  if ((b_bound ? g.n * g.k : g.m * g.n * g.k) < (b_bound ? kMinParallelGemv : kMinParallelFma)) threads = 1;
+  const int64_t work = b_bound ? g.n * g.k : g.m * g.n * g.k;
+  const bool large = work >= (b_bound ? kMinParallelGemv : kMinParallelFma);
+  if (!large) threads = threads > 1 && !b_bound && work >= kMinSplitFma && SmallSplit() ? 2 : 1;
   const int64_t units_m = (g.m + kr.mr - 1) / kr.mr, units_n = (g.n + kr.nr - 1) / kr.nr;
   threads = std::min(threads, units_m * units_n);
   if (threads <= 1) {
     Slab(g, ep, kr, 0, g.m, 0, g.n);
     return;
   }
+  // Numpy's BLAS workers spinning after its last call would take a core from
+  // our threads: the product goes to them (blas_handoff.h).
+  if (large && work >= kMinHandoffFma && g.m > kBBoundRows && HandOffWhileBlasAwake(g, ep, threads)) return;
   if (GemvSplitDepth(g, ep, kr, threads)) return;
   // C is cut into a grid of tiles, several per thread, that the threads
   // claim one at a time: a thread that shares its core with something else
