@@ -19,7 +19,7 @@ from opforge.onnx._node import dtype_of, shape_of
 _F32 = np.dtype(np.float32)
 _ACTIVATIONS = ("none", "relu", "gelu", "silu", "sigmoid")
 # id(weight) -> (weakref to it, transpose_b, blob): freed with the weight.
-_packed = {}
+_packed: dict[int, tuple] = {}
 
 
 def _blob(w, trans_b):
