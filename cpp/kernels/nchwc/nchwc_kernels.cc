@@ -54,6 +54,7 @@ constexpr int kBytes = 64;
 #endif
 
 struct Fns {
+  int64 (*dense_units)(const ConvArgs&);
   void (*dense[2])(const ConvArgs&, int64, int64);
   void (*depthwise[2])(const ConvArgs&, int64, int64);
   void (*mean[2])(const float*, int64, float*, int64, int64);
@@ -63,6 +64,7 @@ struct Fns {
 template <class T>
 Fns Make(const T& t, int native) {
   Fns f;
+  f.dense_units = t.dense_units;
   for (int i = 0; i < 2; ++i) f.dense[i] = t.dense[i], f.depthwise[i] = t.depthwise[i], f.mean[i] = t.mean[i];
   f.native = native;
   return f;
@@ -188,8 +190,12 @@ Status ConvKernel(OpKernelContext* ctx) {
   if (groups != 1) {
     ParallelFor(a.n * a.ob * a.oh, a.ow * taps * b, [&](int64 u0, int64 u1) { f.depthwise[slot](a, u0, u1); });
   } else {
-    const int64 pairs = (a.ob + 1) / 2;
-    ParallelFor(a.n * pairs * a.oh, a.ow * taps * a.icb * a.ib * 2 * b,
+    if (a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.pt == 0 && a.pl == 0 && !nchw) {
+      // A pointwise conv: the image's pixels as one row, so tiles run across row ends (7x7: 8 full tiles of 6).
+      a.w_ = a.ow = a.h * a.w_, a.h = a.oh = 1, a.x_row = a.w_ * b, a.ox_lo = 0, a.ox_hi = a.ow;
+    }
+    const int64 units = f.dense_units(a);
+    ParallelFor(units, a.n * a.ob * a.oh * a.ow * taps * a.icb * a.ib * b / units,
                 [&](int64 u0, int64 u1) { f.dense[slot](a, u0, u1); });
   }
   return Status::OK();
