@@ -15,7 +15,7 @@ struct ConvArgs {
   const float* bias;  // ob * B floats, or null
   const float* res;   // y's shape, or null
   float* y;
-  int64_t n, icb, ib;  // images; input blocks; lanes per input block (B, or C for NCHW input, 1 block)
+  int64_t n, icb, ib, c;  // images; input blocks; lanes per input block (B, or C for NCHW input); channels
   int64_t h, w_, oh, ow, ob, kh, kw, sh, sw, dh, dw, pt, pl;
   // Floats between input elements: image, block, lane, row, column.
   int64_t x_img, x_blk, x_lane, x_row, x_pix;

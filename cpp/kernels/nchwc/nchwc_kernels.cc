@@ -18,6 +18,7 @@
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define OF_NCHWC_X86 1
+#include <immintrin.h>
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -175,6 +176,7 @@ Status ConvKernel(OpKernelContext* ctx) {
   a.sh = s[0], a.sw = s[1], a.dh = d[0], a.dw = d[1], a.pt = p[0], a.pl = p[1];
   a.act = ActOf(ctx->attr("activation").s);
   const int64 hw = a.h * a.w_;
+  a.c = fs[1] * groups;
   if (nchw) {  // one block of all C channels, a lane per plane
     a.icb = 1, a.ib = fs[1], a.x_img = fs[1] * hw, a.x_blk = 0, a.x_lane = hw, a.x_row = a.w_, a.x_pix = 1;
   } else {
