@@ -1,4 +1,4 @@
-"""The importer's NCHWc layout pass (OPFORGE_NCHWC=1, _layout_nchwc.py) on a MobileNet-V3-like net against onnxruntime."""
+"""The importer's NCHWc layout pass (_layout_nchwc.py: OPFORGE_NCHWC=1, the default and 0) on a MobileNet-V3-like net against onnxruntime."""
 import collections
 import os
 
@@ -82,17 +82,42 @@ def test_layout_pass_matches_onnxruntime(monkeypatch, block, c_in):
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
-def test_off_by_default_and_values_read_outside_are_reordered(monkeypatch):
-    monkeypatch.delenv("OPFORGE_NCHWC", raising=False)
+def test_auto_mode_covers_depthwise_graphs_only(monkeypatch):
+    rng = np.random.default_rng(7)
+    monkeypatch.setenv("OPFORGE_NCHWC", "0")
+    assert not any(ctx.node.op_type == "Conv2DNchwc" for ctx, _, _ in _importer.Program(_net(rng)).steps)
+    monkeypatch.delenv("OPFORGE_NCHWC")  # the default: graphs with a depthwise conv
+    monkeypatch.setenv("OPFORGE_NCHWC_BLOCK", "16")
+    for c_in, plain in ((3, 0), (20, 1)):  # a stem over 20 channels (>= the block) stays an NCHW Conv
+        model = _net(rng, c_in)
+        prog = _importer.Program(model)
+        kinds = collections.Counter(ctx.node.op_type for ctx, _, _ in prog.steps)
+        assert kinds["Conv"] == plain and kinds["Conv2DNchwc"] == 7 - plain, kinds
+        x = rng.standard_normal((2, c_in, 23, 21)).astype(np.float32)
+        want = _ort(model, x)
+        np.testing.assert_allclose(prog.run({"x": x})[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    model = _net(rng)
+    for node in model.graph.node:  # no depthwise conv: nothing changes
+        for a in node.attribute:
+            if a.name == "group":
+                a.i = 1
+    for init in model.graph.initializer:
+        if init.name in ("w1", "w3"):
+            init.CopyFrom(numpy_helper.from_array(rng.standard_normal((24, 24) + tuple(init.dims[2:])).astype(
+                np.float32), init.name))
+    assert not any(ctx.node.op_type == "Conv2DNchwc" for ctx, _, _ in _importer.Program(model).steps)
+
+
+def test_values_read_outside_the_region_are_reordered(monkeypatch):
+    monkeypatch.setenv("OPFORGE_NCHWC", "1")
     rng = np.random.default_rng(5)
     model = _net(rng)
-    assert not any(ctx.node.op_type == "Conv2DNchwc" for ctx, _, _ in _importer.Program(model).steps)
     # A graph output inside the region (the depthwise conv's Relu) and a reader outside it (Softmax).
     model.graph.output.append(helper.make_tensor_value_info("r1", TensorProto.FLOAT, None))
     model.graph.node.append(helper.make_node("Softmax", ["c3"], ["sm"], axis=1))
     model.graph.output.append(helper.make_tensor_value_info("sm", TensorProto.FLOAT, None))
-    monkeypatch.setenv("OPFORGE_NCHWC", "1")
     prog = _importer.Program(model)
+    assert sum(ctx.node.op_type == "ReorderFromNchwc" for ctx, _, _ in prog.steps) == 3
     x = rng.standard_normal((2, 3, 23, 21)).astype(np.float32)
     if os.environ.get("OPFORGE_SANITIZED"):
         pytest.skip("onnxruntime is not run under the sanitizer preload")

@@ -1,7 +1,8 @@
 """The blocked channel layout NCHWc inside imported CNNs (issue 23), as onnxruntime's NchwcTransformer.
 
-Behind OPFORGE_NCHWC=1 (off by default: see docs/nchwc.md for the numbers).
-At import, each maximal region of float32 Convs (one group, or depthwise)
+On by default for graphs with a depthwise conv (MobileNet, EfficientNet;
+docs/nchwc.md has the numbers); OPFORGE_NCHWC=0 turns it off, =1 applies
+it to every conv it can run. At import, each maximal region of float32 Convs (one group, or depthwise)
 with the elementwise operators between them (Relu, HardSwish, HardSigmoid,
 Sigmoid, Clip, Add and Mul of two blocked values, GlobalAveragePool) runs in
 [N, ceil(C / B), H, W, B] (cpp/ops/nchwc_ops.cc): the filters are laid out
@@ -22,8 +23,12 @@ _UNARY = frozenset({"Relu", "HardSwish", "HardSigmoid", "Sigmoid", "Clip", "Iden
 _BINARY = frozenset({"Add", "Mul"})
 
 
-def enabled():
-    return os.environ.get("OPFORGE_NCHWC", "0") == "1"
+def mode():
+    """'all' (OPFORGE_NCHWC=1: every conv the layout runs), 'off' (0), else 'auto' (the default): graphs with a
+    depthwise conv, their pointwise and depthwise convs and a first conv of few channels only. A dense k x k conv
+    over many channels stays NCHW there (Winograd and the packed GEMM serve it better)."""
+    v = os.environ.get("OPFORGE_NCHWC", "")
+    return "all" if v == "1" else "off" if v == "0" else "auto"
 
 
 def block_size():
@@ -158,11 +163,24 @@ def _conv_plan(ctx, fn, inits, shapes):
     return w, b, groups, strides, pads, dil, kw.get("activation", "none")
 
 
+def _is_depthwise(ctx, fn, inits):
+    from opforge.onnx import _ops_conv
+    base = fn.func if isinstance(fn, functools.partial) else fn
+    if base is not _ops_conv._conv or ctx.attr("group", 1) == 1 or len(ctx.node.input) < 2:
+        return False
+    w = inits.get(ctx.node.input[1])
+    return w is None or (w.ndim == 4 and w.shape[1] == 1)  # a weight behind an Identity counts too
+
+
 def rewrite(program, model):
     """Runs the maximal NCHWc regions of `program`'s steps in the blocked layout (see the module doc)."""
-    if not enabled():
+    how = mode()
+    if how == "off":
         return
     from opforge.onnx import _ops_conv, _pack_conv
+    if how == "auto" and not any(
+            _is_depthwise(ctx, fn, program.initializers) for ctx, fn, _ in program.steps):
+        return
     block = block_size()
     shapes = _pack_conv._static_shapes(model, program.initializers)
     steps = program.steps
@@ -194,6 +212,10 @@ def rewrite(program, model):
     for ctx, fn, outputs in steps:
         node, op = ctx.node, ctx.node.op_type
         plan = _conv_plan(ctx, fn, inits, shapes)
+        if plan is not None and how == "auto":
+            w, groups = plan[0], plan[2]
+            if groups == 1 and w.shape[2:] != (1, 1) and not (w.shape[1] < block and node.input[0] not in blocked):
+                plan = None
         if plan is not None:
             w, b, groups, strides, pads, dil, act = plan
             x, y = node.input[0], node.output[0]
