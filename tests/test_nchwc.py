@@ -18,8 +18,10 @@ from opforge.onnx._layout_nchwc import from_nchwc, layout_bias, layout_filter, t
 ACTS = {"none": lambda v: v, "relu": lambda v: np.maximum(v, 0), "hardswish": lambda v: v * np.clip(v / 6 + 0.5, 0, 1),
         "sigmoid": lambda v: 1 / (1 + np.exp(-v)), "silu": lambda v: v / (1 + np.exp(-v))}
 
-# (n, c, h, w, o, k, stride, pads, dilation, depthwise, nchw input, residual, activation)
+# (n, c, h, w, o, k, stride, pads, dilation, depthwise, nchw input, residual, activation[, SE scale])
 CASES = [
+    (2, 40, 6, 7, 24, 1, 1, [0, 0, 0, 0], 1, False, False, True, "none", True),        # pointwise after an SE Mul
+    (1, 20, 9, 8, 17, 3, 2, [1, 1, 0, 1], 1, False, False, False, "relu", True),       # dense 3x3 with a scale
     (1, 24, 13, 11, 40, 1, 1, [0, 0, 0, 0], 1, False, False, False, "none"),         # pointwise, C, O not blocks
     (2, 16, 7, 7, 96, 1, 1, [0, 0, 0, 0], 1, False, False, True, "relu"),            # pointwise + residual
     (2, 40, 9, 10, 40, 3, 2, [1, 1, 1, 1], 1, True, False, False, "hardswish"),      # depthwise stride 2
@@ -33,20 +35,24 @@ CASES = [
 
 
 def _case(args, block, rng):
-    n, c, h, w, o, k, s, p, d, dw, nchw, res, act = args
+    n, c, h, w, o, k, s, p, d, dw, nchw, res, act = args[:13]
+    scaled = len(args) > 13 and args[13]
     groups = c if dw else 1
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     wt = rng.standard_normal((o, c // groups, k, k)).astype(np.float32)
     b = rng.standard_normal(o).astype(np.float32)
     attrs = dict(strides=[s, s], pads=p, dilations=[d, d])
-    want = P.fused_conv2d(x, wt, b, activation="none", groups=groups, **attrs).numpy().astype(np.float64)
+    sc = rng.uniform(0, 1, (n, c, 1, 1)).astype(np.float32) if scaled else None
+    want = P.fused_conv2d(x * sc if scaled else x, wt, b, activation="none", groups=groups,
+                          **attrs).numpy().astype(np.float64)
     r = rng.standard_normal(want.shape).astype(np.float32) if res else None
     if res:
         want = want + r
     want = ACTS[act](want)
     xin = x if nchw else P.reorder_to_nchwc(x, block=block)
     y = P.conv2d_nchwc(xin, layout_filter(wt, groups, block, nchw), layout_bias(b, o, block),
-                       to_nchwc(r, block) if res else np.zeros(0, np.float32), filter_shape=list(wt.shape),
+                       to_nchwc(r, block) if res else np.zeros(0, np.float32),
+                       to_nchwc(sc, block) if scaled else np.zeros(0, np.float32), filter_shape=list(wt.shape),
                        block=block, groups=groups, activation=act, input_layout="nchw" if nchw else "nchwc", **attrs)
     got = from_nchwc(y.numpy(), o)
     return got, want
@@ -78,10 +84,12 @@ def test_block_size_follows_the_isa():
 
 def _conv(**kw):
     args = dict(x=np.zeros((1, 1, 4, 4, 8), np.float32), filter=np.zeros(8 * 9, np.float32),
-                bias=np.zeros(8, np.float32), residual=np.zeros(0, np.float32), filter_shape=[8, 1, 3, 3],
+                bias=np.zeros(8, np.float32), residual=np.zeros(0, np.float32), scale=np.zeros(0, np.float32),
+                filter_shape=[8, 1, 3, 3],
                 block=8, groups=8)
     args.update(kw)
-    return P.conv2d_nchwc(args.pop("x"), args.pop("filter"), args.pop("bias"), args.pop("residual"), **args)
+    return P.conv2d_nchwc(args.pop("x"), args.pop("filter"), args.pop("bias"), args.pop("residual"),
+                          args.pop("scale"), **args)
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -93,6 +101,8 @@ def _conv(**kw):
     (dict(x=np.zeros((1, 1, 4, 4, 16), np.float32)), "'x'"),
     (dict(x=np.zeros((1, 8, 4, 4), np.float32)), "'x'"),
     (dict(groups=3), "'groups'"),
+    (dict(scale=np.ones((1, 1, 1, 1, 8), np.float32)), "'scale'"),
+    (dict(scale=np.ones((2, 1, 1, 1, 8), np.float32), groups=1, filter=np.zeros(8 * 8 * 9, np.float32)), "'scale'"),
     (dict(groups=1), "'filter'"),
     (dict(input_layout="nchw"), "'groups'"),
     (dict(input_layout="nhwc"), "'input_layout'"),

@@ -68,7 +68,8 @@ def test_layout_pass_matches_onnxruntime(monkeypatch, block, c_in):
     prog = _importer.Program(model)
     kinds = collections.Counter(ctx.node.op_type for ctx, _, _ in prog.steps)
     # Every conv runs blocked; the residual Add is in the projection conv; one reorder (the pooled tail) leaves.
-    assert kinds["Conv2DNchwc"] == 7 and kinds["Conv"] == 0 and kinds["Add"] == 0, kinds
+    # The SE block's Mul is the projection conv's scale input.
+    assert kinds["Conv2DNchwc"] == 7 and kinds["Conv"] == 0 and kinds["Add"] == 0 and kinds["Mul"] == 0, kinds
     assert kinds["ReorderFromNchwc"] == 1 and kinds["ReorderToNchwc"] == (0 if c_in < int(block) else 1), kinds
     assert not any(k.startswith(("w", "se")) for k in prog.initializers)  # the plain filters are dropped
     for batch in (1, 3):

@@ -131,6 +131,20 @@ Status Conv2DNchwcShape(InferenceContext* ctx) {
                                      ", got shape ", r.DebugString());
     }
   }
+  const TensorShape& sc = ctx->input_shape(4);
+  if (!(sc.rank() == 1 && (IsUnknownDim(sc.dim(0)) || sc.dim(0) == 0))) {
+    if (groups != 1 || nchw) {
+      return errors::InvalidArgument("argument 'scale' must be empty for a depthwise conv or an NCHW input, got "
+                                     "shape ", sc.DebugString());
+    }
+    const TensorShape want({x.dim(0), x.dim(1), 1, 1, b});
+    bool ok = sc.rank() == 5;
+    for (int i = 0; ok && i < 5; ++i) ok = IsUnknownDim(sc.dim(i)) || IsUnknownDim(want.dim(i)) || sc.dim(i) == want.dim(i);
+    if (!ok) {
+      return errors::InvalidArgument("argument 'scale' must be empty or of shape ", want.DebugString(),
+                                     " (one factor per image and input channel), got shape ", sc.DebugString());
+    }
+  }
   ctx->set_output_shape(0, out);
   return Status::OK();
 }
@@ -199,6 +213,7 @@ REGISTER_OP("Conv2DNchwc")
     .Input("filter: T")
     .Input("bias: T")
     .Input("residual: T")
+    .Input("scale: T")
     .Attr("filter_shape: list(int)")
     .Attr("block: int")
     .Attr("groups: int = 1")
@@ -212,7 +227,7 @@ REGISTER_OP("Conv2DNchwc")
     .SetShapeFn(Conv2DNchwcShape)
     .NoGradient()  // inference over a filter laid out at import
     .Doc(R"doc(
-activation(Conv2D(x, W) + bias + residual) in the NCHWc layout: y is [N, ceil(O / block), OH, OW, block].
+activation(Conv2D(x * scale, W) + bias + residual) in the NCHWc layout: y is [N, ceil(O / block), OH, OW, block].
 
 One group (dense, any kernel size; x NCHWc or, for a network's first conv,
 plain NCHW), or depthwise (groups = out_channels, one input channel each).
@@ -223,6 +238,7 @@ x: [N, ceil(C / block), H, W, block] (input_layout 'nchwc') or [N, C, H, W] ('nc
 filter: W [O, C / groups, kh, kw] laid out flat: dense NCHWc [ceil(O/block), ceil(C/block), kh, kw, block (in), block (out)]; dense NCHW [ceil(O/block), kh, kw, C, block (out)]; depthwise [ceil(O/block), kh, kw, block]; zeros past O and C.
 bias: ceil(O / block) * block values (zeros past O), or empty.
 residual: Added before the activation: y's shape, or empty.
+scale: Empty, or [N, ceil(C / block), 1, 1, block] (dense, NCHWc input): x's channels multiplied per image before the conv (a squeeze-and-excitation block's Mul).
 filter_shape: W's shape [out_channels, in_channels / groups, kernel_height, kernel_width].
 block: Channels per block, 8 or 16.
 groups: 1, or out_channels (depthwise).

@@ -14,6 +14,7 @@ struct ConvArgs {
   const float* w;
   const float* bias;  // ob * B floats, or null
   const float* res;   // y's shape, or null
+  const float* scale; // [n, icb, B] factors of x's channels, or null
   float* y;
   int64_t n, icb, ib, c;  // images; input blocks; lanes per input block (B, or C for NCHW input); channels
   int64_t h, w_, oh, ow, ob, kh, kw, sh, sw, dh, dw, pt, pl;

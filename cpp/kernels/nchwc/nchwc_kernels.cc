@@ -149,6 +149,7 @@ Status ConvKernel(OpKernelContext* ctx) {
   const Tensor& w = ctx->input(1);
   const Tensor& bias = ctx->input(2);
   const Tensor& res = ctx->input(3);
+  const Tensor& scale = ctx->input(4);
   const std::vector<int64>& fs = ctx->attr_ints("filter_shape");
   const int64 b = ctx->attr_int("block"), groups = ctx->attr_int("groups");
   const bool nchw = ctx->attr("input_layout").s == "nchw";
@@ -163,8 +164,13 @@ Status ConvKernel(OpKernelContext* ctx) {
     return errors::InvalidArgument("argument 'residual' must be empty or of shape ", y->shape().DebugString(),
                                    ", got ", res.shape().DebugString());
   }
+  if (scale.NumElements() != 0 && scale.NumElements() != x.dim(0) * x.dim(1) * b) {
+    return errors::InvalidArgument("argument 'scale' must be empty or hold ", x.dim(0) * x.dim(1) * b,
+                                   " values, got shape ", scale.shape().DebugString());
+  }
   if (y->NumElements() == 0) return Status::OK();
   ConvArgs a;
+  a.scale = scale.NumElements() != 0 ? scale.data<float>() : nullptr;
   a.x = x.data<float>(), a.w = w.data<float>(), a.y = y->data<float>();
   a.bias = bias.NumElements() != 0 ? bias.data<float>() : nullptr;
   a.res = res.NumElements() != 0 ? res.data<float>() : nullptr;

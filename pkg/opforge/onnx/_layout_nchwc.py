@@ -7,7 +7,8 @@ with the elementwise operators between them (Relu, HardSwish, HardSigmoid,
 Sigmoid, Clip, Add and Mul of two blocked values, GlobalAveragePool) runs in
 [N, ceil(C / B), H, W, B] (cpp/ops/nchwc_ops.cc): the filters are laid out
 once here, a network's first conv reads the NCHW input directly, a Conv ->
-Add (residual) pair becomes one conv, and a value leaves the layout
+Add (residual) pair becomes one conv, a squeeze-and-excitation Mul becomes
+the scale input of the 1x1 conv reading it, and a value leaves the layout
 (ReorderFromNchwc) only where something outside the region reads it. The
 lanes past a layer's channel count hold values the next conv reads against
 zero weights, and are dropped at the boundary.
@@ -113,9 +114,12 @@ def _copy(ctx, names):
 
 
 def _conv_step(n, filt, bias, attrs):
+    """Inputs: x, then the residual and the SE scale where fused (empty names where not)."""
     from opforge import ops as P
-    res = n.input(1) if n.has(1) else np.zeros(0, np.float32)
-    return P.conv2d_nchwc(n.input(0), filt, bias, res, **attrs)
+    empty = np.zeros(0, np.float32)
+    res = n.input(1) if n.has(1) else empty
+    scale = n.input(2) if n.has(2) else empty
+    return P.conv2d_nchwc(n.input(0), filt, bias, res, scale, **attrs)
 
 
 def _reorder_to(n, block):
@@ -197,6 +201,22 @@ def rewrite(program, model):
     made_at = {}   # blocked name -> index in `new` of the step making it
     convs = {}     # blocked name of a conv's output (no activation) -> index of its step, for a residual Add
     new, replaced, plain_gone = [], set(), set()
+    pooled = set()  # blocked names of [N, Cb, 1, 1, B] values (an SE block's pooled branch)
+    scaled = {}     # plain name of an SE Mul's output -> (blocked x, blocked scale), for the conv reading it
+    reader_steps = {}
+    for ctx, fn, _ in steps:
+        for k in ctx.node.input:
+            reader_steps.setdefault(k, []).append((ctx, fn))
+
+    def runs_scaled(name):
+        """The one reader of `name` is a conv the layout runs densely over an NCHWc input."""
+        rs = reader_steps.get(name, [])
+        if len(rs) != 1 or name in outs:
+            return False
+        plan = _conv_plan(rs[0][0], rs[0][1], inits, shapes)
+        if plan is None or plan[2] != 1 or rs[0][0].node.input[0] != name:
+            return False
+        return how == "all" or plan[0].shape[2:] == (1, 1)
 
     def add(ctx, fn, outputs):
         new.append((ctx, fn, outputs))
@@ -209,6 +229,14 @@ def rewrite(program, model):
         add(ctx, functools.partial(_reorder_from, channels=c, block=block), [(0, name)])
         plain_gone.discard(name)
 
+    def unscale(name):
+        """An SE Mul whose conv did not take it: the blocked Mul after all."""
+        _, _, mctx, mfn, names, c = scaled.pop(name)
+        nctx = _copy(mctx, names)
+        add(nctx, mfn, [(0, nctx.node.output[0])])
+        blocked[name] = (nctx.node.output[0], c)
+        plain_gone.add(name)
+
     for ctx, fn, outputs in steps:
         node, op = ctx.node, ctx.node.op_type
         plan = _conv_plan(ctx, fn, inits, shapes)
@@ -220,8 +248,9 @@ def rewrite(program, model):
             w, b, groups, strides, pads, dil, act = plan
             x, y = node.input[0], node.output[0]
             c, o = w.shape[1] * groups, w.shape[0]
-            nchw = x not in blocked and groups == 1 and c < block
-            if x not in blocked and not nchw:
+            se = scaled.pop(x, None)
+            nchw = se is None and x not in blocked and groups == 1 and c < block
+            if se is None and x not in blocked and not nchw:
                 bx = x + "::nchwc"
                 add(_node("ReorderToNchwc", [x], [bx], ctx), functools.partial(_reorder_to, block=block), [(0, bx)])
                 blocked[x] = (bx, c)
@@ -231,7 +260,10 @@ def rewrite(program, model):
             step = functools.partial(_conv_step, filt=layout_filter(w, groups, block, nchw),
                                      bias=layout_bias(b, o, block), attrs=attrs)
             by = y + "::nchwc"
-            add(_node("Conv2DNchwc", [x if nchw else blocked[x][0]], [by], ctx), step, [(0, by)])
+            ins = [x] if nchw else [se[0], "", se[1]] if se is not None else [blocked[x][0]]
+            add(_node("Conv2DNchwc", ins, [by], ctx), step, [(0, by)])
+            if w.shape[2:] == (1, 1) and list(pads) == [0, 0, 0, 0] and not nchw and ins[0] in pooled:
+                pooled.add(by)
             blocked[y] = (by, o)
             plain_gone.add(y)
             replaced.update(node.input[1:])
@@ -254,19 +286,30 @@ def rewrite(program, model):
             if j is not None and made_at.get(r, len(new)) < j:  # the residual exists before the conv runs
                 cctx, cfn, _ = new[j]
                 y2 = outputs[0][1] + "::nchwc"
-                fused = _node("Conv2DNchwc", [cctx.node.input[0], r], [y2], cctx)
+                fused = _node("Conv2DNchwc", [cctx.node.input[0], r] + list(cctx.node.input[2:]), [y2], cctx)
                 new[j] = (fused, cfn, [(0, y2)])
                 made_at[y2] = j
                 del convs[a]
                 blocked[outputs[0][1]] = (y2, blocked[ins[0]][1])
                 plain_gone.add(outputs[0][1])
                 continue
+        if op == "Mul" and len(ins) == 2 and all(k in blocked for k in ins) and len(outputs) == 1 \
+                and blocked[ins[0]][1] == blocked[ins[1]][1] and (blocked[ins[0]][0] in pooled) != (
+                    blocked[ins[1]][0] in pooled) and runs_scaled(outputs[0][1]):
+            a, sc = (blocked[k][0] for k in ins)
+            if a in pooled:
+                a, sc = sc, a
+            # The conv reading it multiplies its input channels (a Mul step only if something else must read it).
+            scaled[outputs[0][1]] = (a, sc, ctx, fn, {k: blocked[k][0] for k in ins}, blocked[ins[0]][1])
+            continue
         if (op in _UNARY and ins and ins[0] in blocked and len(outputs) == 1) or (
                 op in _BINARY and len(ins) == 2 and all(k in blocked for k in ins)
                 and blocked[ins[0]][1] == blocked[ins[1]][1] and len(outputs) == 1):
             c = blocked[ins[0]][1]
             nctx = _copy(ctx, {k: blocked[k][0] for k in ins if k in blocked})
             add(nctx, fn, [(0, nctx.node.output[0])])
+            if op in _UNARY and blocked[ins[0]][0] in pooled:
+                pooled.add(nctx.node.output[0])
             blocked[outputs[0][1]] = (nctx.node.output[0], c)
             plain_gone.add(outputs[0][1])
             continue
@@ -275,12 +318,17 @@ def rewrite(program, model):
             add(_node("GlobalAveragePoolNchwc", [blocked[ins[0]][0]], [by], ctx),
                 functools.partial(_global_avg, block=block), [(0, by)])
             blocked[outputs[0][1]] = (by, blocked[ins[0]][1])
+            pooled.add(by)
             plain_gone.add(outputs[0][1])
             continue
         for k in ins:  # a reader outside the layout: the plain value, once
+            if k in scaled:
+                unscale(k)
             if k in plain_gone:
                 materialize(k)
         add(ctx, fn, outputs)
+    for name in list(scaled):
+        unscale(name)
     for name in program.outputs:
         if name in plain_gone:
             materialize(name)
