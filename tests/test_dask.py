@@ -79,6 +79,9 @@ NOT_DISTRIBUTED = {
                   "HalfMatMulPacked")},
     **{op: "packed conv filters (issue 23): an opaque per-process blob of the whole filter, not an array to chunk"
        for op in ("PackConv2DFilter", "Conv2DPacked")},
+    **{op: "the NCHWc layout (issue 23): an inference layout inside imported CNN graphs, blocks of channels the "
+           "importer lays out whole" for op in ("Conv2DNchwc", "ReorderToNchwc", "ReorderFromNchwc",
+                                                  "GlobalAveragePoolNchwc", "NchwcBlockSize")},
 }
 
 # Chunk sizes per axis for the first array argument and for the others
