@@ -39,6 +39,9 @@ set(OPFORGE_GENERATED_FILES
   python/gen_math_grads.py
   python/gen_math_ops.py
   python/gen_math_ops.pyi
+  python/gen_nchwc_grads.py
+  python/gen_nchwc_ops.py
+  python/gen_nchwc_ops.pyi
   python/gen_nn_grads.py
   python/gen_nn_ops.py
   python/gen_nn_ops.pyi
@@ -104,6 +107,7 @@ set(OPFORGE_GENERATED_FILES
   swig/gen_index_ops.i
   swig/gen_linalg_ops.i
   swig/gen_math_ops.i
+  swig/gen_nchwc_ops.i
   swig/gen_nn_ops.i
   swig/gen_norm_ops.i
   swig/gen_ops.i

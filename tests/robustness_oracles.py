@@ -907,3 +907,9 @@ ORACLES.update(FUSED_ELEMENTWISE_ORACLES)
 from shape_oracles import SHAPE_ORACLES  # noqa: E402
 
 ORACLES.update(SHAPE_ORACLES)
+# The NCHWc layout's ops (issue 23), in nchwc_oracles.py.
+from nchwc_oracles import NCHWC_ORACLES  # noqa: E402
+
+ORACLES.update(NCHWC_ORACLES)
+SUMS |= {"Conv2DNchwc", "GlobalAveragePoolNchwc"}
+PRODUCTS |= {"Conv2DNchwc"}

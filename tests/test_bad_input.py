@@ -317,7 +317,8 @@ def test_matches_numpy_or_raises(op):
     fn = function(op)
     signature = inspect.signature(fn)
     # Ops without inputs (the random ops) take their dtype from the dtype attr.
-    dtypes = arg_dtypes(op, first_typed_input(op)) if REGISTRY[op]["inputs"] else attr_def(op, "dtype")["allowed"]
+    dtypes = arg_dtypes(op, first_typed_input(op)) if REGISTRY[op]["inputs"] else \
+        attr_def(op, "dtype")["allowed"] if any(a["name"] == "dtype" for a in REGISTRY[op]["attrs"]) else ["int64"]
 
     @PROFILE
     @given(st.data())

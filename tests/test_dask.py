@@ -81,6 +81,9 @@ NOT_DISTRIBUTED = {
        for op in ("PackMatMulWeight", "FusedMatMulPacked")},
     **{op: "packed conv filters (issue 23): an opaque per-process blob of the whole filter, not an array to chunk"
        for op in ("PackConv2DFilter", "Conv2DPacked", "Conv2DPackedAdd")},
+    **{op: "the NCHWc layout (issue 23): an inference layout inside imported CNN graphs, blocks of channels the "
+           "importer lays out whole" for op in ("Conv2DNchwc", "ReorderToNchwc", "ReorderFromNchwc",
+                                                  "GlobalAveragePoolNchwc", "NchwcBlockSize")},
 }
 
 # Chunk sizes per axis for the first array argument and for the others

@@ -191,6 +191,13 @@ CASES.update({
                       {"filter_shape": [4, 3, 3, 3], "pads": [1, 1, 1, 1], "activation": "relu"})],
     "Conv2DPackedAdd": [((arr((2, 3, 5, 5), np.float32), _CB, arr((4,), np.float32), arr((2, 4, 5, 5), np.float32)),
                          {"filter_shape": [4, 3, 3, 3], "pads": [1, 1, 1, 1], "activation": "relu"})],
+    "ReorderToNchwc": [((arr((2, 3, 4, 4), np.float32),), {"block": 8})],
+    "ReorderFromNchwc": [((arr((2, 1, 4, 4, 8), np.float32),), {"channels": 3, "block": 8})],
+    "GlobalAveragePoolNchwc": [((arr((2, 1, 4, 4, 8), np.float32),), {"block": 8})],
+    "Conv2DNchwc": [((arr((2, 1, 5, 5, 8), np.float32), arr((72,), np.float32), arr((8,), np.float32),
+                      arr((0,), np.float32), arr((0,), np.float32)),
+                     {"filter_shape": [8, 1, 3, 3], "block": 8, "groups": 8, "pads": [1, 1, 1, 1]})],
+    "NchwcBlockSize": [((), {})],
 })
 
 

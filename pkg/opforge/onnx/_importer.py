@@ -13,6 +13,7 @@ from opforge.onnx import _compile, _functions, _node, _opset, _rewrite, _shape_v
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
 from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 from opforge.onnx import _pack_conv  # noqa: E402  (Conv filters packed once per Program)
+from opforge.onnx import _layout_nchwc  # noqa: E402  (the NCHWc layout of conv regions, opt-in)
 from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
 from opforge.onnx import _fuse_matmul  # noqa: E402  (MatMul -> Add -> activation as FusedMatMul)
 from opforge.onnx import _half_compute  # noqa: E402  (float16 conv nets computed in float32)
@@ -90,6 +91,7 @@ class Program:
         order, synthetic = _rewrite.rewrite(order, self.initializers, self.outputs, self.opset)
         self.steps = [self._step(node, index, synthetic) for node in order]
         _ops_conv.fold_batch_norm(self)  # Conv + inference BatchNormalization -> one Conv
+        _layout_nchwc.rewrite(self, model)  # OPFORGE_NCHWC=1: conv regions in the blocked channel layout
         _pack_conv.pack_filters(self, model)  # float32 Conv filters packed once; weights only they read dropped
         self.steps = _ops_quant.fuse_dynamic_quant(self.steps, set(self.outputs))  # quantize_dynamic Linears
         self.steps = _fuse_matmul.fuse_matmul_chains(self.steps, set(self.outputs))

@@ -1,0 +1,29 @@
+// The NCHWc convolution's geometry, shared by the dispatch (nchwc_kernels.cc)
+// and the per-ISA loops (nchwc_isa.inc).
+#pragma once
+
+#include <cstdint>
+
+namespace opforge {
+namespace nchwc {
+
+enum Act { kNone = 0, kRelu, kSigmoid, kSilu, kHardSwish };
+
+struct ConvArgs {
+  const float* x;
+  const float* w;
+  const float* bias;  // ob * B floats, or null
+  const float* res;   // y's shape, or null
+  const float* scale; // [n, icb, B] factors of x's channels, or null
+  float* y;
+  int64_t n, icb, ib, c;  // images; input blocks; lanes per input block (B, or C for NCHW input); channels
+  int64_t h, w_, oh, ow, ob, kh, kw, sh, sw, dh, dw, pt, pl;
+  // Floats between input elements: image, block, lane, row, column.
+  int64_t x_img, x_blk, x_lane, x_row, x_pix;
+  int act;
+  // Output columns [ox_lo, ox_hi) read no padding column at any tap.
+  int64_t ox_lo, ox_hi;
+};
+
+}  // namespace nchwc
+}  // namespace opforge

@@ -1,0 +1,238 @@
+// Kernels of the NCHWc ops (cpp/ops/nchwc_ops.cc): the reorders, the
+// convolution and the global average pool. The vector loops are
+// nchwc_isa.inc, compiled once per instruction set under a `#pragma GCC
+// target` and chosen at run time like the other vector kernels (OPFORGE_SIMD
+// caps the choice).
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nchwc.h"
+#include "opforge/kernel.h"
+#include "opforge/parallel.h"
+
+#include "../simd_math.h"
+#include "../vector_math.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define OF_NCHWC_X86 1
+#include <immintrin.h>
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace opforge {
+namespace nchwc {
+namespace {
+
+using int64 = int64_t;
+
+namespace baseline {
+constexpr int kBytes = 16;
+#include "nchwc_isa.inc"
+}  // namespace baseline
+
+#if defined(OF_NCHWC_X86)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+constexpr int kBytes = 32;
+#include "nchwc_isa.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
+namespace avx512 {
+constexpr int kBytes = 64;
+#include "nchwc_isa.inc"
+}  // namespace avx512
+#pragma GCC pop_options
+#endif
+
+struct Fns {
+  int64 (*dense_units)(const ConvArgs&);
+  void (*dense[2])(const ConvArgs&, int64, int64);
+  void (*depthwise[2])(const ConvArgs&, int64, int64);
+  void (*mean[2])(const float*, int64, float*, int64, int64);
+  int native;  // the block that fills one register
+};
+
+template <class T>
+Fns Make(const T& t, int native) {
+  Fns f;
+  f.dense_units = t.dense_units;
+  for (int i = 0; i < 2; ++i) f.dense[i] = t.dense[i], f.depthwise[i] = t.depthwise[i], f.mean[i] = t.mean[i];
+  f.native = native;
+  return f;
+}
+
+const Fns& Get() {
+  static const Fns fns = [] {
+#if defined(OF_NCHWC_X86)
+    const char* isa = vmath::IsaName();
+    if (std::strcmp(isa, "avx512") == 0) return Make(avx512::Functions(), 16);
+    if (std::strcmp(isa, "avx2") == 0) return Make(avx2::Functions(), 8);
+#endif
+    return Make(baseline::Functions(), 8);
+  }();
+  return fns;
+}
+
+int Slot(int64 block) { return block == 16 ? 1 : 0; }
+
+Status BlockSizeKernel(OpKernelContext* ctx) {
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  y->data<int64>()[0] = Get().native;
+  return Status::OK();
+}
+
+Status ReorderToKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const int64 b = ctx->attr_int("block");
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  const int64 n = x.dim(0), c = x.dim(1), hw = x.dim(2) * x.dim(3), cb = y->dim(1);
+  if (y->NumElements() == 0) return Status::OK();
+  const float* xs = x.data<float>();
+  float* ys = y->data<float>();
+  ParallelFor(n * cb, hw * b, [&](int64 u0, int64 u1) {
+    for (int64 u = u0; u < u1; ++u) {
+      const int64 img = u / cb, blk = u % cb;
+      float* out = ys + u * hw * b;
+      const int64 lanes = std::min(b, c - blk * b);
+      if (lanes < b) std::memset(out, 0, sizeof(float) * hw * b);
+      const float* in = xs + (img * c + blk * b) * hw;
+      for (int64 i0 = 0; i0 < hw; i0 += 64) {  // 64 pixels at a time: the lanes' rows stay in L1
+        const int64 i1 = std::min(hw, i0 + 64);
+        for (int64 l = 0; l < lanes; ++l) {
+          const float* src = in + l * hw;
+          for (int64 i = i0; i < i1; ++i) out[i * b + l] = src[i];
+        }
+      }
+    }
+  });
+  return Status::OK();
+}
+
+Status ReorderFromKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const int64 b = ctx->attr_int("block"), c = ctx->attr_int("channels");
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  if (y->NumElements() == 0) return Status::OK();
+  const int64 n = x.dim(0), cb = x.dim(1), hw = x.dim(2) * x.dim(3);
+  const float* xs = x.data<float>();
+  float* ys = y->data<float>();
+  ParallelFor(n * c, hw, [&](int64 u0, int64 u1) {
+    for (int64 u = u0; u < u1; ++u) {
+      const int64 img = u / c, ch = u % c;
+      const float* in = xs + ((img * cb + ch / b) * hw) * b + ch % b;
+      float* out = ys + u * hw;
+      for (int64 i = 0; i < hw; ++i) out[i] = in[i * b];
+    }
+  });
+  return Status::OK();
+}
+
+int ActOf(const std::string& s) {
+  return s == "relu" ? kRelu : s == "sigmoid" ? kSigmoid : s == "silu" ? kSilu : s == "hardswish" ? kHardSwish : kNone;
+}
+
+Status ConvKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const Tensor& w = ctx->input(1);
+  const Tensor& bias = ctx->input(2);
+  const Tensor& res = ctx->input(3);
+  const Tensor& scale = ctx->input(4);
+  const std::vector<int64>& fs = ctx->attr_ints("filter_shape");
+  const int64 b = ctx->attr_int("block"), groups = ctx->attr_int("groups");
+  const bool nchw = ctx->attr("input_layout").s == "nchw";
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  // Sizes a graph's shape check may not have known.
+  if (bias.NumElements() != 0 && bias.NumElements() != y->dim(1) * b) {
+    return errors::InvalidArgument("argument 'bias' must hold 0 or ", y->dim(1) * b, " values, got ",
+                                   bias.NumElements());
+  }
+  if (res.NumElements() != 0 && res.shape() != y->shape()) {
+    return errors::InvalidArgument("argument 'residual' must be empty or of shape ", y->shape().DebugString(),
+                                   ", got ", res.shape().DebugString());
+  }
+  if (scale.NumElements() != 0 && scale.NumElements() != x.dim(0) * x.dim(1) * b) {
+    return errors::InvalidArgument("argument 'scale' must be empty or hold ", x.dim(0) * x.dim(1) * b,
+                                   " values, got shape ", scale.shape().DebugString());
+  }
+  if (y->NumElements() == 0) return Status::OK();
+  ConvArgs a;
+  a.scale = scale.NumElements() != 0 ? scale.data<float>() : nullptr;
+  a.x = x.data<float>(), a.w = w.data<float>(), a.y = y->data<float>();
+  a.bias = bias.NumElements() != 0 ? bias.data<float>() : nullptr;
+  a.res = res.NumElements() != 0 ? res.data<float>() : nullptr;
+  a.n = x.dim(0), a.h = x.dim(2), a.w_ = x.dim(3);
+  a.oh = y->dim(2), a.ow = y->dim(3), a.ob = y->dim(1), a.kh = fs[2], a.kw = fs[3];
+  const std::vector<int64>& s = ctx->attr_ints("strides");
+  const std::vector<int64>& d = ctx->attr_ints("dilations");
+  const std::vector<int64>& p = ctx->attr_ints("pads");
+  a.sh = s[0], a.sw = s[1], a.dh = d[0], a.dw = d[1], a.pt = p[0], a.pl = p[1];
+  a.act = ActOf(ctx->attr("activation").s);
+  const int64 hw = a.h * a.w_;
+  a.c = fs[1] * groups;
+  if (nchw) {  // one block of all C channels, a lane per plane
+    a.icb = 1, a.ib = fs[1], a.x_img = fs[1] * hw, a.x_blk = 0, a.x_lane = hw, a.x_row = a.w_, a.x_pix = 1;
+  } else {
+    a.icb = x.dim(1), a.ib = b, a.x_img = a.icb * hw * b, a.x_blk = hw * b, a.x_lane = 1, a.x_row = a.w_ * b,
+    a.x_pix = b;
+  }
+  a.ox_lo = std::min(a.ow, (a.pl + a.sw - 1) / a.sw);
+  const int64 last = a.w_ - 1 + a.pl - (a.kw - 1) * a.dw;  // the interior's last column reads ix <= W - 1
+  a.ox_hi = last < 0 ? 0 : std::min(a.ow, last / a.sw + 1);
+  const Fns& f = Get();
+  const int slot = Slot(b);
+  const int64 taps = a.kh * a.kw;
+  if (groups != 1) {
+    ParallelFor(a.n * a.ob * a.oh, a.ow * taps * b, [&](int64 u0, int64 u1) { f.depthwise[slot](a, u0, u1); });
+  } else {
+    if (a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.pt == 0 && a.pl == 0 && !nchw) {
+      // A pointwise conv: the image's pixels as one row, so tiles run across row ends (7x7: 8 full tiles of 6).
+      a.w_ = a.ow = a.h * a.w_, a.h = a.oh = 1, a.x_row = a.w_ * b, a.ox_lo = 0, a.ox_hi = a.ow;
+    }
+    const int64 units = f.dense_units(a);
+    ParallelFor(units, a.n * a.ob * a.oh * a.ow * taps * a.icb * a.ib * b / units,
+                [&](int64 u0, int64 u1) { f.dense[slot](a, u0, u1); });
+  }
+  return Status::OK();
+}
+
+Status GlobalAvgKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const int64 b = ctx->attr_int("block");
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  if (y->NumElements() == 0) return Status::OK();
+  const int64 planes = x.dim(0) * x.dim(1), pixels = x.dim(2) * x.dim(3);
+  if (pixels == 0) {
+    return errors::InvalidArgument("argument 'x' has no pixels to average (shape ", x.shape().DebugString(), ")");
+  }
+  const Fns& f = Get();
+  const float* xs = x.data<float>();
+  float* ys = y->data<float>();
+  ParallelFor(planes, pixels * b, [&](int64 u0, int64 u1) { f.mean[Slot(b)](xs, pixels, ys, u0, u1); });
+  return Status::OK();
+}
+
+}  // namespace
+
+REGISTER_KERNEL("NchwcBlockSize", kCPU, DType::kInt64, BlockSizeKernel);
+REGISTER_KERNEL("ReorderToNchwc", kCPU, DType::kFloat32, ReorderToKernel);
+REGISTER_KERNEL("ReorderFromNchwc", kCPU, DType::kFloat32, ReorderFromKernel);
+REGISTER_KERNEL("Conv2DNchwc", kCPU, DType::kFloat32, ConvKernel);
+REGISTER_KERNEL("GlobalAveragePoolNchwc", kCPU, DType::kFloat32, GlobalAvgKernel);
+
+}  // namespace nchwc
+}  // namespace opforge
