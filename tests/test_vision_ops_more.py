@@ -204,7 +204,12 @@ def test_fused_conv2d_is_conv_plus_bias_then_activation(activation, dtype):
         np.testing.assert_allclose(got, want[activation], rtol=1e-4, atol=1e-3 if dtype == np.float32 else 1e-10)
 
 
-def test_onnx_conv_activation_patterns_are_fused_and_match_onnxruntime():
+@pytest.mark.parametrize("nchwc", ["0", None])
+def test_onnx_conv_activation_patterns_are_fused_and_match_onnxruntime(nchwc, monkeypatch):
+    if nchwc is None:
+        monkeypatch.delenv("OPFORGE_NCHWC", raising=False)
+    else:
+        monkeypatch.setenv("OPFORGE_NCHWC", nchwc)
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper, numpy_helper
@@ -224,9 +229,13 @@ def test_onnx_conv_activation_patterns_are_fused_and_match_onnxruntime():
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     imported = opforge.onnx.import_model(model)
     ops = [op.type for op in imported.graph.get_operations()] if hasattr(imported.graph, "get_operations") else []
-    # The depthwise conv stays FusedConv2D; the two with one group run over filters packed at import.
-    assert not ops or ("Sigmoid" not in ops and "Relu" not in ops and ops.count("FusedConv2D") == 1
-                       and ops.count("Conv2DPacked") == 2), ops
+    # NCHW: the depthwise conv stays FusedConv2D; the two with one group run over filters packed at
+    # import. By default a graph with a depthwise conv runs its convs in the blocked layout (NCHWc).
+    fused = "Sigmoid" not in ops and "Relu" not in ops
+    if nchwc == "0":
+        assert not ops or (fused and ops.count("FusedConv2D") == 1 and ops.count("Conv2DPacked") == 2), ops
+    else:
+        assert not ops or (fused and ops.count("Conv2DNchwc") == 3 and ops.count("ReorderFromNchwc") == 1), ops
     with of.Session(imported.graph) as sess:
         got = sess.run(imported.outputs["y"], {imported.inputs["x"]: x})
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
