@@ -92,6 +92,7 @@ class Program:
         self.steps = [self._step(node, index, synthetic) for node in order]
         _ops_conv.fold_batch_norm(self)  # Conv + inference BatchNormalization -> one Conv
         _layout_nchwc.rewrite(self, model)  # OPFORGE_NCHWC=1: conv regions in the blocked channel layout
+        _ops_conv.fuse_conv_residuals(self)  # NCHW Conv -> Add [-> Relu] as one step (NCHWc fused its own)
         _pack_conv.pack_filters(self, model)  # float32 Conv filters packed once; weights only they read dropped
         self.steps = _ops_quant.fuse_dynamic_quant(self.steps, set(self.outputs))  # quantize_dynamic Linears
         self.steps = _fuse_matmul.fuse_matmul_chains(self.steps, set(self.outputs))

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-_BLOCK = []
+_BLOCK: list[int] = []
 # ONNX operators that run unchanged on a blocked value (elementwise, one input).
 _UNARY = frozenset({"Relu", "HardSwish", "HardSigmoid", "Sigmoid", "Clip", "Identity", "LeakyRelu"})
 _BINARY = frozenset({"Add", "Mul"})
@@ -144,7 +144,7 @@ def _conv_plan(ctx, fn, inits, shapes):
     base = fn.func if isinstance(fn, functools.partial) else fn
     kw = fn.keywords if isinstance(fn, functools.partial) else {}
     node = ctx.node
-    if base is not _ops_conv._conv or "packed" in kw or len(node.input) < 2 or len(node.output) != 1:
+    if base is not _ops_conv._conv or "packed" in kw or not 2 <= len(node.input) <= 3 or len(node.output) != 1:
         return None
     w = inits.get(node.input[1])
     b = inits.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None

@@ -63,7 +63,7 @@ def _window(n, shape, kernel):
 
 @converter("Conv", (1, 11, 22), {**_WINDOW, "group": INT})
 def _conv(n, activation="none", packed=None, residual=False):
-    if residual:  # input 3 (added by _fuse_conv_residuals): act(conv + bias + input 3)
+    if residual:  # input 3 (added by fuse_conv_residuals): act(conv + bias + input 3)
         return _conv_add(n, activation, packed)
     if packed is not None:  # the filter packed once at import (_pack_conv.py); its initializer may be gone
         return _run_packed(n, packed, activation)
@@ -372,7 +372,6 @@ def fold_batch_norm(program):
     if skip:
         program.steps = [s for k, s in enumerate(steps) if k not in skip]
         _drop_unread(program, replaced)
-    _fuse_conv_residuals(program)
     _fuse_conv_activations(program)
 
 
@@ -395,7 +394,7 @@ def _input_named(name):
     return convert
 
 
-def _fuse_conv_residuals(program):
+def fuse_conv_residuals(program):
     """Conv -> Add(conv, r) [-> Relu] (a ResNet block after its BatchNorm is folded) as one Conv step that reads r as
     a 4th input: the residual is added in the GEMM's epilogue before the activation (Conv2DPackedAdd). Only where
     the Add alone reads the Conv's output, the Relu alone the Add's, and r is computed before the Conv's step (of

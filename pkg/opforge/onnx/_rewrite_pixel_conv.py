@@ -94,9 +94,21 @@ def _activation(g, conv):
     return "none", conv, []
 
 
+def _nchwc_takes(g):
+    """Whether the NCHWc pass (_layout_nchwc.py, after this) will run this graph's convs: it takes an SE
+    block's convs itself and folds the block's Mul into the conv after it, so they are left to it."""
+    if getattr(g, "_nchwc", None) is None:
+        from opforge.onnx import _layout_nchwc
+        how = _layout_nchwc.mode()
+        g._nchwc = how == "all" or how == "auto" and any(
+            n.op_type == "Conv" and _attr(n, "group", 1) != 1 and len(n.input) > 1
+            and getattr(g.consts.get(n.input[1]), "shape", (0, 0))[1:2] == (1,) for n in _topological(g))
+    return g._nchwc
+
+
 def match(g, conv):
     """Conv over a known 1x1 plane (and its activation) -> one node, converted as a row product."""
-    if not conv.input or conv.input[0] not in _pixel_values(g) or not _pointwise_conv(g, conv):
+    if not conv.input or conv.input[0] not in _pixel_values(g) or not _pointwise_conv(g, conv) or _nchwc_takes(g):
         return None
     act, last, removed = _activation(g, conv)
     new = helper.make_node("Conv", list(conv.input), [last.output[0]], name=last.name or conv.name)
