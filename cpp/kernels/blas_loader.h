@@ -51,5 +51,18 @@ const char* SharedPath();
 const char* PrivatePath();
 int SharedThreads();
 
+// A [m, k] and B [k, n] as cblas takes them, from a product's element strides
+// (rs_*, cs_*): each row-major (t = false) or column-major (t = true) with its
+// leading dimension; false when either is neither.
+template <typename G>
+bool CblasOperands(const G& g, bool* ta, int64_t* lda, bool* tb, int64_t* ldb) {
+  auto one = [](int64_t rs, int64_t cs, int64_t rows, int64_t cols, bool* t, int64_t* ld) {
+    if (cs == 1 && rs >= (cols > 1 ? cols : 1)) return *t = false, *ld = rs, true;
+    if (rs == 1 && cs >= (rows > 1 ? rows : 1)) return *t = true, *ld = cs, true;
+    return false;
+  };
+  return one(g.rs_a, g.cs_a, g.m, g.k, ta, lda) && one(g.rs_b, g.cs_b, g.k, g.n, tb, ldb);
+}
+
 }  // namespace blas
 }  // namespace opforge

@@ -48,20 +48,7 @@ bool GemmBlas(const GemmArgs<T>& g, bool parallel) {
     }
     bool ta, tb;
     int64_t lda, ldb;
-    if (g.cs_a == 1 && g.rs_a >= std::max<int64_t>(g.k, 1)) {
-      ta = false, lda = g.rs_a;
-    } else if (g.rs_a == 1 && g.cs_a >= std::max<int64_t>(g.m, 1)) {
-      ta = true, lda = g.cs_a;
-    } else {
-      return false;
-    }
-    if (g.cs_b == 1 && g.rs_b >= std::max<int64_t>(g.n, 1)) {
-      tb = false, ldb = g.rs_b;
-    } else if (g.rs_b == 1 && g.cs_b >= std::max<int64_t>(g.k, 1)) {
-      tb = true, ldb = g.cs_b;
-    } else {
-      return false;
-    }
+    if (!blas::CblasOperands(g, &ta, &lda, &tb, &ldb)) return false;
     const int64_t kMax = lib->max_dim;
     if (g.m > kMax || g.n > kMax || g.k > kMax || lda > kMax || ldb > kMax) return false;
     auto rows = [&](int64_t i0, int64_t i1) {

@@ -394,6 +394,17 @@ def _input_named(name):
     return convert
 
 
+def _readers_and_makers(steps):
+    """{value: [indices of the steps reading it]}, {value: index of the step making it}."""
+    readers, made_by = {}, {}
+    for i, (ctx, _, _) in enumerate(steps):
+        for name in ctx.node.input:
+            readers.setdefault(name, []).append(i)
+        for name in ctx.node.output:
+            made_by[name] = i
+    return readers, made_by
+
+
 def fuse_conv_residuals(program):
     """Conv -> Add(conv, r) [-> Relu] (a ResNet block after its BatchNorm is folded) as one Conv step that reads r as
     a 4th input: the residual is added in the GEMM's epilogue before the activation (Conv2DPackedAdd). Only where
@@ -405,12 +416,7 @@ def fuse_conv_residuals(program):
     if os.environ.get("OPFORGE_ONNX_CONV_RESIDUAL", "1") == "0":
         return
     steps, outs = program.steps, set(program.outputs)
-    readers, made_by = {}, {}
-    for i, (ctx, _, _) in enumerate(steps):
-        for name in ctx.node.input:
-            readers.setdefault(name, []).append(i)
-        for name in ctx.node.output:
-            made_by[name] = i
+    readers, made_by = _readers_and_makers(steps)
     for j, (actx, _, aouts) in enumerate(steps):
         node = actx.node
         if node.op_type != "Add" or len(node.input) != 2 or node.input[0] == node.input[1] or len(node.output) != 1:
@@ -450,12 +456,7 @@ def _fuse_conv_activations(program):
     the Conv's output through."""
     import functools
     steps, outs = program.steps, set(program.outputs)
-    readers, made_by = {}, {}
-    for i, (ctx, _, _) in enumerate(steps):
-        for name in ctx.node.input:
-            readers.setdefault(name, []).append(i)
-        for name in ctx.node.output:
-            made_by[name] = i
+    readers, made_by = _readers_and_makers(steps)
     for i, (ctx, fn, outputs) in enumerate(steps):
         if fn is not _conv or len(ctx.node.output) != 1 or ctx.node.output[0] in outs:
             continue
