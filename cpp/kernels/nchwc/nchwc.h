@@ -25,5 +25,17 @@ struct ConvArgs {
   int64_t ox_lo, ox_hi;
 };
 
+// The vector loops of one instruction set (nchwc_isa.inc, one translation
+// unit each: compiled together they were the build's longest step).
+struct Table {
+  int64_t (*dense_units)(const ConvArgs&);
+  void (*dense[2])(const ConvArgs&, int64_t, int64_t);
+  void (*depthwise[2])(const ConvArgs&, int64_t, int64_t);
+  void (*mean[2])(const float*, int64_t, float*, int64_t, int64_t);
+};
+namespace baseline { const Table& Functions(); }
+namespace avx2 { const Table& Functions(); }
+namespace avx512 { const Table& Functions(); }
+
 }  // namespace nchwc
 }  // namespace opforge

@@ -31,29 +31,6 @@ namespace {
 
 using int64 = int64_t;
 
-namespace baseline {
-constexpr int kBytes = 16;
-#include "nchwc_isa.inc"
-}  // namespace baseline
-
-#if defined(OF_NCHWC_X86)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-namespace avx2 {
-constexpr int kBytes = 32;
-#include "nchwc_isa.inc"
-}  // namespace avx2
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
-namespace avx512 {
-constexpr int kBytes = 64;
-#include "nchwc_isa.inc"
-}  // namespace avx512
-#pragma GCC pop_options
-#endif
-
 struct Fns {
   int64 (*dense_units)(const ConvArgs&);
   void (*dense[2])(const ConvArgs&, int64, int64);
