@@ -6,7 +6,8 @@ wrappers with them and never imports codegen. codegen loads that package
 from the source tree (no extension needed) and uses it as its own:
 
 1. registry_source.py gets the registry JSON: --registry FILE, or it builds and
-   runs the C++ tool `opforge_dump_registry` (CMake, in build/codegen), and
+   runs the C++ tool `opforge_dump_registry` (CMake: in the build `pip install`
+   left under build/ when there is one, else in build/codegen), and
    reads it with opforge._schema.reader (the one reader).
 2. model.py (opforge._schema.model) parses it into frozen dataclasses (Registry,
    Group, OpDef, ArgDef, AttrDef, Source; AttrType and DType) that round-trip

@@ -22,8 +22,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="compare with --out instead of writing; exit 1 with a diff if stale")
     p.add_argument("--out", type=Path, default=Path("generated"), metavar="DIR",
                    help="output folder (default: generated)")
-    p.add_argument("--build-dir", type=Path, default=Path("build/codegen"), metavar="DIR",
-                   help="CMake build folder for the dump tool (default: build/codegen)")
+    p.add_argument("--build-dir", type=Path, metavar="DIR",
+                   help="CMake build folder for the dump tool (default: an existing "
+                        "non-sanitizer build of this tree under build/, such as the one "
+                        "`pip install .` leaves, else build/codegen)")
     p.add_argument("--dump-tool", type=Path, metavar="EXE",
                    help="run this already built dump tool instead of building one "
                         "(what the CMake build does)")
@@ -38,8 +40,10 @@ def load_registry(args: argparse.Namespace) -> Registry:
         data = registry_source.load_file(args.registry)
     elif args.dump_tool is not None:
         data = registry_source.run_dump_tool(args.dump_tool)
-    else:
+    elif args.build_dir is not None:
         data = registry_source.dump_registry(Path.cwd(), args.build_dir)
+    else:
+        data = registry_source.dump_registry_default(Path.cwd())
     return validate.check(Registry.parse(data))
 
 

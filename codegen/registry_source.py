@@ -48,6 +48,61 @@ def _run(cmd: list[str], what: str) -> None:
         raise CodegenError(f"{what} failed (exit code {rc}); see the output above")
 
 
+DEFAULT_BUILD_DIR = Path("build/codegen")
+
+
+def _cache_entry(cache: Path, name: str) -> str | None:
+    try:
+        text = cache.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.split(":")[0] == name:
+            return value
+    return None
+
+
+def existing_build(source_dir: Path) -> Path | None:
+    """A CMake build of this tree that `pip install` or a developer already
+    made (build/<wheel tag>, build/dev): its dump tool is up to date or an
+    incremental build away, where build/codegen would compile the whole core
+    a second time. Sanitizer builds are left out (their tool needs libasan)."""
+    home = source_dir.resolve()
+    found = []
+    for cache in (source_dir / "build").glob("*/CMakeCache.txt"):
+        if cache.parent.name == DEFAULT_BUILD_DIR.name:
+            continue
+        where = _cache_entry(cache, "CMAKE_HOME_DIRECTORY")
+        if where is None or Path(where).resolve() != home:
+            continue
+        if (_cache_entry(cache, "OPFORGE_SANITIZE") or "OFF").upper() in ("ON", "1", "TRUE", "YES"):
+            continue
+        found.append((cache.stat().st_mtime, cache.parent))
+    return max(found)[1] if found else None
+
+
+def dump_registry_default(source_dir: Path) -> Any:
+    """The dump from an existing build of the tree if there is one, else from build/codegen."""
+    reuse = existing_build(source_dir)
+    ninja = shutil.which("ninja")
+    if reuse is not None and ninja is not None:
+        # ninja itself, not `cmake --build`: pip's isolated build environment,
+        # whose cmake and ninja the build folder names, is gone.
+        try:
+            _run([ninja, "-C", str(reuse), DUMP_TARGET], f"building {DUMP_TARGET}")
+        except CodegenError as e:
+            print(f"codegen: the build in {reuse} failed ({e}); building the dump tool in "
+                  f"{DEFAULT_BUILD_DIR}", file=sys.stderr)
+        else:
+            return run_dump_tool(_tool(reuse))
+    return dump_registry(source_dir, source_dir / DEFAULT_BUILD_DIR)
+
+
+def _tool(build_dir: Path) -> Path:
+    return build_dir / (DUMP_TARGET + (".exe" if os.name == "nt" else ""))
+
+
 def dump_registry(source_dir: Path, build_dir: Path) -> Any:
     """Configures (once), builds and runs the dump tool; returns the parsed JSON."""
     if shutil.which("cmake") is None:
@@ -57,7 +112,7 @@ def dump_registry(source_dir: Path, build_dir: Path) -> Any:
               "-DOPFORGE_PYTHON=OFF", "-DCMAKE_BUILD_TYPE=Release"], "configuring the dump tool")
     _run(["cmake", "--build", str(build_dir), "--target", DUMP_TARGET],
          f"building {DUMP_TARGET}")
-    exe = build_dir / (DUMP_TARGET + (".exe" if os.name == "nt" else ""))
+    exe = _tool(build_dir)
     if not exe.exists():
         raise CodegenError(f"{exe}: not found after building {DUMP_TARGET}")
     return run_dump_tool(exe)
