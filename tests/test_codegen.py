@@ -705,3 +705,51 @@ chmod +x "$2/opforge_dump_registry"
     assert lines[0] == (f"-S {Path.cwd()} -B {build} -G Ninja -DOPFORGE_PYTHON=OFF "
                         "-DCMAKE_BUILD_TYPE=Release")
     assert lines[1:] == [f"--build {build} --target {registry_source.DUMP_TARGET}"] * 2
+
+
+def _fake_build(root: Path, name: str, home: Path, sanitize: str = "OFF") -> Path:
+    d = root / "build" / name
+    d.mkdir(parents=True)
+    (d / "CMakeCache.txt").write_text(
+        f"CMAKE_HOME_DIRECTORY:INTERNAL={home}\nOPFORGE_SANITIZE:BOOL={sanitize}\n")
+    return d
+
+
+def test_default_dump_reuses_this_trees_build_and_falls_back(tmp_path, monkeypatch, capsys):
+    """Without --build-dir: a non-sanitizer build of this tree (what `pip install` leaves)
+    is built with ninja and its tool run; a build of another tree, a sanitizer
+    build and build/codegen itself are not candidates; a failing reuse falls back
+    to build/codegen."""
+    tree = tmp_path / "tree"
+    _fake_build(tree, "asan-cp", tree, sanitize="ON")
+    _fake_build(tree, "other", tmp_path / "elsewhere")
+    assert registry_source.existing_build(tree) is None
+    wheel = _fake_build(tree, "cp311", tree)
+    assert registry_source.existing_build(tree) == wheel
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "tools.log"
+    registry = json.dumps({"format": 1})
+    tool = tmp_path / "tool"
+    tool.write_text(f"#!/bin/sh\necho '{registry}'\n")
+    tool.chmod(0o755)
+    for name in ("ninja", "cmake"):  # both take the build folder as $2 (-C DIR / --build DIR)
+        (bin_dir / name).write_text(f"""#!/bin/sh
+echo "{name} $@" >> {log}
+if [ "$NINJA_FAILS" = 1 ] && [ {name} = ninja ]; then exit 1; fi
+if [ "$1" = "-S" ]; then mkdir -p "$4"; touch "$4/CMakeCache.txt"; exit 0; fi
+cp {tool} "$2/{registry_source.DUMP_TARGET}"
+""")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(registry_source, "loads", lambda text, where: (text.strip(), where))
+    assert registry_source.dump_registry_default(tree) == (registry, registry_source.DUMP_TARGET)
+    assert log.read_text().splitlines() == [f"ninja -C {wheel} {registry_source.DUMP_TARGET}"]
+
+    log.unlink()
+    monkeypatch.setenv("NINJA_FAILS", "1")
+    assert registry_source.dump_registry_default(tree) == (registry, registry_source.DUMP_TARGET)
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("ninja -C ") and calls[1].startswith(f"cmake -S {tree} -B {tree / 'build' / 'codegen'}")
+    assert "building the dump tool in build/codegen" in capsys.readouterr().err
