@@ -67,7 +67,8 @@ def existing_build(source_dir: Path) -> Path | None:
     """A CMake build of this tree that `pip install` or a developer already
     made (build/<wheel tag>, build/dev): its dump tool is up to date or an
     incremental build away, where build/codegen would compile the whole core
-    a second time. Sanitizer builds are left out (their tool needs libasan)."""
+    a second time (8 CPU-minutes of CI's 20). Sanitizer builds are left out
+    (their tool needs libasan)."""
     home = source_dir.resolve()
     found = []
     for cache in (source_dir / "build").glob("*/CMakeCache.txt"):
@@ -82,20 +83,35 @@ def existing_build(source_dir: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
+def _newest_source(source_dir: Path) -> float:
+    """The newest mtime among what the dump tool is built from (folders too:
+    a deleted file changes its folder's)."""
+    paths = [source_dir / "CMakeLists.txt"]
+    for top in ("cpp", "cmake"):
+        paths += [source_dir / top, *(source_dir / top).rglob("*")]
+    return max((p.stat().st_mtime for p in paths if p.exists()), default=0.0)
+
+
 def dump_registry_default(source_dir: Path) -> Any:
     """The dump from an existing build of the tree if there is one, else from build/codegen."""
     reuse = existing_build(source_dir)
+    if reuse is None:
+        return dump_registry(source_dir, source_dir / DEFAULT_BUILD_DIR)
+    # Built after every source changed (CI, right after `pip install .`): run it.
+    # Not with ninja: its manifest check runs the cmake of pip's isolated build
+    # environment, which is gone.
+    tool = _tool(reuse)
+    if tool.exists() and tool.stat().st_mtime > _newest_source(source_dir):
+        return run_dump_tool(tool)
     ninja = shutil.which("ninja")
-    if reuse is not None and ninja is not None:
-        # ninja itself, not `cmake --build`: pip's isolated build environment,
-        # whose cmake and ninja the build folder names, is gone.
+    if ninja is not None:
         try:
             _run([ninja, "-C", str(reuse), DUMP_TARGET], f"building {DUMP_TARGET}")
         except CodegenError as e:
             print(f"codegen: the build in {reuse} failed ({e}); building the dump tool in "
                   f"{DEFAULT_BUILD_DIR}", file=sys.stderr)
         else:
-            return run_dump_tool(_tool(reuse))
+            return run_dump_tool(tool)
     return dump_registry(source_dir, source_dir / DEFAULT_BUILD_DIR)
 
 

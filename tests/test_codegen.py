@@ -717,7 +717,7 @@ def _fake_build(root: Path, name: str, home: Path, sanitize: str = "OFF") -> Pat
 
 def test_default_dump_reuses_this_trees_build_and_falls_back(tmp_path, monkeypatch, capsys):
     """Without --build-dir: a non-sanitizer build of this tree (what `pip install` leaves)
-    is built with ninja and its tool run; a build of another tree, a sanitizer
+    is built with ninja and its tool run (as is, if built after every source change); a build of another tree, a sanitizer
     build and build/codegen itself are not candidates; a failing reuse falls back
     to build/codegen."""
     tree = tmp_path / "tree"
@@ -747,7 +747,16 @@ cp {tool} "$2/{registry_source.DUMP_TARGET}"
     assert registry_source.dump_registry_default(tree) == (registry, registry_source.DUMP_TARGET)
     assert log.read_text().splitlines() == [f"ninja -C {wheel} {registry_source.DUMP_TARGET}"]
 
+    # Built after the last source change (CI right after `pip install .`): run as is.
     log.unlink()
+    (tree / "cpp").mkdir()
+    (tree / "cpp" / "ops.cc").write_text("")
+    old = (tree / "cpp" / "ops.cc").stat().st_mtime
+    os.utime(wheel / registry_source.DUMP_TARGET, (old + 10, old + 10))
+    assert registry_source.dump_registry_default(tree) == (registry, registry_source.DUMP_TARGET)
+    assert not log.exists()
+    os.utime(tree / "cpp" / "ops.cc", (old + 20, old + 20))  # a source edited since: build again
+
     monkeypatch.setenv("NINJA_FAILS", "1")
     assert registry_source.dump_registry_default(tree) == (registry, registry_source.DUMP_TARGET)
     calls = log.read_text().splitlines()
