@@ -124,6 +124,18 @@ def test_gemv_threaded_layouts(k, n, tb, row, act, seed):
         close(gen.mat_mul(w, xt, transpose_a=not tb).numpy(), oracle(w, xt, not tb, False), k, np.float32)
 
 
+@pytest.mark.parametrize("k", [1025, 3071, 4096, 4097])
+@pytest.mark.parametrize("n", [13, 771])
+def test_gemv_transposed_weight_long_rows(k, n):
+    # W [N, K] at M = 1: rows up to 16 KiB (K <= 4096) are read eight at a
+    # time, longer ones four; n = 8 + 4 + 1 and 771 reach the 8-, 4- and
+    # 1-row tails, k the vector tail (3071, 4097) and the switch (4096/4097).
+    rng = np.random.default_rng(k + n)
+    w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+    x = rng.uniform(-1, 1, (1, k)).astype(np.float32)
+    close(gen.mat_mul(x, w, transpose_b=True).numpy(), oracle(x, w, False, True), k, np.float32)
+
+
 @pytest.mark.parametrize("n", [5, 16, 1000, 3000])
 def test_gemv_transposed_weight_alternating_direction_is_bitwise_stable(n):
     # W [N, K] at M = 1 is read forwards and backwards on alternate calls
