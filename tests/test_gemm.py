@@ -124,6 +124,23 @@ def test_gemv_threaded_layouts(k, n, tb, row, act, seed):
         close(gen.mat_mul(w, xt, transpose_a=not tb).numpy(), oracle(w, xt, not tb, False), k, np.float32)
 
 
+@pytest.mark.parametrize("m", [9, 12, 13, 17, 64])
+@pytest.mark.parametrize("n", [512, 513])
+@pytest.mark.parametrize("tb", [False, True])
+def test_small_m_tile_heights(m, n, tb):
+    # Small M reads A in place in tiles of at most 8 rows while B (K x N) is
+    # at most 2^17 floats (n = 512 at K = 256), else up to the ISA's mr
+    # (n = 513): rows split into 5 + 4, 6 + 6, 7 + 6, 6 + 6 + 5, 8 x 8 or
+    # 12-row tiles and their edges, B in place and packed (tb).
+    rng = np.random.default_rng(m * n)
+    a = rng.uniform(-1, 1, (m, 256)).astype(np.float32)
+    b = rng.uniform(-1, 1, (n, 256) if tb else (256, n)).astype(np.float32)
+    close(gen.mat_mul(a, b, transpose_b=tb).numpy(), oracle(a, b, False, tb), 256, np.float32)
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    got = gen.fused_mat_mul(a, b, bias, transpose_b=tb, activation="relu").numpy()
+    close(got, np.maximum(oracle(a, b, False, tb) + bias, 0), 256, np.float32)
+
+
 @pytest.mark.parametrize("k", [1025, 3071, 4096, 4097])
 @pytest.mark.parametrize("n", [13, 771])
 def test_gemv_transposed_weight_long_rows(k, n):

@@ -45,6 +45,21 @@ constexpr int64_t kSmallM = 64;     // up to this many rows, threads split along
 // wins, 0.76-0.89x numpy unpacked against 0.97-1.09x).
 constexpr int64_t kUnpackedRows = 128;
 constexpr int64_t kUnpackedDepth = 256;
+// Tiles that read A in place are at most this high: each row of A is one
+// more address register in the loop, and past 8 rows they spill (AVX-512,
+// one 11 x 32 or 12 x 32 tile, B in L1/L2, chrt -f 1: 4-8 rows 112-116
+// GFLOP/s, 9-11 rows 108-112, 12 rows 104; the core's FMA peak 115). 64^3
+// as 8 tiles of 8 rows: 4.68 us against 4.89 us as 11 + 11 + 11 + 11 + 11 + 9.
+// Only while B (this slab's columns) is small enough to be re-read from L2
+// by the extra row tiles: with B streamed in place from memory the taller
+// tiles win (one thread, chrt -f 1, alternating processes: 64 x 768 x 3072
+// 1.15-1.18x numpy in 11-row tiles against 1.09-1.12x in 8-row ones; 12 x
+// 768 x 3072 looked worse in two tiles of 6 too, but varied as much between
+// processes running the same code). Small B, same runs: 64^3 1.04-1.05x ->
+// 1.08-1.10x, 128^3 1.08-1.09x -> 1.16-1.17x, 48 x 256 x 256 1.09-1.11x ->
+// 1.18-1.22x, 96 x 256 x 96 1.06-1.11x -> 1.15-1.20x.
+constexpr int kStridedRows = 8;
+constexpr int64_t kStridedRowsB = int64_t{1} << 17;  // floats: 512 KiB
 constexpr int64_t kSmallKC = 1024;  // depth block of the small-M path (B panel 128 KiB)
 // Below this many multiply-adds one thread is faster than waking another.
 constexpr int64_t kMinParallelFma = 128 * 128 * 128;
@@ -217,7 +232,8 @@ void SmallM(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
   if (i1 - i0 == 1 && OneRow(g, ep, kr, i0, j0, j1)) return;
   const int nr = kr.nr;
   // Rows split evenly over the fewest tiles (16 rows: 8 + 8, not 12 + 4).
-  const int64_t tiles = (i1 - i0 + kr.mr - 1) / kr.mr;
+  const int max_rows = g.k * (j1 - j0) <= kStridedRowsB ? std::min(kr.mr, kStridedRows) : kr.mr;
+  const int64_t tiles = (i1 - i0 + max_rows - 1) / max_rows;
   const int mr = static_cast<int>((i1 - i0 + tiles - 1) / tiles);
   const bool in_place = g.cs_b == 1 || g.b_panels != nullptr;
   const bool in_regs = RegisterEpilogue(ep, kr);
