@@ -169,14 +169,22 @@ constexpr int64 kBatchedColumnElems = int64{8} << 20;
 // The most floats of a column matrix per image (at least one output row):
 // under 1 MiB, so it comes from the heap, not a 2 MiB-rounded mapping.
 constexpr int64 kChunkColumnElems = 240 << 10;
+constexpr int64 kL2Bytes = int64{2} << 20;  // over this, an input is taken to stream from L3
 
 // y = act(conv(x) + bias + res); res ([n, o, oh, ow]) may be null; image n's
 // output at y + n * y_img (a channel slice of a Concat's output when y_img
 // exceeds o * oh * ow).
 void GemmForward(const Geometry& g, const float* x, const float* panels, bool columns, const float* bias, Act act,
                  const float* res, float* y, int64 y_img) {
-  const auto panel_gemm = columns ? &ColumnPanelGemm : &PanelGemm;
   const int64 K = g.k(), P = g.p();
+  // An input larger than L2 comes from L3 image after image (batch 8's
+  // 54x54 planes): the GEMM then packs a narrow filter's B row by row.
+  const bool cold = g.n * g.c * g.h * g.w * int64{4} > kL2Bytes;
+  auto panel_gemm = [&](const float* pa, int64 m, int64 n, int64 k, const float* b, int64 ldb, float* c, int64 ldc,
+                        const float* bi, Act a, bool parallel, const float* r, int64 ldr) {
+    if (columns) return ColumnPanelGemm(pa, m, n, k, b, ldb, c, ldc, bi, a, parallel, r, ldr);
+    PanelGemm(pa, m, n, k, b, ldb, c, ldc, bi, a, parallel, r, ldr, cold);
+  };
   const bool pw = g.pointwise();
   if (pw && P == 1 && columns) {  // x [n, c] and y [n, o] are the transposed product's rows as they are
     ColumnPanelGemmRows(panels, g.o, g.n, K, x, K, y, y_img, bias, act, true, res, g.o);
