@@ -177,9 +177,10 @@ constexpr int64 kL2Bytes = int64{2} << 20;  // over this, an input is taken to s
 void GemmForward(const Geometry& g, const float* x, const float* panels, bool columns, const float* bias, Act act,
                  const float* res, float* y, int64 y_img) {
   const int64 K = g.k(), P = g.p();
-  // An input larger than L2 comes from L3 image after image (batch 8's
-  // 54x54 planes): the GEMM then packs a narrow filter's B row by row.
-  const bool cold = g.n * g.c * g.h * g.w * int64{4} > kL2Bytes;
+  // A pointwise conv's B is its input: one larger than L2 comes from L3
+  // image after image (batch 8's 54x54 planes), so the GEMM packs a narrow
+  // filter's B row by row (an im2col chunk was just written: in L2).
+  const bool cold = g.pointwise() && g.n * g.c * g.h * g.w * int64{4} > kL2Bytes;
   auto panel_gemm = [&](const float* pa, int64 m, int64 n, int64 k, const float* b, int64 ldb, float* c, int64 ldc,
                         const float* bi, Act a, bool parallel, const float* r, int64 ldr) {
     if (columns) return ColumnPanelGemm(pa, m, n, k, b, ldb, c, ldc, bi, a, parallel, r, ldr);
