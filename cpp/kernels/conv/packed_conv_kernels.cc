@@ -20,6 +20,7 @@
 #include "conv_gemm.h"
 #include "conv_geometry.h"
 #include "depthwise.h"
+#include "gather_gemm.h"
 #include "im2col.h"
 #include "packed_conv.h"
 #include "packed_gemm.h"
@@ -228,13 +229,18 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, bool co
   // The column matrix in chunks of output rows (as MLAS bounds its working
   // buffer): a stem's [147, 112 * 112] would be 7 MiB of peak memory.
   const int64 rows = std::min(g.oh, std::max<int64>(1, kChunkColumnElems / std::max<int64>(1, K * g.ow)));
-  const int64 chunk = pw ? 0 : K * rows * g.ow;
+  const int64 chunk = pw || (!columns && res == nullptr && GatherGemmApplies(g)) ? 0 : K * rows * g.ow;
+  const bool gather = !columns && res == nullptr && GatherGemmApplies(g);
   auto one = [&](int64 n, float* col, bool in_worker) {
     const float* xn = x + n * g.c * g.h * g.w;
     float* yn = y + n * y_img;
     const float* rn = res != nullptr ? res + n * g.o * P : nullptr;
     if (pw) {
       panel_gemm(panels, g.o, P, K, xn, P, yn, P, bias, act, !in_worker, rn, P);
+      return;
+    }
+    if (gather) {  // no column matrix: pixel panels straight from the input's phase planes
+      GatherGemm(g, xn, panels, bias, act, yn, !in_worker);
       return;
     }
     for (int64 i0 = 0; i0 < g.oh; i0 += rows) {

@@ -10,6 +10,7 @@
 #include "opforge/parallel.h"
 
 #include "depthwise.h"
+#include "panel_kernels.h"
 
 #ifdef OF_CONV_OWN_SGEMM
 #include "../gemm/microkernel.h"
@@ -139,6 +140,9 @@ void Tile(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t k, co
 }
 
 }  // namespace
+
+const gemm::Kernels& PanelKernels() { return Get(); }
+int PanelActivation(Act act) { return RegisterActivation(act); }
 
 const char* PanelLayout() { return Get().name; }
 int PanelRows() { return Get().mr; }
