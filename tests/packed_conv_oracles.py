@@ -1,4 +1,5 @@
-"""test_bad_input oracles for PackConv2DFilter, Conv2DPacked and Conv2DPackedAdd (cpp/ops/packed_conv_ops.cc).
+"""test_bad_input oracles for PackConv2DFilter, Conv2DPacked, Conv2DPackedAdd and Conv2DPackedConcat
+(cpp/ops/packed_conv_ops.cc).
 
 The blobs are built here in numpy, independently of the C++ packer: the
 128-byte header of packed_oracles.py (format 3) and the float32 GEMM's A
@@ -133,7 +134,41 @@ def conv2d_packed(x, packed, bias, filter_shape, strides=(1, 1), pads=(0, 0, 0, 
     return out[activation].astype(x.dtype)
 
 
+def conv_packed_concat_gen(draw, dtype):
+    """Conv2DPacked's draws as one filter, or the same filter twice (the same window, so one output size); the
+    per-filter attrs repeated, sometimes one list short; the bias all filters' or another length."""
+    (x, blob, bias), kw = conv_packed_gen(draw, dtype)
+    times = draw(st.integers(1, 2))
+    fs, s, p, d = (list(kw[k]) * times for k in ("filter_shape", "strides", "pads", "dilations"))
+    if draw(st.integers(0, 9)) == 0:
+        s = s[:-1]
+    if bias.size and times == 2 and draw(st.integers(0, 3)):
+        bias = np.concatenate([bias, bias])
+    return (x, [blob] * times, bias), {"filter_shapes": fs, "strides": s, "pads": p, "dilations": d,
+                                        "activation": kw["activation"]}
+
+
+def conv2d_packed_concat(x, packed, bias, filter_shapes, strides, pads, dilations, activation="none"):
+    n = len(packed)
+    if len(filter_shapes) != 4 * n or len(strides) != 2 * n or len(pads) != 4 * n or len(dilations) != 2 * n:
+        raise ValueError("per-filter attrs")
+    total = sum(filter_shapes[4 * i] for i in range(n))
+    if bias.size not in (0, total):
+        raise ValueError("bias")
+    outs, off = [], 0
+    for i in range(n):
+        o = filter_shapes[4 * i]
+        outs.append(conv2d_packed(x, packed[i], bias[off:off + o] if bias.size else bias, filter_shapes[4 * i:4 * i + 4],
+                                  strides[2 * i:2 * i + 2], pads[4 * i:4 * i + 4], dilations[2 * i:2 * i + 2],
+                                  activation))
+        off += o
+    if len({y.shape[2:] for y in outs}) != 1:
+        raise ValueError("one output size")
+    return np.concatenate(outs, axis=1)
+
+
 PACKED_CONV_ORACLES = {
+    "Conv2DPackedConcat": (conv_packed_concat_gen, quiet(conv2d_packed_concat)),
     "PackConv2DFilter": (pack_gen, quiet(pack_conv)),
     "Conv2DPacked": (conv_packed_gen, quiet(conv2d_packed)),
     "Conv2DPackedAdd": (conv_packed_add_gen, quiet(conv2d_packed_add)),

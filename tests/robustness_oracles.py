@@ -888,8 +888,8 @@ PRODUCTS |= {"FusedMatMulPacked"}
 from packed_conv_oracles import PACKED_CONV_ORACLES  # noqa: E402
 
 ORACLES.update(PACKED_CONV_ORACLES)
-SUMS |= {"Conv2DPacked", "Conv2DPackedAdd"}
-PRODUCTS |= {"Conv2DPacked", "Conv2DPackedAdd"}
+SUMS |= {"Conv2DPacked", "Conv2DPackedAdd", "Conv2DPackedConcat"}
+PRODUCTS |= {"Conv2DPacked", "Conv2DPackedAdd", "Conv2DPackedConcat"}
 # Bitwise and trig ops (issue 24), in bitwise_trig_oracles.py.
 from bitwise_trig_oracles import BITWISE_TRIG_ORACLES  # noqa: E402
 

@@ -80,7 +80,7 @@ NOT_DISTRIBUTED = {
     **{op: "packed float32 weights (issue 22): an opaque per-process blob of the whole weight, not an array to chunk"
        for op in ("PackMatMulWeight", "FusedMatMulPacked")},
     **{op: "packed conv filters (issue 23): an opaque per-process blob of the whole filter, not an array to chunk"
-       for op in ("PackConv2DFilter", "Conv2DPacked", "Conv2DPackedAdd")},
+       for op in ("PackConv2DFilter", "Conv2DPacked", "Conv2DPackedAdd", "Conv2DPackedConcat")},
     **{op: "the NCHWc layout (issue 23): an inference layout inside imported CNN graphs, blocks of channels the "
            "importer lays out whole" for op in ("Conv2DNchwc", "ReorderToNchwc", "ReorderFromNchwc",
                                                   "GlobalAveragePoolNchwc", "NchwcBlockSize")},

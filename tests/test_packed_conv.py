@@ -19,6 +19,10 @@ CASES = [
     (1, 7, 12, 5, 5, 1, 3, 2),     # dilated, fewer outputs than a register tile
     (2, 300, 6, 33, 1, 1, 0, 1),   # depth over one 256-deep block
     (1, 64, 99, 20, 3, 2, 1, 1),   # im2col in chunks of output rows (8 rows of 50 each)
+    (1, 3, 75, 40, 7, 2, 3, 1),    # a stem: phase planes, whole pixel panels inside an output row and across two
+    (2, 5, 20, 13, 3, 3, 2, 2),    # phase planes of stride 3 with dilation, rows shorter than a panel
+    (3, 96, 54, 16, 1, 1, 0, 1),   # pointwise, few outputs, input over 2 MiB: B packed row by row, a partial panel
+    (2, 300, 33, 20, 1, 1, 0, 1),  # the same over two 256-deep blocks
 ]
 
 

@@ -116,6 +116,70 @@ Status Conv2DPackedAddShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
+
+// x [N, C, H, W] through each filter of attr 'filter_shapes' (4 ints per
+// conv) with its window (strides / dilations 2 ints, pads 4 ints per conv):
+// y [N, sum of out_channels, OH, OW], every conv's OH x OW the same.
+Status Conv2DPackedConcatShape(InferenceContext* ctx) {
+  const int64_t n = ctx->attr_int("N");
+  const std::vector<int64_t>& fs = ctx->attr_ints("filter_shapes");
+  const std::vector<int64_t>& s = ctx->attr_ints("strides");
+  const std::vector<int64_t>& d = ctx->attr_ints("dilations");
+  const std::vector<int64_t>& p = ctx->attr_ints("pads");
+  if (static_cast<int64_t>(fs.size()) != 4 * n || static_cast<int64_t>(s.size()) != 2 * n ||
+      static_cast<int64_t>(d.size()) != 2 * n || static_cast<int64_t>(p.size()) != 4 * n) {
+    return errors::InvalidArgument("attrs 'filter_shapes', 'strides', 'dilations' and 'pads' must hold 4, 2, 2 and 4 "
+                                   "ints per packed filter (", n, " filters), got ", fs.size(), ", ", s.size(), ", ",
+                                   d.size(), " and ", p.size());
+  }
+  const TensorShape& x = ctx->input_shape(0);
+  if (x.rank() != 4) {
+    return errors::InvalidArgument("argument 'x' must be 4-D [batch, channels, height, width], got shape ",
+                                   x.DebugString());
+  }
+  int64_t o = 0, oh = -2, ow = -2;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t* f = fs.data() + 4 * i;
+    if (f[0] < 1 || f[1] < 1 || f[2] < 1 || f[3] < 1 || f[0] > (int64_t{1} << 20) || f[1] > (int64_t{1} << 20) ||
+        f[2] > (int64_t{1} << 20) || f[3] > (int64_t{1} << 20)) {
+      return errors::InvalidArgument("attr 'filter_shapes': filter ", i, " must be 4 ints in [1, 2^20], got ",
+                                     ListString(std::vector<int64_t>(f, f + 4)));
+    }
+    if (s[2 * i] < 1 || s[2 * i + 1] < 1 || d[2 * i] < 1 || d[2 * i + 1] < 1 || p[4 * i] < 0 || p[4 * i + 1] < 0 ||
+        p[4 * i + 2] < 0 || p[4 * i + 3] < 0) {
+      return errors::InvalidArgument("attrs 'strides' / 'dilations' (>= 1) and 'pads' (>= 0) of filter ", i,
+                                     " are out of range");
+    }
+    if (!IsUnknownDim(x.dim(1)) && x.dim(1) != f[1]) {
+      return errors::InvalidArgument("argument 'x' has ", x.dim(1), " channels but filter ", i, " of attr "
+                                     "'filter_shapes' reads ", f[1]);
+    }
+    if (ctx->input_shape(1 + i).rank() != 1) {
+      return errors::InvalidArgument("argument 'packed' item ", i, " must be 1-D (a PackConv2DFilter output), got ",
+                                     ctx->input_shape(1 + i).DebugString());
+    }
+    int64_t h, w;
+    OF_RETURN_IF_ERROR(conv_shape::ConvOutDim(x.dim(2), f[2], s[2 * i], d[2 * i], p[4 * i], p[4 * i + 2], "height", &h));
+    OF_RETURN_IF_ERROR(conv_shape::ConvOutDim(x.dim(3), f[3], s[2 * i + 1], d[2 * i + 1], p[4 * i + 1], p[4 * i + 3],
+                                              "width", &w));
+    if (i > 0 && ((h >= 0 && oh >= 0 && h != oh) || (w >= 0 && ow >= 0 && w != ow))) {
+      return errors::InvalidArgument("filter ", i, " gives ", h, "x", w, " outputs, filter 0 ", oh, "x", ow,
+                                     ": the concatenated outputs must have one size");
+    }
+    if (oh < 0) oh = h;
+    if (ow < 0) ow = w;
+    o += f[0];
+  }
+  const TensorShape& b = ctx->input_shape(1 + n);
+  if (b.rank() != 1 || (!IsUnknownDim(b.dim(0)) && b.dim(0) != o && b.dim(0) != 0)) {
+    return errors::InvalidArgument("argument 'bias' must be 1-D of length ", o, " (all filters' out_channels) or "
+                                   "empty, got shape ", b.DebugString());
+  }
+  OF_RETURN_IF_ERROR(conv_shape::CheckConvActivation(ctx));
+  ctx->set_output_shape(0, TensorShape({x.dim(0), o, oh, ow}));
+  return Status::OK();
+}
+
 }  // namespace
 
 REGISTER_OP("PackConv2DFilter")
@@ -206,6 +270,38 @@ pads: Zero padding [top, left, bottom, right].
 dilations: Dilation along height and width.
 activation: 'none', 'relu', 'sigmoid', 'silu' (x * sigmoid(x)) or 'hardswish'.
 y: The output, [batch, out_channels, out_height, out_width].
+)doc");
+
+REGISTER_OP("Conv2DPackedConcat")
+    .Input("x: T")
+    .Input("packed: N * uint8")
+    .Input("bias: T")
+    .Attr("N: int >= 1")
+    .Attr("filter_shapes: list(int)")
+    .Attr("strides: list(int)")
+    .Attr("pads: list(int)")
+    .Attr("dilations: list(int)")
+    .Attr("activation: string = 'none'")
+    .Output("y: T")
+    .Attr("T: {float32}")
+    .SetShapeFn(Conv2DPackedConcatShape)
+    .NoGradient()  // as Conv2DPacked: an inference path over packed constant weights
+    .Doc(R"doc(
+Concat([activation(Conv2D(x, filter_i) + bias_i) for each packed filter], axis=1) with no Concat.
+
+Each convolution writes straight into its channel slice of the output (a
+SqueezeNet fire module's 1x1 and 3x3 expand convolutions over one input),
+so the pieces are never stored apart and copied together.
+
+x: The input, [batch, in_channels, height, width], read by every filter.
+packed: The filters, each from PackConv2DFilter (checked against its filter_shapes entry).
+bias: All filters' biases one after another (sum of out_channels values), or empty for none.
+filter_shapes: 4 ints per filter, [out_channels, in_channels, kernel_height, kernel_width].
+strides: 2 ints per filter: stride along height and width.
+pads: 4 ints per filter: zero padding [top, left, bottom, right].
+dilations: 2 ints per filter: dilation along height and width.
+activation: 'none', 'relu', 'sigmoid', 'silu' (x * sigmoid(x)) or 'hardswish', for every filter.
+y: The output, [batch, sum of out_channels, out_height, out_width]; every filter's out_height x out_width must agree.
 )doc");
 
 }  // namespace opforge

@@ -20,7 +20,9 @@
 #include "conv_gemm.h"
 #include "conv_geometry.h"
 #include "depthwise.h"
+#include "gather_gemm.h"
 #include "im2col.h"
+#include "packed_conv.h"
 #include "packed_gemm.h"
 #include "winograd.h"
 
@@ -168,15 +170,26 @@ constexpr int64 kBatchedColumnElems = int64{8} << 20;
 // The most floats of a column matrix per image (at least one output row):
 // under 1 MiB, so it comes from the heap, not a 2 MiB-rounded mapping.
 constexpr int64 kChunkColumnElems = 240 << 10;
+constexpr int64 kL2Bytes = int64{2} << 20;  // over this, an input is taken to stream from L3
 
-// y = act(conv(x) + bias + res); res (y's layout) may be null.
+// y = act(conv(x) + bias + res); res ([n, o, oh, ow]) may be null; image n's
+// output at y + n * y_img (a channel slice of a Concat's output when y_img
+// exceeds o * oh * ow).
 void GemmForward(const Geometry& g, const float* x, const float* panels, bool columns, const float* bias, Act act,
-                 const float* res, float* y) {
-  const auto panel_gemm = columns ? &ColumnPanelGemm : &PanelGemm;
+                 const float* res, float* y, int64 y_img) {
   const int64 K = g.k(), P = g.p();
+  // A pointwise conv's B is its input: one larger than L2 comes from L3
+  // image after image (batch 8's 54x54 planes), so the GEMM packs a narrow
+  // filter's B row by row (an im2col chunk was just written: in L2).
+  const bool cold = g.pointwise() && g.n * g.c * g.h * g.w * int64{4} > kL2Bytes;
+  auto panel_gemm = [&](const float* pa, int64 m, int64 n, int64 k, const float* b, int64 ldb, float* c, int64 ldc,
+                        const float* bi, Act a, bool parallel, const float* r, int64 ldr) {
+    if (columns) return ColumnPanelGemm(pa, m, n, k, b, ldb, c, ldc, bi, a, parallel, r, ldr);
+    PanelGemm(pa, m, n, k, b, ldb, c, ldc, bi, a, parallel, r, ldr, cold);
+  };
   const bool pw = g.pointwise();
   if (pw && P == 1 && columns) {  // x [n, c] and y [n, o] are the transposed product's rows as they are
-    ColumnPanelGemmRows(panels, g.o, g.n, K, x, K, y, g.o, bias, act, true, res, g.o);
+    ColumnPanelGemmRows(panels, g.o, g.n, K, x, K, y, y_img, bias, act, true, res, g.o);
     return;
   }
   if (g.n > 1 && P < kBatchedPixels && K * g.n * P <= kBatchedColumnElems) {
@@ -202,12 +215,13 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, bool co
     ParallelFor(g.n * g.o, P, [&](int64 b, int64 end) {
       for (int64 u = b, n = b / g.o, i = b % g.o; u < end; ++u, i = i + 1 == g.o ? 0 : i + 1, n += i == 0) {
         const float* src = prod.data() + i * NP + n * P;
+        float* yu = y + n * y_img + i * P;
         if (res == nullptr) {
-          Copy(src, y + u * P, P);
+          Copy(src, yu, P);
           continue;
         }
-        for (int64 j = 0; j < P; ++j) y[u * P + j] = src[j] + res[u * P + j];
-        BiasActRows(act, y + u * P, nullptr, 1, P);
+        for (int64 j = 0; j < P; ++j) yu[j] = src[j] + res[u * P + j];
+        BiasActRows(act, yu, nullptr, 1, P);
       }
     });
     return;
@@ -215,13 +229,18 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, bool co
   // The column matrix in chunks of output rows (as MLAS bounds its working
   // buffer): a stem's [147, 112 * 112] would be 7 MiB of peak memory.
   const int64 rows = std::min(g.oh, std::max<int64>(1, kChunkColumnElems / std::max<int64>(1, K * g.ow)));
-  const int64 chunk = pw ? 0 : K * rows * g.ow;
+  const int64 chunk = pw || (!columns && res == nullptr && GatherGemmApplies(g)) ? 0 : K * rows * g.ow;
+  const bool gather = !columns && res == nullptr && GatherGemmApplies(g);
   auto one = [&](int64 n, float* col, bool in_worker) {
     const float* xn = x + n * g.c * g.h * g.w;
-    float* yn = y + n * g.o * P;
+    float* yn = y + n * y_img;
     const float* rn = res != nullptr ? res + n * g.o * P : nullptr;
     if (pw) {
       panel_gemm(panels, g.o, P, K, xn, P, yn, P, bias, act, !in_worker, rn, P);
+      return;
+    }
+    if (gather) {  // no column matrix: pixel panels straight from the input's phase planes
+      GatherGemm(g, xn, panels, bias, act, yn, !in_worker);
       return;
     }
     for (int64 i0 = 0; i0 < g.oh; i0 += rows) {
@@ -246,14 +265,48 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, bool co
   }
 }
 
+}  // namespace
+
+Status PackedConvInto(const Geometry& g, const Tensor& blob, const std::vector<int64>& fs, const float* x,
+                      const float* b, Act act, const float* r, float* y, int64 y_img) {
+  packed::Header h;
+  OF_RETURN_IF_ERROR(CheckBlob(blob, fs, &h));
+  const int64 y_size = g.n * g.o * g.p();
+  if (y_size == 0) return Status::OK();
+  std::vector<uint8_t> copy;
+  const uint8_t* payload = packed::Payload(blob, h, &copy);
+  const bool wino = (h.flags & kFlagWinograd) != 0, columns = (h.flags & kFlagColumns) != 0;
+  const Act wact = r != nullptr ? Act::kNone : act;  // the residual goes in before the activation
+  if (wino && columns && (WinogradApplies(g) || WinogradColumnsApplies(g))) {
+    WinogradForward(g, x, nullptr, b, wact, y, false, reinterpret_cast<const float*>(payload),
+                    WinogradColumnFloats(g.o, g.c), true, y_img);
+    if (r != nullptr) AddAct(act, r, y, y_size);  // with a residual y_img is the output's own
+    return Status::OK();
+  }
+  if (wino && !columns && WinogradApplies(g)) {
+    WinogradForward(g, x, nullptr, b, wact, y, false, reinterpret_cast<const float*>(payload),
+                    (h.flags & kFlagWinogradPanels) != 0 ? PanelFloats(g.o, g.c) : 0, false, y_img);
+    if (r != nullptr) AddAct(act, r, y, y_size);  // one pass, not the Add's and the Relu's
+    return Status::OK();
+  }
+  if ((h.flags & kFlagNoPanels) != 0) {
+    return errors::InvalidArgument("argument 'packed' holds the Winograd transform alone (packed with panels=false), "
+                                   "which this call cannot use (its shape, or OPFORGE_CONV_WINOGRAD=0): pack the "
+                                   "filter with panels=true");
+  }
+  GemmForward(g, x, reinterpret_cast<const float*>(payload + WinoBytes(wino, columns, g.o, g.c)), columns, b, act, r,
+              y, y_img);
+  return Status::OK();
+}
+
+namespace {
+
 // Conv2DPacked, and Conv2DPackedAdd with its residual (`res`, else null).
 Status PackedConv(OpKernelContext* ctx, const Tensor* res) {
   const Tensor& x = ctx->input(0);
   const Tensor& blob = ctx->input(1);
   const Tensor& bias = ctx->input(2);
   const std::vector<int64>& fs = ctx->attr_ints("filter_shape");
-  packed::Header h;
-  OF_RETURN_IF_ERROR(CheckBlob(blob, fs, &h));
   if (bias.NumElements() != 0 && bias.NumElements() != fs[0]) {  // unknown in a graph's shape check
     return errors::InvalidArgument("argument 'bias' must hold 0 or ", fs[0], " values, got ", bias.NumElements());
   }
@@ -263,49 +316,14 @@ Status PackedConv(OpKernelContext* ctx, const Tensor* res) {
     return errors::InvalidArgument("argument 'residual' must have the output's shape ", y->shape().DebugString(),
                                    ", got ", res->shape().DebugString());
   }
+  packed::Header h;
+  OF_RETURN_IF_ERROR(CheckBlob(blob, fs, &h));
   if (y->NumElements() == 0) return Status::OK();
-  const float* r = res != nullptr ? res->data<float>() : nullptr;
-  Geometry g;
-  g.n = x.dim(0), g.c = x.dim(1), g.h = x.dim(2), g.w = x.dim(3);
-  g.o = fs[0], g.kh = fs[2], g.kw = fs[3];
-  g.oh = y->dim(2), g.ow = y->dim(3);
-  const std::vector<int64>& s = ctx->attr_ints("strides");
-  const std::vector<int64>& d = ctx->attr_ints("dilations");
-  const std::vector<int64>& p = ctx->attr_ints("pads");
-  g.sh = s[0], g.sw = s[1], g.dh = d[0], g.dw = d[1], g.pt = p[0], g.pl = p[1];
-  g.groups = 1, g.cg = g.c, g.og = g.o;
-  const std::string& a = ctx->attr("activation").s;
-  const Act act = a == "relu"        ? Act::kRelu
-                  : a == "sigmoid"   ? Act::kSigmoid
-                  : a == "silu"      ? Act::kSilu
-                  : a == "hardswish" ? Act::kHardSwish
-                                     : Act::kNone;
-  std::vector<uint8_t> copy;
-  const uint8_t* payload = packed::Payload(blob, h, &copy);
-  const float* b = bias.NumElements() != 0 ? bias.data<float>() : nullptr;
-  const bool wino = (h.flags & kFlagWinograd) != 0, columns = (h.flags & kFlagColumns) != 0;
-  const Act wact = r != nullptr ? Act::kNone : act;  // the residual goes in before the activation
-  if (wino && columns && (WinogradApplies(g) || WinogradColumnsApplies(g))) {
-    WinogradForward(g, x.data<float>(), nullptr, b, wact, y->data<float>(), false,
-                    reinterpret_cast<const float*>(payload), WinogradColumnFloats(g.o, g.c), true);
-    if (r != nullptr) AddAct(act, r, y->data<float>(), y->NumElements());
-    return Status::OK();
-  }
-  if (wino && !columns && WinogradApplies(g)) {
-    WinogradForward(g, x.data<float>(), nullptr, b, wact, y->data<float>(), false,
-                    reinterpret_cast<const float*>(payload),
-                    (h.flags & kFlagWinogradPanels) != 0 ? PanelFloats(g.o, g.c) : 0);
-    if (r != nullptr) AddAct(act, r, y->data<float>(), y->NumElements());  // one pass, not the Add's and the Relu's
-    return Status::OK();
-  }
-  if ((h.flags & kFlagNoPanels) != 0) {
-    return errors::InvalidArgument("argument 'packed' holds the Winograd transform alone (packed with panels=false), "
-                                   "which this call cannot use (its shape, or OPFORGE_CONV_WINOGRAD=0): pack the "
-                                   "filter with panels=true");
-  }
-  GemmForward(g, x.data<float>(), reinterpret_cast<const float*>(payload + WinoBytes(wino, columns, g.o, g.c)),
-              columns, b, act, r, y->data<float>());
-  return Status::OK();
+  const Geometry g = PackedGeometry(x.shape(), fs, y->dim(2), y->dim(3), ctx->attr_ints("strides").data(),
+                                    ctx->attr_ints("dilations").data(), ctx->attr_ints("pads").data());
+  return PackedConvInto(g, blob, fs, x.data<float>(), bias.NumElements() != 0 ? bias.data<float>() : nullptr,
+                        ActOf(ctx->attr("activation").s), res != nullptr ? res->data<float>() : nullptr,
+                        y->data<float>(), g.o * g.p());
 }
 
 Status Conv2DPackedKernel(OpKernelContext* ctx) { return PackedConv(ctx, nullptr); }

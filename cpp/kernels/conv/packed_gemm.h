@@ -27,10 +27,11 @@ void PackPanels(const float* a, int64_t m, int64_t k, float* panels);
 // C[m, n] (row stride ldc) = act(A B + bias[i] + R[i, j]) for A in panels, B
 // row-major [k, n] (row stride ldb); bias and the residual R (row stride
 // ldr; a ResNet block's identity) may be null. `parallel`: may split over
-// the intra-op pool.
+// the intra-op pool. `stream_b`: B is larger than L2 holds (it comes from
+// L3): with few rows of panels it is packed row by row, not read in place.
 void PanelGemm(const float* panels, int64_t m, int64_t n, int64_t k, const float* b, int64_t ldb, float* c,
                int64_t ldc, const float* bias, Act act, bool parallel, const float* residual = nullptr,
-               int64_t ldr = 0);
+               int64_t ldr = 0, bool stream_b = false);
 
 // The transposed product for few output pixels (batch 1 at 14x14 or 7x7):
 // the filter packed as the microkernel's B panels (nr output channels per

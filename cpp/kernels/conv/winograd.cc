@@ -53,6 +53,7 @@ struct WinoPlan {
   int64_t tb;             // tiles per block (a multiple of 32: whole GEMM panels)
   int64_t u_panels;       // > 0: U[xi] packed as GEMM panels, this many floats apart
   bool u_columns;         // those panels are column panels (ColumnPanelGemm: few tiles)
+  int64_t y_img;          // floats between images' outputs
 };
 
 namespace baseline {
@@ -175,9 +176,10 @@ void WinogradFilter(const float* f, int64_t o, int64_t c, float* u) {
 }
 
 void WinogradForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y,
-                     bool transposed, const float* u_pre, int64_t u_panels, bool u_columns) {
+                     bool transposed, const float* u_pre, int64_t u_panels, bool u_columns, int64_t y_img) {
   WinoPlan p;
   p.c = g.c, p.o = g.o, p.h = g.h, p.w = g.w, p.oh = g.oh, p.ow = g.ow, p.pt = g.pt, p.pl = g.pl;
+  p.y_img = y_img > 0 ? y_img : g.o * g.oh * g.ow;
   p.th = (g.oh + 3) / 4, p.tw = (g.ow + 3) / 4, p.tiles = p.th * p.tw;
   p.u_panels = u_pre != nullptr ? u_panels : 0;
   p.u_columns = u_pre != nullptr && u_columns;
@@ -228,7 +230,7 @@ bool WinogradApplies(const Geometry&) { return false; }
 bool WinogradColumnsApplies(const Geometry&) { return false; }
 int64_t WinogradColumnFloats(int64_t, int64_t) { return 0; }
 void WinogradForward(const Geometry&, const float*, const float*, const float*, Act, float*, bool, const float*,
-                     int64_t, bool) {}
+                     int64_t, bool, int64_t) {}
 void WinogradFilter(const float*, int64_t, int64_t, float*) {}
 
 #endif

@@ -24,8 +24,11 @@ bool WinogradApplies(const Geometry& g);
 // `u_panels` > 0: u is the 36 matrices [o][c] each packed by PackPanels
 // (packed_gemm.h), u_panels floats apart; `u_columns`: by PackColumnPanels
 // instead (WinogradColumnFloats apart), any number of tiles.
+// `y_img`: floats from one image's output to the next (0: o * oh * ow), so
+// the output may be a channel slice of a wider tensor (a Concat's).
 void WinogradForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y,
-                     bool transposed, const float* u = nullptr, int64_t u_panels = 0, bool u_columns = false);
+                     bool transposed, const float* u = nullptr, int64_t u_panels = 0, bool u_columns = false,
+                     int64_t y_img = 0);
 
 // g is a float32 3x3 convolution with too few tiles for WinogradApplies (batch
 // 1 at 14x14) that Winograd still computes faster with U stored as column

@@ -13,6 +13,7 @@ from opforge.onnx import _compile, _functions, _node, _opset, _rewrite, _shape_v
 from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  # noqa: F401  (register converters)
 from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 from opforge.onnx import _pack_conv  # noqa: E402  (Conv filters packed once per Program)
+from opforge.onnx import _fuse_concat  # noqa: E402  (Concat of packed convs written in place)
 from opforge.onnx import _layout_nchwc  # noqa: E402  (the NCHWc layout of conv regions, opt-in)
 from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
 from opforge.onnx import _fuse_matmul  # noqa: E402  (MatMul -> Add -> activation as FusedMatMul)
@@ -94,6 +95,7 @@ class Program:
         _layout_nchwc.rewrite(self, model)  # OPFORGE_NCHWC=1: conv regions in the blocked channel layout
         _ops_conv.fuse_conv_residuals(self)  # NCHW Conv -> Add [-> Relu] as one step (NCHWc fused its own)
         _pack_conv.pack_filters(self, model)  # float32 Conv filters packed once; weights only they read dropped
+        _fuse_concat.fuse(self)  # Concat of packed convs over one input: each conv writes its channel slice
         self.steps = _ops_quant.fuse_dynamic_quant(self.steps, set(self.outputs))  # quantize_dynamic Linears
         self.steps = _fuse_matmul.fuse_matmul_chains(self.steps, set(self.outputs))
         self.steps = _ops_nn.fuse_activations(self.steps, set(self.outputs))

@@ -391,6 +391,7 @@ def _drop_unread(program, names):
 def _input_named(name):
     def convert(n):
         return n.input(list(n.node.input).index(name))
+    convert.passes = name  # a node fused into its producer passes that value through (_fuse_concat reads it)
     return convert
 
 
