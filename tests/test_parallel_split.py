@@ -49,3 +49,28 @@ def test_winograd_blocks_at_three_threads():
     out = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__)], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
+
+
+def general_reference(x, f, b, stride, pads):
+    """float64 conv (any kernel size, one stride for both axes) + bias, then relu."""
+    kh, kw = f.shape[2:]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
+    y = np.tensordot(win, f.astype(np.float64), axes=([1, 4, 5], [1, 2, 3]))
+    return np.maximum(y.transpose(0, 3, 1, 2) + b.reshape(1, -1, 1, 1), 0)
+
+
+# Few input channels and many output rows: the column matrix is built over the threads by output row (a stem:
+# 3 channels would split 2 + 1), in chunks of rows (a 7x7 stride-2 stem at 150x150 takes several chunks).
+@pytest.mark.parametrize("n, c, h, w, o, k, stride, pads", [
+    (1, 3, 150, 150, 24, 7, 2, [3, 3, 3, 3]), (2, 1, 61, 47, 8, 5, 1, [2, 0, 1, 2]), (1, 5, 40, 33, 16, 3, 2, [0, 1, 1, 0])])
+def test_few_channel_convs_split_by_rows_match_numpy(n, c, h, w, o, k, stride, pads):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    f = (rng.standard_normal((o, c, k, k)) / np.sqrt(k * k * c)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    attrs = dict(strides=[stride, stride], pads=pads, dilations=[1, 1])
+    want = general_reference(x, f, b, stride, pads)
+    got = P.conv2d_packed(x, P.pack_conv2d_filter(f, winograd=False), b, filter_shape=list(f.shape),
+                          activation="relu", **attrs).numpy()
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * max(1.0, float(np.abs(want).max())))
