@@ -36,6 +36,24 @@ def _import_torchvision():
 
 
 def export(name, batch, opset=18):
+    """The model exported (random init, seed 0) and its input. With OPFORGE_BENCH_ONNX_CACHE=DIR, kept in DIR
+    across runs: exporting takes longer than timing, and short runs under real-time priority want no export."""
+    import os
+    cache = os.environ.get("OPFORGE_BENCH_ONNX_CACHE")
+    if cache:
+        import onnx
+        path = os.path.join(cache, f"{name}_b{batch}_op{opset}")
+        if not os.path.exists(path + ".onnx"):
+            os.makedirs(cache, exist_ok=True)
+            model, x = _export(name, batch, opset)
+            onnx.save(model, path + ".tmp.onnx")
+            np.save(path + ".npy", x)
+            os.replace(path + ".tmp.onnx", path + ".onnx")
+        return onnx.load(path + ".onnx"), np.load(path + ".npy")
+    return _export(name, batch, opset)
+
+
+def _export(name, batch, opset):
     torch, torchvision = _import_torchvision()
     torch.manual_seed(0)
     model = getattr(torchvision.models, name)(weights=None).eval()

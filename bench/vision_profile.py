@@ -4,7 +4,9 @@ and, for the convolutions, layer by layer. Used by ``python -m bench.vision_mode
 
 Both are kernel wall times, each node's least over the runs (the runs of the
 two interleaved; on a loaded machine preemption only ever adds to a node's
-time), at the thread count of the bench. The run totals are medians (one
+time), at the thread count of the bench. With several threads each run
+follows a pause and an untimed run of the same library, so the other
+library's spinning workers do not share its cores. The run totals are medians (one
 thread: process CPU time, else wall); "between kernels" is that total minus
 the sum of the nodes: the engine's per-node cost, plus preemption on a loaded
 machine.
@@ -23,6 +25,16 @@ _CONV_OPS = {"Conv2DPacked", "FusedConv2D", "Conv2D", "DepthwiseConv2D", "Conv2D
 def _clock(threads):
     """One thread: the process's CPU time (a loaded machine); more: wall time."""
     return time.process_time() if threads == 1 else time.perf_counter()
+
+
+def _settle(threads, run):
+    """Before a library's timed run with several threads: the other library's
+    workers go on spinning after its run (onnxruntime's for tens of ms), which
+    on 2 cores takes a core from this run's threads. Wait for them to park,
+    then one untimed run wakes this library's workers (as timing.interleaved)."""
+    if threads > 1:
+        time.sleep(0.1)
+        run()
 
 
 def _ort_session(model, threads, prefix=None):
@@ -115,9 +127,12 @@ def profile(name, batch, model, x, threads, runs):
         run_ours()
         ours_runs, walls = [], {"ours": [], "theirs": []}
         for _ in range(runs):  # interleaved: profiled runs, then timed plain runs
+            _settle(threads, run_ours)
             ours_runs.append(sess.profile(fetch, feeds, runs=1))
+            _settle(threads, run_theirs)
             profiled.run(None, {"x": x})
             for lib, fn in (("ours", run_ours), ("theirs", run_theirs)):
+                _settle(threads, fn)
                 t = _clock(threads)
                 fn()
                 walls[lib].append(_clock(threads) - t)

@@ -152,6 +152,22 @@ void AddAct(Act act, const float* r, float* y, int64 n) {
   });
 }
 
+// Output rows [i0, i1) of image x as the column matrix (row stride ld), over
+// the threads: by input channel, or by output row where there are more rows
+// than channels (a stem's 3 channels split 2 + 1; its rows split evenly, and
+// each thread then holds the columns its share of the GEMM reads first).
+void ImColumnsParallel(const Geometry& g, const float* x, float* col, int64 ld, int64 i0, int64 i1) {
+  const int64 K = g.k();
+  if (i1 - i0 > g.c) {
+    ParallelFor(i1 - i0, K * g.ow, [&](int64 r0, int64 r1) {
+      Im2ColRange(g, x, col + r0 * g.ow, 0, g.c, ld, i0 + r0, i0 + r1);
+    });
+  } else {
+    ParallelFor(g.c, K / g.c * (i1 - i0) * g.ow,
+                [&](int64 c0, int64 c1) { Im2ColRange(g, x, col, c0, c1, ld, i0, i1); });
+  }
+}
+
 // n floats: a loop for a few (an SE block's 1x1 output is one pixel per
 // image: a memcpy call per float cost EfficientNet-B0's 48 -> 1152 layer at
 // batch 8 more than its product).
@@ -248,7 +264,7 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, bool co
       if (in_worker) {
         Im2ColRange(g, xn, col, 0, g.c, cols, i0, i1);
       } else {
-        ParallelFor(g.c, K / g.c * cols, [&](int64 c0, int64 c1) { Im2ColRange(g, xn, col, c0, c1, cols, i0, i1); });
+        ImColumnsParallel(g, xn, col, cols, i0, i1);
       }
       panel_gemm(panels, g.o, cols, K, col, cols, yn + i0 * g.ow, P, bias, act, !in_worker,
                  rn != nullptr ? rn + i0 * g.ow : nullptr, P);

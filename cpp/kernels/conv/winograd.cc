@@ -50,7 +50,7 @@ constexpr int64_t kMinColumnTiles = 16;
 struct WinoPlan {
   int64_t c, o, h, w, oh, ow, pt, pl;
   int64_t th, tw, tiles;  // 4x4 output tiles per image
-  int64_t tb;             // tiles per block (a multiple of 32: whole GEMM panels)
+  int64_t tb;             // the most tiles in a block (a multiple of 32: whole GEMM panels)
   int64_t u_panels;       // > 0: U[xi] packed as GEMM panels, this many floats apart
   bool u_columns;         // those panels are column panels (ColumnPanelGemm: few tiles)
   int64_t y_img;          // floats between images' outputs
@@ -188,11 +188,18 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
   // from several): each of the 36 GEMMs re-packs U[xi], so blocks are as
   // wide as keeps a slice V[xi] ([C][tb]) or M[xi] ([O][tb]) at 64 KiB (all 36
   // of them, kept per thread, 2.3 MiB).
-  p.tb = std::max<int64_t>(32, std::min<int64_t>(256, 16384 / std::max(g.c, g.o) / 32 * 32));
+  const int64_t most = std::max<int64_t>(32, std::min<int64_t>(256, 16384 / std::max(g.c, g.o) / 32 * 32));
   const int64_t total = g.n * p.tiles;
-  // At least one block per thread (batch 1: 56x56 is 196 tiles).
+  // Blocks of whole 32-tile groups, as many as a multiple of the threads and
+  // of even size (to a group), so every thread gets the same number of tiles:
+  // fixed-size blocks left a ragged last one (batch 1 at 56x56, 196 tiles:
+  // 128 + 68; batch 8: 4 blocks of 256 on one thread, 2 + 32 tiles on the
+  // other), and the threads' shares are equal ranges of blocks.
+  const int64_t groups = (total + 31) / 32;
   const int64_t threads = NumIntraOpThreads();
-  p.tb = std::min(p.tb, ((total + threads - 1) / threads + 31) / 32 * 32);
+  int64_t blocks = (groups + most / 32 - 1) / (most / 32);
+  blocks = std::min(groups, (blocks + threads - 1) / threads * threads);
+  p.tb = (groups + blocks - 1) / blocks * 32;
   // Not zero-filled: every element is written.
   ScratchBuffer<float> u(u_pre != nullptr ? 0 : 36 * g.o * g.c);
   if (u_pre == nullptr) {
@@ -200,7 +207,6 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
     ParallelFor(g.o, g.c * 200, [&](int64_t o0, int64_t o1) { ffn(f, g.o, g.c, transposed, o0, o1, u.data()); });
   }
   const float* ud = u_pre != nullptr ? u_pre : u.data();
-  const int64_t blocks = (total + p.tb - 1) / p.tb;
   // Where the GEMMs would pack U[xi] again for every block, pack it once
   // here (ResNet-18's 256-channel layers at batch 8, one thread: 14.9 ->
   // 9.9 ms per convolution with the panels made at import, Conv2DPacked).
@@ -219,7 +225,8 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
     if (vbuf.size() < static_cast<size_t>(36 * p.c * p.tb)) vbuf.resize(static_cast<size_t>(36 * p.c * p.tb));
     if (mbuf.size() < static_cast<size_t>(36 * p.o * p.tb)) mbuf.resize(static_cast<size_t>(36 * p.o * p.tb));
     for (int64_t b = b0; b < b1; ++b) {
-      fn(p, x, ud, bias, act, y, b * p.tb, std::min(total, (b + 1) * p.tb), vbuf.data(), mbuf.data());
+      const int64_t t0 = groups * b / blocks * 32, t1 = std::min(total, groups * (b + 1) / blocks * 32);
+      fn(p, x, ud, bias, act, y, t0, t1, vbuf.data(), mbuf.data());
     }
   });
 }
