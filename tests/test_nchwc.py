@@ -22,6 +22,7 @@ ACTS = {"none": lambda v: v, "relu": lambda v: np.maximum(v, 0), "hardswish": la
 CASES = [
     (2, 40, 6, 7, 24, 1, 1, [0, 0, 0, 0], 1, False, False, True, "none", True),        # pointwise after an SE Mul
     (1, 20, 9, 8, 17, 3, 2, [1, 1, 0, 1], 1, False, False, False, "relu", True),       # dense 3x3 with a scale
+    (2, 24, 3, 3, 40, 1, 1, [0, 0, 0, 0], 1, False, False, False, "silu", True),       # scale on x (x < filter)
     (1, 24, 13, 11, 40, 1, 1, [0, 0, 0, 0], 1, False, False, False, "none"),         # pointwise, C, O not blocks
     (2, 16, 7, 7, 96, 1, 1, [0, 0, 0, 0], 1, False, False, True, "relu"),            # pointwise + residual
     (2, 40, 9, 10, 40, 3, 2, [1, 1, 1, 1], 1, True, False, False, "hardswish"),      # depthwise stride 2

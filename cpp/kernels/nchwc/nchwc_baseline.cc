@@ -7,6 +7,7 @@
 #include "nchwc.h"
 #include "opforge/parallel.h"
 
+#include "../common/rational_logistic.h"
 #include "../simd_math.h"
 #include "../vector_math.h"
 
