@@ -29,6 +29,8 @@ CASES = [
     (2, 37, 9, 10, 37, 5, 1, [2, 1, 2, 3], 2, True, False, True, "relu"),            # depthwise dilated, asym pads
     (1, 72, 5, 5, 72, 5, 2, [2, 2, 2, 2], 1, True, False, False, "silu"),            # tiny plane: all border
     (1, 3, 17, 19, 16, 3, 2, [1, 1, 1, 1], 1, False, True, False, "hardswish"),      # a stem reading NCHW
+    (1, 3, 30, 30, 32, 3, 2, [1, 1, 1, 1], 1, False, True, False, "relu"),           # a stem: 12-pixel tiles
+    (1, 20, 7, 7, 24, 1, 1, [0, 0, 0, 0], 1, False, False, True, "silu"),           # two blocks (B = 16) at 12 pixels
     (2, 20, 12, 12, 30, 3, 1, [1, 0, 2, 1], 1, False, False, True, "sigmoid"),       # dense 3x3
     (1, 17, 1, 1, 9, 1, 1, [0, 0, 0, 0], 1, False, False, False, "relu"),            # an SE block's 1x1
     (1, 8, 4, 3, 8, 3, 1, [0, 0, 0, 0], 1, True, False, False, "none"),              # no interior column
