@@ -28,6 +28,10 @@ CASES = [
     (2, 40, 9, 10, 40, 3, 2, [1, 1, 1, 1], 1, True, False, False, "hardswish"),      # depthwise stride 2
     (2, 37, 9, 10, 37, 5, 1, [2, 1, 2, 3], 2, True, False, True, "relu"),            # depthwise dilated, asym pads
     (1, 72, 5, 5, 72, 5, 2, [2, 2, 2, 2], 1, True, False, False, "silu"),            # tiny plane: all border
+    (2, 24, 14, 14, 24, 3, 1, [1, 1, 1, 1], 1, True, False, False, "silu"),          # stride 1: x columns reused
+    (1, 40, 7, 7, 40, 5, 1, [2, 2, 2, 2], 1, True, False, True, "relu"),             # stride 1, a 7-pixel row
+    (1, 16, 16, 11, 16, 5, 1, [2, 1, 2, 3], 1, True, False, False, "none"),          # stride 1, asymmetric pads
+    (1, 16, 6, 16, 16, 3, 1, [1, 1, 1, 1], 1, True, False, True, "sigmoid"),         # stride 1, residual, 2 tiles
     (1, 3, 17, 19, 16, 3, 2, [1, 1, 1, 1], 1, False, True, False, "hardswish"),      # a stem reading NCHW
     (1, 3, 30, 30, 32, 3, 2, [1, 1, 1, 1], 1, False, True, False, "relu"),           # a stem: 12-pixel tiles
     (1, 20, 7, 7, 24, 1, 1, [0, 0, 0, 0], 1, False, False, True, "silu"),           # two blocks (B = 16) at 12 pixels
