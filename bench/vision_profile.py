@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-_CONV_OPS = {"Conv2DPacked", "FusedConv2D", "Conv2D", "DepthwiseConv2D", "Conv2DWinograd"}
+_CONV_OPS = {"Conv2DPacked", "FusedConv2D", "Conv2D", "DepthwiseConv2D", "Conv2DWinograd", "Conv2DNchwc"}
 
 
 def _clock(threads):
@@ -98,6 +98,11 @@ def _our_conv_key(op):
     if op is None:
         return None
     try:
+        if op.type == "Conv2DNchwc":  # blocked [N, OB, H, W, B]: the ONNX shape from filter_shape
+            fshape, y = list(op.get_attr("filter_shape")), list(op.outputs[0].shape)
+            kind = ("depthwise" if op.get_attr("groups") > 1 else "1x1" if fshape[2:] == [1, 1] else
+                    f"{fshape[2]}x{fshape[3]}")
+            return kind, (y[0], fshape[0], y[2], y[3])
         x = op.inputs[0].shape
         fshape = list(op.get_attr("filter_shape")) if op.type == "Conv2DPacked" else list(op.inputs[1].shape)
         groups = x[1] // fshape[1]

@@ -22,12 +22,19 @@ ACTS = {"none": lambda v: v, "relu": lambda v: np.maximum(v, 0), "hardswish": la
 CASES = [
     (2, 40, 6, 7, 24, 1, 1, [0, 0, 0, 0], 1, False, False, True, "none", True),        # pointwise after an SE Mul
     (1, 20, 9, 8, 17, 3, 2, [1, 1, 0, 1], 1, False, False, False, "relu", True),       # dense 3x3 with a scale
+    (2, 24, 3, 3, 40, 1, 1, [0, 0, 0, 0], 1, False, False, False, "silu", True),       # scale on x (x < filter)
     (1, 24, 13, 11, 40, 1, 1, [0, 0, 0, 0], 1, False, False, False, "none"),         # pointwise, C, O not blocks
     (2, 16, 7, 7, 96, 1, 1, [0, 0, 0, 0], 1, False, False, True, "relu"),            # pointwise + residual
     (2, 40, 9, 10, 40, 3, 2, [1, 1, 1, 1], 1, True, False, False, "hardswish"),      # depthwise stride 2
     (2, 37, 9, 10, 37, 5, 1, [2, 1, 2, 3], 2, True, False, True, "relu"),            # depthwise dilated, asym pads
     (1, 72, 5, 5, 72, 5, 2, [2, 2, 2, 2], 1, True, False, False, "silu"),            # tiny plane: all border
+    (2, 24, 14, 14, 24, 3, 1, [1, 1, 1, 1], 1, True, False, False, "silu"),          # stride 1: x columns reused
+    (1, 40, 7, 7, 40, 5, 1, [2, 2, 2, 2], 1, True, False, True, "relu"),             # stride 1, a 7-pixel row
+    (1, 16, 16, 11, 16, 5, 1, [2, 1, 2, 3], 1, True, False, False, "none"),          # stride 1, asymmetric pads
+    (1, 16, 6, 16, 16, 3, 1, [1, 1, 1, 1], 1, True, False, True, "sigmoid"),         # stride 1, residual, 2 tiles
     (1, 3, 17, 19, 16, 3, 2, [1, 1, 1, 1], 1, False, True, False, "hardswish"),      # a stem reading NCHW
+    (1, 3, 30, 30, 32, 3, 2, [1, 1, 1, 1], 1, False, True, False, "relu"),           # a stem: 12-pixel tiles
+    (1, 20, 7, 7, 24, 1, 1, [0, 0, 0, 0], 1, False, False, True, "silu"),           # two blocks (B = 16) at 12 pixels
     (2, 20, 12, 12, 30, 3, 1, [1, 0, 2, 1], 1, False, False, True, "sigmoid"),       # dense 3x3
     (1, 17, 1, 1, 9, 1, 1, [0, 0, 0, 0], 1, False, False, False, "relu"),            # an SE block's 1x1
     (1, 8, 4, 3, 8, 3, 1, [0, 0, 0, 0], 1, True, False, False, "none"),              # no interior column

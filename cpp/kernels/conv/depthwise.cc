@@ -14,6 +14,7 @@
 #include "opforge/parallel.h"
 
 #include "../common/plane_taps.h"
+#include "../common/rational_logistic.h"
 
 #include "../simd_math.h"
 #include "../vector_math.h"

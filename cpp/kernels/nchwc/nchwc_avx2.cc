@@ -2,10 +2,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "nchwc.h"
 #include "opforge/parallel.h"
 
+#include "../common/rational_logistic.h"
 #include "../simd_math.h"
 #include "../vector_math.h"
 
@@ -15,6 +17,7 @@
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
+#define OF_NCHWC_X86 1  // the .inc's intrinsics (the reciprocal estimate)
 #pragma GCC target("avx2,fma")
 namespace opforge {
 namespace nchwc {

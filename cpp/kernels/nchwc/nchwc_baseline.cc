@@ -2,10 +2,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "nchwc.h"
 #include "opforge/parallel.h"
 
+#include "../common/rational_logistic.h"
 #include "../simd_math.h"
 #include "../vector_math.h"
 
