@@ -211,12 +211,8 @@ def _deferred(ctx):
 
 def fuse_dynamic_quant(steps, graph_outputs):
     """The import steps with each quantize_dynamic Linear chain (above) as one step at its last node."""
-    readers, made_by = {}, {}
-    for i, (ctx, _, _) in enumerate(steps):
-        for name in ctx.node.input:
-            readers.setdefault(name, []).append(i)
-        for name in ctx.node.output:
-            made_by[name] = i
+    from opforge.onnx._ops_conv import _readers_and_makers
+    readers, made_by = _readers_and_makers(steps)
     only = lambda name, j: readers.get(name) == [j] and name not in graph_outputs  # noqa: E731
 
     def single_reader(name, op_types):
