@@ -46,3 +46,41 @@ def test_resnet_and_squeezenet_pools_match_numpy():
         x[0, 0, 7, 9] = np.nan
         x[0, 1] = -np.inf  # a plane of -inf stays -inf
         np.testing.assert_array_equal(of.max_pool2d(x, **attrs).numpy(), ref.max_pool2d(x, **attrs))
+
+
+@st.composite
+def stride2_case(draw):
+    """Column stride 2 (the permute path of max_pool_rows_isa.inc): rows from 1 to ~40 outputs wide, so the
+    whole-vector stores that spill into the next row and the staged last row of a plane are both taken."""
+    k = [draw(st.integers(1, 5)), draw(st.integers(1, 6))]
+    s = [draw(st.integers(1, 3)), 2]
+    d = [draw(st.integers(1, 2)), draw(st.integers(1, 3))]
+    eff = [(k[i] - 1) * d[i] + 1 for i in range(2)]
+    p = [draw(st.integers(0, eff[i % 2] - 1)) for i in range(4)]
+    h = draw(st.integers(max(1, eff[0] - p[0] - p[2]), eff[0] + 6))
+    w = draw(st.integers(max(1, eff[1] - p[1] - p[3]), 2 * 40 + eff[1]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal((draw(st.integers(1, 2)), draw(st.integers(1, 5)), h, w)).astype(np.float32)
+    if draw(st.booleans()):
+        x.flat[rng.integers(0, x.size, 3)] = np.nan
+        x.flat[rng.integers(0, x.size, 3)] = -np.inf
+    return x, dict(ksize=k, strides=s, pads=p, dilations=d, ceil_mode=draw(st.booleans()))
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(stride2_case())
+def test_stride2_max_pool_matches_numpy(case):
+    x, attrs = case
+    np.testing.assert_array_equal(of.max_pool2d(x, **attrs).numpy(), ref.max_pool2d(x, **attrs))
+
+
+def test_stride2_rows_12_to_16_wide_match_numpy():
+    """3x3 stride 2 over 25..33-wide planes (12..16 outputs a row: the row path below a vector's width on
+    AVX-512), several planes so a plane's last row is staged while the rows before it spill."""
+    rng = np.random.default_rng(7)
+    for w in range(23, 34):
+        for ceil in (False, True):
+            x = rng.standard_normal((2, 3, w - 2, w)).astype(np.float32)
+            x[1, 2, -1, -1] = np.nan
+            attrs = dict(ksize=[3, 3], strides=[2, 2], pads=[0, 1, 0, 1], ceil_mode=ceil)
+            np.testing.assert_array_equal(of.max_pool2d(x, **attrs).numpy(), ref.max_pool2d(x, **attrs))

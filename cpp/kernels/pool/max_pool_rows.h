@@ -1,8 +1,10 @@
 // float32 max pooling, NCHW, row by row (max_pool_rows.cc): per output row a
-// vertical max of the window's input rows into a -inf-bordered row, split
-// into its stride phases, then one contiguous max per horizontal tap. Every
-// pass is a plain vector loop (no gathers), any window, stride, dilation
-// and pads; each input row is read about kh / sh times.
+// vertical max of the window's input rows into a -inf-bordered row, then
+// per horizontal tap one vector of outputs: at column stride 1 a plain
+// load, at stride 2 the even lanes of two loads (one permute), at larger
+// strides a load from the row split into its stride phases. No gathers;
+// any window, stride, dilation and pads; each input row is read about
+// kh / sh times.
 #pragma once
 
 #include <cstdint>
