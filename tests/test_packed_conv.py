@@ -14,11 +14,14 @@ CASES = [
     (2, 32, 20, 48, 3, 1, 1, 1),   # Winograd over two images
     (2, 32, 16, 144, 3, 1, 1, 1),  # Winograd with its transform stored as GEMM panels (over 128 outputs)
     (3, 24, 9, 40, 3, 1, 1, 1),    # small outputs in a batch: one GEMM over all images
-    (1, 40, 15, 70, 3, 2, 1, 1),   # im2col, stride 2, rows past a whole register tile
+    (1, 40, 15, 70, 3, 2, 1, 1),   # phase planes over two depth blocks (K = 360), rows past a whole register tile
     (2, 20, 11, 300, 1, 1, 0, 1),  # pointwise, more than 256 rows of panels
     (1, 7, 12, 5, 5, 1, 3, 2),     # dilated, fewer outputs than a register tile
     (2, 300, 6, 33, 1, 1, 0, 1),   # depth over one 256-deep block
-    (1, 64, 99, 20, 3, 2, 1, 1),   # im2col in chunks of output rows (8 rows of 50 each)
+    (1, 64, 99, 20, 3, 2, 1, 1),   # phase planes over three depth blocks (K = 576: 256, 256, 64)
+    (1, 130, 41, 20, 3, 2, 1, 1),  # K = 1170, past the phase planes' four blocks: im2col in chunks of output rows
+    (2, 24, 17, 40, 1, 2, 0, 1),   # 1x1 stride 2: one phase plane of four built and read
+    (1, 40, 23, 30, 3, 3, 2, 2),   # phase planes of stride 3 with dilation over two depth blocks
     (1, 3, 75, 40, 7, 2, 3, 1),    # a stem: phase planes, whole pixel panels inside an output row and across two
     (2, 5, 20, 13, 3, 3, 2, 2),    # phase planes of stride 3 with dilation, rows shorter than a panel
     (3, 96, 54, 16, 1, 1, 0, 1),   # pointwise, few outputs, input over 2 MiB: B packed row by row, a partial panel
