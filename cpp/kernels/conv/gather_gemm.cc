@@ -26,6 +26,8 @@ constexpr int64_t kKC = 256;          // PackPanels' depth block (packed_gemm.cc
 // wrote and re-packed a 1.8 MB column matrix); wider filters (> 16 row
 // panels) lost: its 128 -> 256 1x1 stride 2 0.17 -> 0.22 ms.
 constexpr int64_t kMaxDepth = 4 * kKC;
+constexpr int64_t kGroupFloats = 48 << 10;  // B floats of a group of pixel panels (192 KiB: L2)
+constexpr int64_t kMaxGroup = 8;
 constexpr int64_t kMaxRowPanels = 16;  // the filter's row panels (192 rows on AVX-512): kept in L2
 constexpr int64_t kMinParallelFma = 128 * 128 * 128;
 
@@ -92,18 +94,6 @@ struct Piece {
   int col, len;
 };
 
-// The output lines of the next tile, `rows` rows of nr floats ldc apart,
-// fetched while this one computes: a tile's stores go to rows a plane
-// apart, each a cache miss (a 12 x 32 tile at K = 147 storing to a 4.5 MB
-// output: 101-104 GF/s, 108 with this, 111 into L1; stem b1 see
-// gather_gemm.h).
-inline void PrefetchTile(const float* c, int64_t ldc, int rows, int nr) {
-  if (c == nullptr) return;
-  for (int i = 0; i < rows; ++i) {
-    for (int j = 0; j < nr; j += 16) __builtin_prefetch(c + i * ldc + j, 1, 3);
-  }
-}
-
 }  // namespace
 
 bool GatherGemmApplies(const Geometry& g) {
@@ -136,57 +126,77 @@ void GatherGemm(const Geometry& g, const float* x, const float* panels, const fl
   const bool epilogue = bias != nullptr || act != Act::kNone;
   const bool reg_epi = kr.packed_epi[0] != nullptr;
   const int64_t mp = (g.o + mr - 1) / mr * mr;  // PackPanels' rows: block pc's panels start at panels + pc * mp
+  // Pixel panels in groups of up to kGroupFloats of B (L2): each row panel
+  // of the filter (L1) runs over the whole group, so a tile's stores land
+  // next to the previous tile's in the same 12 output rows instead of 12
+  // rows a plane apart for every tile (a cache miss each). Isolated 12 x 32
+  // tiles at K = 147 storing to a 4.5 MB output: 101-105 GF/s panel by
+  // panel, 108 with the next tile's lines prefetched, 110 grouped; 111
+  // storing into L1.
+  const int64_t kc_max = std::min(K, kKC);
+  const int64_t group = std::max<int64_t>(1, std::min<int64_t>(kMaxGroup, kGroupFloats / (kc_max * nr)));
   auto run = [&](int64_t q0, int64_t q1) {
     static thread_local std::vector<float> buf;
-    const int64_t kc_max = std::min(K, kKC);
-    if (buf.size() < static_cast<size_t>(kc_max * nr + 16)) buf.resize(static_cast<size_t>(kc_max * nr + 16));
+    const size_t need = static_cast<size_t>(group * kc_max * nr + 16);
+    if (buf.size() < need) buf.resize(need);
     float* bp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
-    std::vector<Piece> pieces(static_cast<size_t>(nr) + 1);
+    std::vector<Piece> pieces(static_cast<size_t>(group * (nr + 1)));
+    std::vector<int> pcount(static_cast<size_t>(group));
     gemm::TileEpilogue ep{nullptr, nullptr, PanelActivation(act), nullptr, 0, false};
-    for (int64_t q = q0; q < q1; ++q) {
-      const int64_t t0 = q * nr;
-      const int n = static_cast<int>(std::min<int64_t>(nr, P - t0));
-      int np = 0;
-      for (int64_t t = t0; t < t0 + n; ++np) {
-        const int64_t i = t / g.ow, j = t % g.ow, len = std::min(g.ow - j, t0 + n - t);
-        pieces[np] = Piece{i * ps.wq + j, static_cast<int>(t - t0), static_cast<int>(len)};
-        t += len;
+    for (int64_t qg = q0; qg < q1; qg += group) {
+      const int64_t qe = std::min(q1, qg + group);
+      for (int64_t q = qg; q < qe; ++q) {  // each panel's runs of output rows
+        const int64_t t0 = q * nr;
+        const int n = static_cast<int>(std::min<int64_t>(nr, P - t0));
+        Piece* pq = pieces.data() + (q - qg) * (nr + 1);
+        int np = 0;
+        for (int64_t t = t0; t < t0 + n; ++np) {
+          const int64_t i = t / g.ow, j = t % g.ow, len = std::min(g.ow - j, t0 + n - t);
+          pq[np] = Piece{i * ps.wq + j, static_cast<int>(t - t0), static_cast<int>(len)};
+          t += len;
+        }
+        pcount[static_cast<size_t>(q - qg)] = np;
       }
       // Depth blocks of kKC (the panels' layout): each block's rows of the
-      // pixel panel copied, then run against every row panel, C
-      // accumulated (beta 1) after the first, the epilogue on the last.
+      // group's pixel panels copied, then every row panel run over them, C
+      // accumulated (beta 1) after the first block, the epilogue on the last.
       for (int64_t pc = 0; pc < K; pc += kKC) {
         const int64_t kc = std::min(kKC, K - pc);
         const float* const* bb = base.data() + pc;
-        if (np == 1 && n == nr && nr == 32) {  // a whole panel inside one output row: fixed-size copies
-          for (int64_t p = 0; p < kc; ++p) std::memcpy(bp + p * 32, bb[p] + pieces[0].src, 32 * sizeof(float));
-        } else {
-          for (int64_t p = 0; p < kc; ++p) {
-            float* d = bp + p * nr;
-            for (int u = 0; u < np; ++u) {
-              std::memcpy(d + pieces[u].col, bb[p] + pieces[u].src, sizeof(float) * pieces[u].len);
+        for (int64_t q = qg; q < qe; ++q) {
+          const int n = static_cast<int>(std::min<int64_t>(nr, P - q * nr));
+          const Piece* pq = pieces.data() + (q - qg) * (nr + 1);
+          const int np = pcount[static_cast<size_t>(q - qg)];
+          float* bq = bp + (q - qg) * kc * nr;
+          if (np == 1 && n == nr && nr == 32) {  // a whole panel inside one output row: fixed-size copies
+            for (int64_t p = 0; p < kc; ++p) std::memcpy(bq + p * 32, bb[p] + pq[0].src, 32 * sizeof(float));
+          } else {
+            for (int64_t p = 0; p < kc; ++p) {
+              float* d = bq + p * nr;
+              for (int u = 0; u < np; ++u) std::memcpy(d + pq[u].col, bb[p] + pq[u].src, sizeof(float) * pq[u].len);
+              std::fill(d + n, d + nr, 0.0f);
             }
-            std::fill(d + n, d + nr, 0.0f);
           }
         }
-        const bool first = pc == 0, last = pc + kc >= K;
-        const float beta = first ? 0.0f : 1.0f;
+        const bool last = pc + kc >= K;
+        const float beta = pc == 0 ? 0.0f : 1.0f;
         const float* ablk = panels + pc * mp;
         for (int64_t ir = 0; ir < g.o; ir += mr) {
           const int rows = static_cast<int>(std::min<int64_t>(mr, g.o - ir));
-          float* cq = y + ir * P + t0;
-          if (first) {  // later blocks find C in cache
-            PrefetchTile(ir + mr < g.o ? cq + mr * P : last && t0 + nr < P ? y + t0 + nr : nullptr, P,
-                         static_cast<int>(std::min<int64_t>(mr, ir + mr < g.o ? g.o - ir - mr : g.o)), nr);
-          }
           const float* bi = bias != nullptr ? bias + ir : nullptr;
-          if (last && epilogue && reg_epi) {
-            ep.bias_row = bi;
-            kr.packed_epi[rows - 1](kc, ablk + ir * kc, 1, mr, bp, nr, cq, P, n, 1.0f, beta, ep);
-            continue;
+          for (int64_t q = qg; q < qe; ++q) {
+            const int64_t t0 = q * nr;
+            const int n = static_cast<int>(std::min<int64_t>(nr, P - t0));
+            const float* bq = bp + (q - qg) * kc * nr;
+            float* cq = y + ir * P + t0;
+            if (last && epilogue && reg_epi) {
+              ep.bias_row = bi;
+              kr.packed_epi[rows - 1](kc, ablk + ir * kc, 1, mr, bq, nr, cq, P, n, 1.0f, beta, ep);
+              continue;
+            }
+            kr.packed[rows - 1](kc, ablk + ir * kc, 1, mr, bq, nr, cq, P, n, 1.0f, beta);
+            if (last && epilogue) BiasActTile(act, cq, P, bi, rows, n);
           }
-          kr.packed[rows - 1](kc, ablk + ir * kc, 1, mr, bp, nr, cq, P, n, 1.0f, beta);
-          if (last && epilogue) BiasActTile(act, cq, P, bi, rows, n);
         }
       }
     }
