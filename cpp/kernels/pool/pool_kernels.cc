@@ -82,9 +82,9 @@ Status MaxPoolKernel(OpKernelContext* ctx) {
     // float32, vectorized (AVX-512 / AVX2 / baseline): row by row where
     // output rows are a vector wide or more (1.3-2.2x the stride-phased
     // planes at ResNet's and SqueezeNet's 112- and 54-wide pools, one
-    // thread) or, at stride 2, 12 wide or more (27 -> 13: 0.12 vs 0.18 ms,
+    // thread) or, at stride 2, 12 wide or more (27 -> 13: 0.095 vs 0.18 ms,
     // 512 planes), else on the stride-phased planes (13 -> 6: 0.041 vs
-    // 0.054 ms).
+    // 0.058 ms).
     const pool::MaxPoolGeom mg{p.planes, p.h, p.w, p.oh, p.ow, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, p.pt, p.pl};
     const bool planes = conv::MaxPoolPlanesApplies(p.kh, p.kw, p.sh, p.sw);
     if (pool::MaxPoolRowsApplies(mg) && (p.ow >= 16 || !planes || (p.sw == 2 && p.ow >= 12))) {
