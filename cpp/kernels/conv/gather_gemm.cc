@@ -23,8 +23,9 @@ constexpr int64_t kKC = 256;          // PackPanels' depth block (packed_gemm.cc
 // Up to 4 depth blocks, each pixel panel's block copied and run against
 // every row panel in turn (the filter, <= 768 KiB, stays in L2). ResNet-18's
 // 64 -> 128 3x3 stride 2 (K = 576) b1 one thread: 1.33 -> 1.23 ms (im2col
-// wrote and re-packed a 1.8 MB column matrix); wider filters (> 16 row
-// panels) lost: its 128 -> 256 1x1 stride 2 0.17 -> 0.22 ms.
+// wrote and re-packed a 1.8 MB column matrix). Wider filters (> 16 row
+// panels) lost when tried (before the phases were skipped and the panels
+// grouped): its 128 -> 256 1x1 stride 2 0.17 -> 0.22 ms.
 constexpr int64_t kMaxDepth = 4 * kKC;
 constexpr int64_t kGroupFloats = 48 << 10;  // B floats of a group of pixel panels (192 KiB: L2)
 constexpr int64_t kMaxGroup = 8;
