@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-_CONV_OPS = {"Conv2DPacked", "FusedConv2D", "Conv2D", "DepthwiseConv2D", "Conv2DWinograd", "Conv2DNchwc"}
+_CONV_OPS = {"Conv2DPacked", "Conv2DPackedAdd", "Conv2DPackedConcat", "FusedConv2D", "Conv2D", "DepthwiseConv2D",
+             "Conv2DWinograd", "Conv2DNchwc"}
 
 
 def _clock(threads):
@@ -93,24 +94,30 @@ def _ort_out_shape(args):
         return None
 
 
-def _our_conv_key(op):
-    """(kind, output shape) of one of our conv nodes, as _ort_conv_desc names kinds."""
+def _kind(fshape, groups, channels):
+    return ("depthwise" if groups == channels and groups > 1 else "1x1" if list(fshape[2:]) == [1, 1] else
+            f"{fshape[2]}x{fshape[3]}")
+
+
+def _our_conv_keys(op):
+    """[(kind, output shape)] of one of our conv nodes, as _ort_conv_desc names kinds: one per convolution it
+    runs (Conv2DPackedConcat runs several, each into its channel slice)."""
     if op is None:
-        return None
+        return [None]
     try:
         if op.type == "Conv2DNchwc":  # blocked [N, OB, H, W, B]: the ONNX shape from filter_shape
             fshape, y = list(op.get_attr("filter_shape")), list(op.outputs[0].shape)
-            kind = ("depthwise" if op.get_attr("groups") > 1 else "1x1" if fshape[2:] == [1, 1] else
-                    f"{fshape[2]}x{fshape[3]}")
-            return kind, (y[0], fshape[0], y[2], y[3])
-        x = op.inputs[0].shape
-        fshape = list(op.get_attr("filter_shape")) if op.type == "Conv2DPacked" else list(op.inputs[1].shape)
-        groups = x[1] // fshape[1]
-        kind = ("depthwise" if groups == x[1] and groups > 1 else "1x1" if fshape[2:] == [1, 1] else
-                f"{fshape[2]}x{fshape[3]}")
-        return kind, tuple(op.outputs[0].shape)
+            g = op.get_attr("groups")
+            return [(_kind(fshape, g, g if g > 1 else -1), (y[0], fshape[0], y[2], y[3]))]
+        x, y = op.inputs[0].shape, list(op.outputs[0].shape)
+        if op.type == "Conv2DPackedConcat":
+            fs = list(op.get_attr("filter_shapes"))
+            return [(_kind(fs[i:i + 4], 1, x[1]), (y[0], fs[i], y[2], y[3])) for i in range(0, len(fs), 4)]
+        fshape = (list(op.get_attr("filter_shape")) if op.type in ("Conv2DPacked", "Conv2DPackedAdd")
+                  else list(op.inputs[1].shape))
+        return [(_kind(fshape, x[1] // fshape[1], x[1]), tuple(y))]
     except Exception:  # noqa: BLE001 -- an op this bench does not know: matched by order
-        return None
+        return [None]
 
 
 def _is_conv_ort(op):
@@ -157,16 +164,23 @@ def profile(name, batch, model, x, threads, runs):
     for node, op, s in ours:
         if op not in _CONV_OPS:
             continue
-        key = _our_conv_key(info.get(node))
-        j = next((j for j in range(len(ort_convs)) if not used[j] and ort_keys[j] == key), None)
-        if j is None:
-            j = next((j for j in range(len(ort_convs)) if not used[j]), None)
-        if j is None:
-            layers.append((node, op, "?", "?", s, float("nan")))
-            continue
-        used[j] = True
-        kind, desc = _ort_conv_desc(ort_convs[j][3])
-        layers.append((node, op, kind, desc, s, ort_convs[j][2]))
+        kinds, descs, ort_s = [], [], 0.0
+        for key in _our_conv_keys(info.get(node)):
+            j = next((j for j in range(len(ort_convs)) if not used[j] and ort_keys[j] == key), None)
+            if j is None:
+                j = next((j for j in range(len(ort_convs)) if not used[j]), None)
+            if j is None:
+                kinds.append("?")
+                descs.append("?")
+                ort_s = float("nan")
+                continue
+            used[j] = True
+            kind, desc = _ort_conv_desc(ort_convs[j][3])
+            kinds.append(kind)
+            descs.append(desc)
+            ort_s += ort_convs[j][2]
+        # A concat of several convs: one row, its kinds joined, onnxruntime's time the sum of its convs.
+        layers.append((node, op, "+".join(kinds), " + ".join(descs), s, ort_s))
 
     out = [f"### {name} b{batch} ({threads} thread{'s' if threads > 1 else ''}, median of {runs} runs)", "",
            f"run {'CPU time' if threads == 1 else 'wall'}: opforge {our_wall * 1e3:.2f} ms, onnxruntime {ort_wall * 1e3:.2f} ms "

@@ -2,7 +2,8 @@
 // dominates small ops and page faults dominate large ones:
 //   small  - header and data in one heap block (one malloc per tensor);
 //   medium - aligned heap memory;
-//   large  - mmap'd, transparent huge pages requested, and recycled through a
+//   large  - mmap'd, transparent huge pages requested (OPFORGE_ALLOCATOR_HUGEPAGES=0:
+//            not), and recycled through a
 //            bounded cache so a fresh output does not fault in every page again.
 #include <sys/mman.h>
 
@@ -32,6 +33,16 @@ size_t CacheLimitBytes() {
     return static_cast<size_t>(mb < 0 ? 0 : mb) << 20;
   }();
   return limit;
+}
+
+// OPFORGE_ALLOCATOR_HUGEPAGES=0: large blocks without MADV_HUGEPAGE (4 KiB
+// pages), to tell whether a slowdown depends on transparent huge pages.
+bool HugePages() {
+  static const bool on = [] {
+    const char* env = std::getenv("OPFORGE_ALLOCATOR_HUGEPAGES");
+    return env == nullptr || std::atol(env) != 0;
+  }();
+  return on;
 }
 
 // Freed large blocks by mapped size; reused for requests of the same size,
@@ -132,7 +143,7 @@ TensorBuffer* AllocateBuffer(size_t bytes) {
     p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return nullptr;
 #ifdef MADV_HUGEPAGE
-    madvise(p, mapped, MADV_HUGEPAGE);  // advisory: fewer, larger page faults
+    if (HugePages()) madvise(p, mapped, MADV_HUGEPAGE);  // advisory: fewer, larger page faults
 #endif
   }
   return new MappedBuffer(p, bytes, mapped);

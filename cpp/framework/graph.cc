@@ -7,6 +7,7 @@
 #include "graph_fusion.h"
 #include "graph_plan.h"
 #include "opforge/inlined_vector.h"
+#include "opforge/parallel.h"
 #include "run_state.h"
 
 namespace opforge {
@@ -332,6 +333,15 @@ Status Graph::GetPlan(const std::vector<std::pair<int, Tensor>>& feeds, const st
     plan->steps.push_back(st);
     for (const TensorShape& shape : node.shapes) plan->dynamic = plan->dynamic || !IsFullyDefined(shape);
   }
+  int64_t large = 0;
+  for (const GraphNode* node : plan->nodes) {
+    int64_t bytes = 0;
+    for (size_t o = 0; o < node->shapes.size(); ++o) {
+      if (IsFullyDefined(node->shapes[o])) bytes += node->shapes[o].num_elements() * DTypeSize(node->dtypes[o]);
+    }
+    large += bytes >= Plan::kLargeStepBytes;
+  }
+  plan->large_steps = !plan->nodes.empty() && 2 * large >= static_cast<int64_t>(plan->nodes.size());
   plans_.emplace(key, plan);
   *out = plan;
   return Status::OK();
@@ -363,6 +373,12 @@ Status Graph::RunPlan(const Plan& p, const Feeds& feeds, int inter_op, std::vect
     reshaped = reshaped || feeds[i].second.shape() != node.shapes[0];
   }
   reshaped = reshaped || p.dynamic;
+  // A Session's default (kAutoInterOp): where the kernels split over the
+  // intra-op threads themselves, two nodes at once only oversubscribe the
+  // cores (resnet18: a 3x3 conv beside its 1x1 downsample, three threads on
+  // two cores) and give up the memory plan (b8: fresh pages faulted in for
+  // the first ~10 runs); else independent nodes on the inter-op pool.
+  if (inter_op == kAutoInterOp) inter_op = p.large_steps && NumIntraOpThreads() > 1 ? 1 : NumInterOpThreads();
   // A chain, or one inter-op thread: in plan order on this thread, with the
   // static memory plan (memory_plan.cc).
   if (p.serial || inter_op <= 1) return RunInOrder(p, feeds, results, stats);

@@ -21,6 +21,11 @@
 
 namespace opforge {
 
+// Graph::Run's inter_op for a Session's default: in plan order where most
+// nodes are large enough to split over the intra-op threads themselves,
+// else up to the inter-op pool's size at once.
+inline constexpr int kAutoInterOp = -1;
+
 struct NodeOutput {
   int node = -1;
   int index = 0;
@@ -81,7 +86,7 @@ class Graph {
   // Runs the nodes `fetches` need (with their control inputs), given `feeds`
   // (placeholder or any other node id -> value). Feeds of a new shape
   // re-infer shapes first, so bad ones fail before any kernel runs. At most
-  // `inter_op` nodes at once. Stateful ops keep their state in `resources`
+  // `inter_op` nodes at once (kAutoInterOp: see RunPlan). Stateful ops keep their state in `resources`
   // (the Session's); the planned stateful ops naming one resource run in the
   // order they were added. Feeds and constants are passed to kernels
   // read-only, and a result that would share their memory is a copy.

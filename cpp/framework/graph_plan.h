@@ -48,6 +48,11 @@ struct Graph::Plan {
   std::vector<int> offset;      // of each op's first output in the run's flat value array
   int num_values = 0;
   bool serial = false;          // never two nodes ready at once: run in order, no scheduling
+  // At least half the steps write kLargeStepBytes or more: kernels that split
+  // over the intra-op threads themselves (a CNN's convolutions). A Session's
+  // default inter-op setting (kAutoInterOp) runs such a plan in order.
+  bool large_steps = false;
+  static constexpr int64_t kLargeStepBytes = int64_t{64} << 10;
   // What running a node reads, packed per op in plan order (a run touches
   // these few cache lines per node, not the GraphNode's).
   struct Step {

@@ -16,6 +16,7 @@
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
 
+#include "../common/claimed_for.h"
 #include "../quant/packed_blob.h"
 #include "conv_gemm.h"
 #include "conv_geometry.h"
@@ -271,9 +272,12 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, bool co
     }
   };
   if (g.n > 1 && g.n >= NumIntraOpThreads()) {
-    ParallelFor(g.n, g.o * P * K, [&](int64 b, int64 e) {
-      ScratchBuffer<float> col(chunk);
-      for (int64 n = b; n < e; ++n) one(n, col.data(), true);
+    // Images claimed one at a time (claimed_for.h); each thread keeps its
+    // column chunk between calls, as Winograd keeps its buffers.
+    ClaimedFor(g.n, g.o * P * K, [&](int64 n) {
+      static thread_local std::vector<float> col;
+      if (col.size() < static_cast<size_t>(chunk)) col.resize(static_cast<size_t>(chunk));
+      one(n, col.data(), true);
     });
   } else {
     ScratchBuffer<float> col(chunk);

@@ -9,6 +9,8 @@
 
 #include "opforge/parallel.h"
 
+#include "../common/claimed_for.h"
+
 #include "depthwise.h"
 #include "panel_kernels.h"
 
@@ -290,7 +292,7 @@ bool ColumnCore(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t
   if (threads <= 1) {
     run(0, units);
   } else {
-    ParallelFor(units, n * k * nr, run);
+    ClaimedFor(units, n * k * nr, [&](int64_t q) { run(q, q + 1); });  // a late thread takes fewer panels
   }
   return reg_epi;
 }

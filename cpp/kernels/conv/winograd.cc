@@ -14,6 +14,7 @@
 #include "opforge/parallel.h"
 
 #include "packed_gemm.h"
+#include "../common/claimed_for.h"
 
 #include "../simd_math.h"
 #include "../vector_math.h"
@@ -218,16 +219,15 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
     ud = panels.data(), p.u_panels = pf;
   }
   const BlockFn fn = Get();
-  ParallelFor(blocks, p.tb * g.c * g.o * 36, [&](int64_t b0, int64_t b1) {
+  // Blocks claimed (claimed_for.h): a thread that starts late takes fewer.
+  ClaimedFor(blocks, p.tb * g.c * g.o * 36, [&](int64_t b) {
     // Kept per thread between calls (a fresh 1-2 MiB buffer per call faults
     // its pages in again).
     static thread_local std::vector<float> vbuf, mbuf;
     if (vbuf.size() < static_cast<size_t>(36 * p.c * p.tb)) vbuf.resize(static_cast<size_t>(36 * p.c * p.tb));
     if (mbuf.size() < static_cast<size_t>(36 * p.o * p.tb)) mbuf.resize(static_cast<size_t>(36 * p.o * p.tb));
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t t0 = groups * b / blocks * 32, t1 = std::min(total, groups * (b + 1) / blocks * 32);
-      fn(p, x, ud, bias, act, y, t0, t1, vbuf.data(), mbuf.data());
-    }
+    const int64_t t0 = groups * b / blocks * 32, t1 = std::min(total, groups * (b + 1) / blocks * 32);
+    fn(p, x, ud, bias, act, y, t0, t1, vbuf.data(), mbuf.data());
   });
 }
 

@@ -14,7 +14,11 @@ class Session:
     fetches need, then the C++ engine runs independent nodes concurrently on
     up to `inter_op_threads` threads (default: the inter-op pool's size;
     a lone ready node stays on the calling thread), frees intermediates
-    after their last reader, and holds no GIL while it runs.
+    after their last reader, and holds no GIL while it runs. By default a
+    graph whose nodes are mostly large (at least half write 64 KiB or more:
+    a CNN's convolutions, which split over the intra-op threads themselves)
+    runs in plan order with its static memory plan instead, as with
+    ``inter_op_threads=1``; pass ``inter_op_threads`` to choose.
 
     State (variables, random ops' draw counters) lives in this Session's own
     resource manager, as in TensorFlow 1: two Sessions of one graph have
@@ -23,7 +27,9 @@ class Session:
 
     def __init__(self, graph=None, inter_op_threads=None):
         self.graph = graph if graph is not None else get_default_graph()
-        self.inter_op_threads = int(inter_op_threads or _pw.inter_op_threads())
+        self._inter_op_threads = int(inter_op_threads or _pw.inter_op_threads())
+        # Not given: the engine picks per plan (kAutoInterOp in graph.h).
+        self._auto_inter_op = not inter_op_threads
         self._stats = None  # (nodes_run, max_concurrent, peak_bytes) of the last run
         self._closed = False
         self._resources = _pw.resources_new()  # this Session's state (cpp/include/opforge/resource.h)
@@ -31,6 +37,16 @@ class Session:
         # change): (node, numpy dtype, placeholder shape to check or None).
         # A small graph runs in ~15 us, so per-run Python counts.
         self._feed_specs = {}
+
+    @property
+    def inter_op_threads(self):
+        """The most nodes run at once (setting it turns off the default's per-plan choice)."""
+        return self._inter_op_threads
+
+    @inter_op_threads.setter
+    def inter_op_threads(self, value):
+        self._inter_op_threads = int(value)
+        self._auto_inter_op = False
 
     def __enter__(self):
         return self
@@ -74,8 +90,8 @@ class Session:
                     _check_feed(key, shape, tensor.shape)
                 feeds.append((node, tensor))
         refs = [t._ref() for t in flat] if kind is None else [(t._node, t.value_index) for t in flat]
-        results, self._stats = _pw.graph_run(self.graph._handle, feeds, refs, self.inter_op_threads,
-                                             self._resources)
+        inter_op = -1 if self._auto_inter_op else self._inter_op_threads
+        results, self._stats = _pw.graph_run(self.graph._handle, feeds, refs, inter_op, self._resources)
         if kind is SymbolicTensor:
             return results[0].numpy()
         if kind is list:
@@ -96,6 +112,7 @@ class Session:
         if runs < 1:
             raise _errors.InvalidArgumentError(f"Session.profile: argument 'runs' must be >= 1, got {runs}")
         threads, self.inter_op_threads = self.inter_op_threads, 1
+        auto, self._auto_inter_op = self._auto_inter_op, False
         was = _pw.graph_profile(True)
         try:
             per_run = []
@@ -105,6 +122,7 @@ class Session:
         finally:
             _pw.graph_profile(was)
             self.inter_op_threads = threads
+            self._auto_inter_op = auto
         first = per_run[0]
         if any(len(r) != len(first) for r in per_run):  # a plan rebuilt between runs: keep the last
             first, per_run = per_run[-1], per_run[-1:]
