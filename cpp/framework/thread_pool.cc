@@ -168,6 +168,14 @@ bool IntraOpWorkerReady(bool wake) {
   return false;
 }
 
+bool ScheduleOnWorker(std::function<void()> task, bool only_if_awake) {
+  if (NumIntraOpThreads() <= 1 || in_worker) return false;
+  ThreadPool* pool = Pool();
+  if (pool->forked() || (only_if_awake && !pool->Awake())) return false;
+  pool->Schedule(std::move(task));
+  return true;
+}
+
 void ParallelForImpl(int64_t total, int64_t cost_per_unit,
                      const std::function<void(int64_t, int64_t)>& fn) {
   if (total <= 0) return;
