@@ -27,6 +27,10 @@ bool IntraOpWorkerReady(bool wake);
 // False in a forked child, a pool worker, or with one intra-op thread.
 bool ScheduleOnWorker(std::function<void()> task, bool only_if_awake);
 
+// Whether pool tasks are waiting for a worker (such a task, polling for its
+// caller, hands the worker back when they are).
+bool IntraOpTasksQueued();
+
 // The pool path; call ParallelFor.
 void ParallelForImpl(int64_t total, int64_t cost_per_unit,
                      const std::function<void(int64_t begin, int64_t end)>& fn);

@@ -19,8 +19,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // A session polls this long after its last job before it hands the worker
-// back to the pool (whose queue it does not see meanwhile: a larger op
-// right after a small product gets its second thread this much later).
+// back to the pool (at once when a pool task is queued).
 constexpr auto kLinger = std::chrono::microseconds(25);
 // A call this soon after the previous one on the same thread is part of a
 // loop: worth waking a parked worker for the calls that follow.
@@ -108,6 +107,9 @@ void Session() {
       continue;
     }
     CpuRelax();
+    // Other work for the pool (a larger op after the last small product)
+    // gets the worker at once.
+    if ((spins & 15) == 0 && IntraOpTasksQueued()) break;
     if ((spins & 63) == 0 && Clock::now() - idle > kLinger) break;
   }
   g_live.store(false, std::memory_order_release);
