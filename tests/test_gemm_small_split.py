@@ -50,13 +50,13 @@ def close(got, want, k):
     np.testing.assert_allclose(np.asarray(got), want, rtol=20 * eps * k ** 0.5 + 1e-6, atol=20 * eps * k)
 
 
-# (m, k, n, splits): around each threshold in sgemm.cc: 48^3 multiply-adds
+# (m, k, n, splits): around each threshold in sgemm.cc: 64 x 64 x 48 multiply-adds
 # (kMinSplitFma), 128^3 (kMinParallelFma: larger ones take the threaded
 # path), 8 rows (B-bound, never split), one or two column panels, the small-M
 # path (M <= 64, or M <= 128 with K <= 256) and packed A (M > 128).
-SHAPES = [(48, 48, 48, True), (47, 48, 48, False), (64, 64, 64, True), (9, 128, 96, True), (8, 200, 96, False),
+SHAPES = [(48, 64, 64, True), (47, 64, 64, False), (64, 64, 64, True), (9, 256, 96, True), (8, 200, 96, False),
           (64, 100, 33, True), (65, 64, 64, True), (127, 128, 128, True), (128, 128, 128, False),
-          (100, 40, 30, True), (13, 900, 40, True), (128, 40, 128, True), (200, 300, 30, True), (40, 170, 17, True)]
+          (100, 70, 30, True), (13, 900, 40, True), (128, 40, 128, True), (200, 300, 30, True), (40, 300, 17, True)]
 
 
 def operands(rng, m, k, n, ta, tb):

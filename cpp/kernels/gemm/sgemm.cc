@@ -66,7 +66,9 @@ constexpr int64_t kMinParallelFma = 128 * 128 * 128;
 // From this many multiply-adds (a few microseconds) a product below
 // kMinParallelFma splits in two when an intra-op worker is already polling
 // for work and the last splits paid (small_split.h; OPFORGE_GEMM_SMALL_SPLIT).
-constexpr int64_t kMinSplitFma = 48 * 48 * 48;
+// 48^3 split measured 0.77-1.17x numpy from process to process against
+// 0.88x alone (chrt -f 2, load 3-4); 64^3 1.58-1.59x against 1.07-1.08x.
+constexpr int64_t kMinSplitFma = 64 * 64 * 48;
 // From this many multiply-adds a threaded product checks for numpy's BLAS
 // workers spinning (blas_handoff.h): the check costs ~2.4 us here (two CPU
 // clock reads), 1.3 % of a 256^3 product, 9 % of a 128^3 one.
