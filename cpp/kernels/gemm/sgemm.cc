@@ -19,6 +19,7 @@
 // with its own packing buffers: one fork-join per call, no barriers inside.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
