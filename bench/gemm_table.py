@@ -17,8 +17,9 @@ with other work, `chrt -f 1 python -m bench.gemm_table ...` shields the
 run from it (the figures in docs/gemm.md were taken so). The peak is measured once by an FMA-throughput loop
 on every intra-op thread (cpp/kernels/gemm/peak.cc). --onnx adds the ONNX
 MLPs (batch 64: 784-512-512-10; batch 1 and 4: 784-256-256-10) beside
-onnxruntime. --epilogue times FusedMatMul per activation beside the bare
-product (run it again with OPFORGE_GEMM_EPILOGUE=pass for the second-pass
+onnxruntime. The path column says which route a loop of that product took
+right after it was timed (path_probe). --epilogue times FusedMatMul per
+activation beside the bare product (run it again with OPFORGE_GEMM_EPILOGUE=pass for the second-pass
 epilogue the microkernels' in-register one replaced).
 """
 import argparse
@@ -68,6 +69,35 @@ def _thread_time(stmts, ns, repeats, min_batch_s, clock=time.thread_time):
     return out
 
 
+def _counter(name):
+    from opforge import _pywrap_internal
+    f = getattr(ctypes.CDLL(_pywrap_internal.__file__), name, None)
+    if f is not None:
+        f.restype = ctypes.c_int64
+    return f
+
+
+def path_probe(of, stmt, ns, m, k, n, calls=200):
+    """Which route a loop of this product takes right after it was timed
+    (untimed: counted over `calls` more calls): "split N%" (small products
+    over two threads, cpp/kernels/gemm/small_split.h), "BLAS N%" (handed to
+    numpy's spinning OpenBLAS, blas_handoff.h), "pool" (the threaded
+    driver) or "1 thread"."""
+    split, handoff = _counter("_ZN7opforge4gemm15SmallSplitCountEi"), _counter("_ZN7opforge4gemm12HandoffCountEv")
+    s0 = split(0) if split else 0
+    h0 = handoff() if handoff else 0
+    code = compile(stmt, "<path_probe>", "exec")
+    for _ in range(calls):
+        exec(code, ns)
+    ds, dh = (split(0) - s0 if split else 0), (handoff() - h0 if handoff else 0)
+    if ds:
+        return f"split {100 * ds // calls}%"
+    if dh:
+        return f"BLAS {100 * dh // calls}%"
+    large = m * n * k >= 128 ** 3 or (m <= 8 and n * k >= 1 << 17)
+    return "pool" if large and of.config.num_threads() > 1 else "1 thread"
+
+
 def matmul_rows(of, repeats, quick, cpu_time=False, settle=0.15):
     rng = np.random.default_rng(0)
     rows = []
@@ -92,7 +122,8 @@ def matmul_rows(of, repeats, quick, cpu_time=False, settle=0.15):
                                          settle_s=0.0 if quick else settle)
         med = {lib: statistics.median(s) for lib, s in samples.items()}
         flops = 2.0 * m * n * k
-        rows.append((name, flops / med["numpy"] / 1e9, flops / med["opforge"] / 1e9, med["numpy"] / med["opforge"]))
+        rows.append((name, flops / med["numpy"] / 1e9, flops / med["opforge"] / 1e9, med["numpy"] / med["opforge"],
+                     path_probe(of, stmts["opforge"], ns, m, k, n)))
     return rows
 
 
@@ -188,11 +219,12 @@ def main(argv=None):
         return 0
     print(f"measured FMA peak: {peak:.0f} GFLOP/s on {threads} threads; "
           f"median of {repeats} interleaved repeats")
-    print(f"{'float32 matmul':<28}{'numpy GF/s':>11}{'opforge GF/s':>13}{'% peak':>8}{'vs numpy':>9}")
+    print(f"{'float32 matmul':<28}{'numpy GF/s':>11}{'opforge GF/s':>13}{'% peak':>8}{'vs numpy':>9}  path")
     if args.cpu_time:
         print("(timed by thread CPU time, one thread each; the peak is wall-clock and drops with load)")
-    for name, g_np, g_of, ratio in ([] if args.onnx_only else matmul_rows(of, repeats, args.quick, args.cpu_time, args.settle)):
-        print(f"{name:<28}{g_np:>11.1f}{g_of:>13.1f}{100 * g_of / peak:>7.0f}%{ratio:>8.2f}x")
+    for name, g_np, g_of, ratio, path in ([] if args.onnx_only else
+                                          matmul_rows(of, repeats, args.quick, args.cpu_time, args.settle)):
+        print(f"{name:<28}{g_np:>11.1f}{g_of:>13.1f}{100 * g_of / peak:>7.0f}%{ratio:>8.2f}x  {path}")
     if args.all:
         args.onnx = args.train = True
     if args.onnx or args.onnx_only:

@@ -70,6 +70,8 @@ class ThreadPool {
 
   bool forked() const { return g_forked.load(std::memory_order_relaxed); }
 
+  bool Queued() const { return queued_.load(std::memory_order_relaxed) > 0; }
+
   // A worker polling for work (it finished a task less than kSpin ago).
   bool Awake() const { return polling_.load(std::memory_order_relaxed) > 0; }
 
@@ -167,6 +169,16 @@ bool IntraOpWorkerReady(bool wake) {
   if (wake) pool->Nudge();
   return false;
 }
+
+bool ScheduleOnWorker(std::function<void()> task, bool only_if_awake) {
+  if (NumIntraOpThreads() <= 1 || in_worker) return false;
+  ThreadPool* pool = Pool();
+  if (pool->forked() || (only_if_awake && !pool->Awake())) return false;
+  pool->Schedule(std::move(task));
+  return true;
+}
+
+bool IntraOpTasksQueued() { return NumIntraOpThreads() > 1 && Pool()->Queued(); }
 
 void ParallelForImpl(int64_t total, int64_t cost_per_unit,
                      const std::function<void(int64_t, int64_t)>& fn) {

@@ -20,6 +20,17 @@ int NumIntraOpThreads();
 // a loop finds it awake.
 bool IntraOpWorkerReady(bool wake);
 
+// Hands `task` to an intra-op worker without waiting for it: when
+// `only_if_awake`, only if one is polling for work now (else false, nothing
+// scheduled); otherwise always (waking a parked one). For work that
+// coordinates with its caller by itself (cpp/kernels/gemm/small_split.cc).
+// False in a forked child, a pool worker, or with one intra-op thread.
+bool ScheduleOnWorker(std::function<void()> task, bool only_if_awake);
+
+// Whether pool tasks are waiting for a worker (such a task, polling for its
+// caller, hands the worker back when they are).
+bool IntraOpTasksQueued();
+
 // The pool path; call ParallelFor.
 void ParallelForImpl(int64_t total, int64_t cost_per_unit,
                      const std::function<void(int64_t begin, int64_t end)>& fn);

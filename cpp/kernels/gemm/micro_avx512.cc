@@ -115,8 +115,10 @@ inline __attribute__((always_inline)) void Body(int64_t kc, const float* a, int6
     const __m512 b0 = _mm512_loadu_ps(b);
     const __m512 b1 = _mm512_loadu_ps(b + 16);
     // B read in place (small M) is a strided stream: fetch both lines ahead.
-    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ld), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ld + 16), _MM_HINT_T0);
+    if (!kPacked) {
+      _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ld), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ld + 16), _MM_HINT_T0);
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i * a_rs]);

@@ -29,6 +29,7 @@
 #include "epilogue.h"
 #include "gemm.h"
 #include "microkernel.h"
+#include "small_split.h"
 #include "opforge/parallel.h"
 
 namespace opforge {
@@ -63,19 +64,16 @@ constexpr int64_t kStridedRowsB = int64_t{1} << 17;  // floats: 512 KiB
 constexpr int64_t kSmallKC = 1024;  // depth block of the small-M path (B panel 128 KiB)
 // Below this many multiply-adds one thread is faster than waking another.
 constexpr int64_t kMinParallelFma = 128 * 128 * 128;
-// OPFORGE_GEMM_SMALL_SPLIT=1: from this many multiply-adds (a few
-// microseconds) a product below kMinParallelFma splits in two when an
-// intra-op worker is already polling for work (see SmallSplit). Off by
-// default: under load it measured from 1.5x faster (64^3, 3.7 against 5.4 us)
-// to 1.9x slower (48^3) from run to run, and was not measured idle.
-constexpr int64_t kMinSplitFma = 48 * 48 * 48;
+// From this many multiply-adds (a few microseconds) a product below
+// kMinParallelFma splits in two when an intra-op worker is already polling
+// for work and the last splits paid (small_split.h; OPFORGE_GEMM_SMALL_SPLIT).
+// 48^3 split measured 0.77-1.17x numpy from process to process against
+// 0.88x alone (chrt -f 2, load 3-4); 64^3 1.58-1.59x against 1.07-1.08x.
+constexpr int64_t kMinSplitFma = 64 * 64 * 48;
 // From this many multiply-adds a threaded product checks for numpy's BLAS
 // workers spinning (blas_handoff.h): the check costs ~2.4 us here (two CPU
 // clock reads), 1.3 % of a 256^3 product, 9 % of a 128^3 one.
 constexpr int64_t kMinHandoffFma = int64_t{1} << 22;
-// A small product started within this long after the previous one on the
-// same thread is taken as part of a loop: it wakes a worker for the next.
-constexpr auto kLoopGap = std::chrono::microseconds(100);
 // A GEMV is bound by reading B, not by FMAs: from 2^17 elements of B (0.5
 // MiB, tens of microseconds) a second thread pays.
 constexpr int64_t kMinParallelGemv = 1 << 17;
@@ -375,21 +373,33 @@ Grid MakeGrid(int64_t m, int64_t n, const Kernels& kr, int64_t threads) {
   return g;
 }
 
-// Whether a product of a few microseconds splits over two threads: only
-// when a worker is awake already (a split costs ~0.5 us then, a wake-up tens
-// of microseconds). In a loop of such products (calls less than kLoopGap
-// apart) one that finds none awake wakes one for the next and runs alone.
-bool SmallSplit() {
-  static const bool on = [] {
-    const char* v = std::getenv("OPFORGE_GEMM_SMALL_SPLIT");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  if (!on) return false;
-  static thread_local std::chrono::steady_clock::time_point last;
-  const auto now = std::chrono::steady_clock::now();
-  const bool loop = now - last < kLoopGap;
-  last = now;
-  return IntraOpWorkerReady(loop);
+// A product of a few microseconds over two threads (small_split.h): two to
+// four tiles, halves of N and of M where each has two register tiles (M in
+// the small-M path's 8-row units, so 64 rows split 32 + 32, not 36 + 28).
+// False (nothing run) when it does not split.
+struct SmallTiles {
+  const StridedArgs* g;
+  const Epilogue* ep;
+  const Kernels* kr;
+  int64_t row_unit, units_m, units_n, tm, tn;
+  static void Run(const void* ctx, int64_t t) {
+    const SmallTiles& s = *static_cast<const SmallTiles*>(ctx);
+    const StridedArgs& g = *s.g;
+    const int64_t r = t / s.tn, c = t % s.tn, nr = s.kr->nr;
+    const int64_t i0 = std::min(g.m, s.units_m * r / s.tm * s.row_unit);
+    const int64_t i1 = std::min(g.m, s.units_m * (r + 1) / s.tm * s.row_unit);
+    const int64_t j0 = std::min(g.n, s.units_n * c / s.tn * nr), j1 = std::min(g.n, s.units_n * (c + 1) / s.tn * nr);
+    Slab(g, *s.ep, *s.kr, i0, i1, j0, j1);
+  }
+};
+
+bool SplitSmall(const StridedArgs& g, const Epilogue& ep, const Kernels& kr) {
+  SmallTiles s{&g, &ep, &kr, UsesPackedA(g, g.m) ? kr.mr : std::min(kr.mr, kStridedRows), 0, 0, 1, 1};
+  s.units_m = (g.m + s.row_unit - 1) / s.row_unit, s.units_n = (g.n + kr.nr - 1) / kr.nr;
+  // Rows split only into whole row units (a one-row tile would take the GEMV
+  // loop, whose sums round differently: results must not depend on the split).
+  s.tm = g.m >= 2 * s.row_unit ? 2 : 1, s.tn = s.units_n >= 2 ? 2 : 1;
+  return s.tm * s.tn >= 2 && SmallSplit(s.tm * s.tn, TileFn{&SmallTiles::Run, &s});
 }
 
 }  // namespace
@@ -427,8 +437,11 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
   const bool b_bound = g.m <= kBBoundRows;
   const int64_t work = b_bound ? g.n * g.k : g.m * g.n * g.k;
   const bool large = work >= (b_bound ? kMinParallelGemv : kMinParallelFma);
-  if (!large) threads = threads > 1 && !b_bound && work >= kMinSplitFma && SmallSplit() ? 2 : 1;
   const int64_t units_m = (g.m + kr.mr - 1) / kr.mr, units_n = (g.n + kr.nr - 1) / kr.nr;
+  if (!large) {
+    if (threads > 1 && !b_bound && work >= kMinSplitFma && SplitSmall(g, ep, kr)) return;
+    threads = 1;
+  }
   threads = std::min(threads, units_m * units_n);
   if (threads <= 1) {
     Slab(g, ep, kr, 0, g.m, 0, g.n);
