@@ -23,6 +23,36 @@
 
 namespace opforge {
 
+// Pieces claimed one at a time: thread `who` of `threads` starts at its own
+// share (pieces [P*who/threads, ...)) and then goes round the rest, taking
+// whatever no one has claimed. When all start on time each does its own
+// share, in order, so in a loop of calls each core gets the same pieces each
+// time and its share of the operands is still in its L2 (M = 1, K = N = 768:
+// a 1.2 MiB share per core; one shared counter handing pieces out in arrival
+// order gave 0.82x numpy's GEMV there, which splits statically).
+class TileClaims {
+ public:
+  TileClaims(int64_t tiles, int64_t threads)
+      : tiles_(tiles), threads_(threads), taken_(new std::atomic<bool>[tiles]) {
+    for (int64_t t = 0; t < tiles; ++t) taken_[t].store(false, std::memory_order_relaxed);
+  }
+
+  // Calls f(tile) for each tile this thread claims (the fork-join's join
+  // orders f's writes before the caller reads them).
+  template <typename F>
+  void Run(int64_t who, F&& f) {
+    const int64_t start = tiles_ * (who % threads_) / threads_;
+    for (int64_t s = 0; s < tiles_; ++s) {
+      const int64_t t = (start + s) % tiles_;
+      if (!taken_[t].load(std::memory_order_relaxed) && !taken_[t].exchange(true, std::memory_order_relaxed)) f(t);
+    }
+  }
+
+ private:
+  const int64_t tiles_, threads_;
+  std::unique_ptr<std::atomic<bool>[]> taken_;
+};
+
 // Calls fn(piece) once for each piece in [0, pieces), over the intra-op
 // threads when pieces * cost_per_piece pays for it (parallel.h).
 template <typename F>
@@ -34,18 +64,11 @@ void ClaimedFor(int64_t pieces, int64_t cost_per_piece, F&& fn) {
     for (int64_t p = 0; p < pieces; ++p) fn(p);
     return;
   }
-  std::unique_ptr<std::atomic<bool>[]> taken(new std::atomic<bool>[pieces]);
-  for (int64_t p = 0; p < pieces; ++p) taken[p].store(false, std::memory_order_relaxed);
+  TileClaims claims(pieces, threads);
   // One unit per thread: ParallelFor runs each on a thread of its own (or,
   // late, on the caller, which then finds every piece taken).
   ParallelFor(threads, pieces * cost / threads, [&](int64_t w0, int64_t w1) {
-    for (int64_t who = w0; who < w1; ++who) {
-      const int64_t start = pieces * who / threads;
-      for (int64_t s = 0; s < pieces; ++s) {
-        const int64_t p = start + s < pieces ? start + s : start + s - pieces;
-        if (!taken[p].load(std::memory_order_relaxed) && !taken[p].exchange(true, std::memory_order_acq_rel)) fn(p);
-      }
-    }
+    for (int64_t who = w0; who < w1; ++who) claims.Run(who, fn);
   });
 }
 
