@@ -7,9 +7,6 @@ whatever share of it the caller took. Shapes: more than one kc = 256 depth block
 multiple of 4, a partial last panel; after a pause (workers parked), back to back, from several
 Python threads at once (the pool busy: products run inline), and in a child at three threads.
 """
-import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -17,6 +14,8 @@ import numpy as np
 import pytest
 
 import opforge as of
+
+from child_threads import run_at_threads
 
 gen = of.ops.gen_linalg_ops
 
@@ -66,13 +65,7 @@ def test_prepacked_a_from_several_python_threads():
 
 
 def test_prepacked_a_at_three_threads():
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_gemm_cold as t, opforge as of\n"
-            "assert of.config.num_threads() == 3\n"
-            "for i, s in enumerate(t.SHAPES): t.check(*s, seed=i)\n")
-    env = dict(os.environ, OPFORGE_NUM_THREADS="3")
-    out = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__)], env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+    run_at_threads("test_gemm_cold", "for i, s in enumerate(t.SHAPES): t.check(*s, seed=i)\n")
 
 
 # Output sizes on both sides of 128 KiB (heap below, cached page-granular maps above) and of 1 MiB

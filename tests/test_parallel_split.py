@@ -2,15 +2,14 @@
 (as many as a multiple of the threads, of even size to a 32-tile group, so a block boundary can fall anywhere
 in an image) against a float64 numpy reference, at this process's thread count and, in a child, at 3 threads
 (the block count then a multiple of 3)."""
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import opforge as of
 from opforge import ops as P
+
+from child_threads import run_at_threads
 
 # (n, c, o, h, w, pads): tile counts 245 (8 groups of 32, the last part full), 147, 1 image of 196 (7 groups),
 # and 96 channels over 3 images of 30x17 (wide blocks of few groups).
@@ -42,13 +41,7 @@ def test_winograd_blocks_match_numpy(case):
 
 
 def test_winograd_blocks_at_three_threads():
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_parallel_split as t, opforge as of\n"
-            "assert of.config.num_threads() == 3\n"
-            "for i, case in enumerate(t.CASES): t.check(case, i + 1)\n")
-    env = dict(os.environ, OPFORGE_NUM_THREADS="3")
-    out = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__)], env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+    run_at_threads("test_parallel_split", "for i, case in enumerate(t.CASES): t.check(case, i + 1)\n")
 
 
 def general_reference(x, f, b, stride, pads):
