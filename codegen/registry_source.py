@@ -123,7 +123,14 @@ def dump_registry(source_dir: Path, build_dir: Path) -> Any:
     """Configures (once), builds and runs the dump tool; returns the parsed JSON."""
     if shutil.which("cmake") is None:
         raise CodegenError("cmake not found on PATH: install it, or pass --registry FILE")
-    if not (build_dir / "CMakeCache.txt").exists():
+    cache = build_dir / "CMakeCache.txt"
+    gone = [t for t in (_cache_entry(cache, "CMAKE_MAKE_PROGRAM"), _cache_entry(cache, "CMAKE_COMMAND"))
+            if t and not Path(t).exists()]
+    if gone:  # configured from a virtual environment since deleted: every build would fail
+        print(f"codegen: {build_dir} was configured with {gone[0]}, which is gone; configuring it again",
+              file=sys.stderr)
+        shutil.rmtree(build_dir)
+    if not cache.exists():
         _run(["cmake", "-S", str(source_dir), "-B", str(build_dir), "-G", "Ninja",
               "-DOPFORGE_PYTHON=OFF", "-DCMAKE_BUILD_TYPE=Release"], "configuring the dump tool")
     _run(["cmake", "--build", str(build_dir), "--target", DUMP_TARGET],

@@ -762,3 +762,29 @@ cp {tool} "$2/{registry_source.DUMP_TARGET}"
     calls = log.read_text().splitlines()
     assert calls[0].startswith("ninja -C ") and calls[1].startswith(f"cmake -S {tree} -B {tree / 'build' / 'codegen'}")
     assert "building the dump tool in build/codegen" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(os.name == "nt", reason="fake cmake is a shell script")
+def test_dump_build_configured_from_a_deleted_venv_is_configured_again(tmp_path, monkeypatch, capsys):
+    """build/codegen whose CMakeCache names a ninja that no longer exists (its venv
+    deleted) is configured from scratch instead of failing on every run."""
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "CMakeCache.txt").write_text(f"CMAKE_MAKE_PROGRAM:FILEPATH={tmp_path / 'gone' / 'ninja'}\n")
+    (build / "stale.o").write_text("")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "cmake.log"
+    (bin_dir / "cmake").write_text(f"""#!/bin/sh
+echo "$@" >> {log}
+if [ "$1" = "-S" ]; then mkdir -p "$4" && touch "$4/CMakeCache.txt"; exit 0; fi
+printf '#!/bin/sh\\necho ok\\n' > "$2/{registry_source.DUMP_TARGET}"
+chmod +x "$2/{registry_source.DUMP_TARGET}"
+""")
+    (bin_dir / "cmake").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(registry_source, "loads", lambda text, where: text.strip())
+    assert registry_source.dump_registry(tmp_path, build) == "ok"
+    assert log.read_text().splitlines()[0].startswith(f"-S {tmp_path} -B {build}")
+    assert not (build / "stale.o").exists()
+    assert "which is gone; configuring it again" in capsys.readouterr().err
