@@ -1,7 +1,8 @@
 """A parked pool worker is woken onto another CPU than its caller's
-(thread_pool.cc, SteerParkedWorkers): its affinity is narrowed while it
-sleeps and must be whole again once it has woken, whatever the caller did
-with the task meanwhile, so that no thread of the process is left pinned."""
+(cpp/framework/wake_steering.h, for the intra-op and the inter-op pools): its
+affinity is narrowed while it sleeps and must be whole again once it has
+woken, whatever the caller did with the task meanwhile, so that no thread of
+the process is left pinned."""
 import os
 import subprocess
 import sys
@@ -18,12 +19,16 @@ want = np.exp(x)
 def masks():
     return {int(t): sorted(os.sched_getaffinity(int(t))) for t in os.listdir('/proc/self/task')}
 for round in range(6):
-    time.sleep(0.3)                       # the worker parks after a 200 us spin
-    got = of.exp(x).numpy() if round % 2 == 0 else of.matmul(a, a).numpy()
-    if round % 2 == 0:
-        np.testing.assert_allclose(got, want, rtol=1e-6)
-    else:
-        np.testing.assert_allclose(got, a @ a, rtol=1e-4)
+    time.sleep(0.3)                       # the workers park after a short spin
+    if round % 3 == 0:                    # intra-op pool
+        np.testing.assert_allclose(of.exp(x).numpy(), want, rtol=1e-6)
+    elif round % 3 == 1:
+        np.testing.assert_allclose(of.matmul(a, a).numpy(), a @ a, rtol=1e-4)
+    else:                                 # inter-op pool: async ops run there
+        with of.execution_mode("async"):
+            z = of.exp(x)
+            of.flush()
+        np.testing.assert_allclose(z.numpy(), want, rtol=1e-6)
     time.sleep(0.05)                      # long enough for the woken worker to run
     bad = {t: m for t, m in masks().items() if m != cpus}
     assert not bad, f"round {round}: threads left with a narrowed affinity {bad} (process: {cpus})"

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "engine.h"
+#include "wake_steering.h"
 
 namespace opforge {
 namespace {
@@ -35,9 +36,9 @@ std::atomic<bool> g_forked{false};
 
 class InterOpPool {
  public:
-  explicit InterOpPool(int threads) {
+  explicit InterOpPool(int threads) : steering_(threads) {
     pthread_atfork(nullptr, nullptr, [] { g_forked.store(true, std::memory_order_relaxed); });
-    for (int i = 0; i < threads; ++i) std::thread([this] { Loop(); }).detach();
+    for (int i = 0; i < threads; ++i) std::thread([this, i] { Loop(i); }).detach();
   }
   ~InterOpPool() = delete;  // never destroyed: workers may outlive main()
 
@@ -52,6 +53,7 @@ class InterOpPool {
       num_tasks_.store(tasks_.size(), std::memory_order_release);
       // Busy workers come back for it, and a spinning one sees it: no futex call.
       wake = idle_ > 0 && spinners_ == 0;
+      if (wake) steering_.SteerAwayFromCaller();
     }
     if (wake) cv_.notify_one();
   }
@@ -74,8 +76,9 @@ class InterOpPool {
     }
   }
 
-  void Loop() {
+  void Loop(int index) {
     std::unique_lock<std::mutex> lock(mu_);
+    steering_.Register(index);
     for (;;) {
       if (tasks_.empty() && spinners_ == 0) {
         ++spinners_;
@@ -88,7 +91,11 @@ class InterOpPool {
         // Schedule() holds mu_ while it reads spinners_ and idle_: a task
         // pushed after this check finds idle_ > 0 and wakes a sleeper.
         ++idle_;
-        cv_.wait(lock, [this] { return !tasks_.empty(); });
+        while (tasks_.empty()) {
+          steering_.Parking(index);
+          cv_.wait(lock);
+          steering_.Woke(index);
+        }
         --idle_;
       }
       std::function<void()> fn = std::move(tasks_.front());
@@ -107,6 +114,7 @@ class InterOpPool {
   std::deque<std::function<void()>> tasks_;
   std::atomic<size_t> num_tasks_{0};  // tasks_.size(), for spinners
   int idle_ = 0, spinners_ = 0;
+  WakeSteering steering_;  // sized before the workers start
 };
 
 int ConfiguredInterOpThreads() {

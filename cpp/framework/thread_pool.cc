@@ -2,9 +2,6 @@
 // (import stays cheap); the calling thread always takes a share of the work.
 // Its size comes from usable_cpus.h (affinity, cgroup quota, env vars).
 #include <pthread.h>
-#include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,6 +16,7 @@
 
 #include "opforge/parallel.h"
 #include "usable_cpus.h"
+#include "wake_steering.h"
 
 namespace opforge {
 namespace {
@@ -40,10 +38,9 @@ inline void CpuRelax() {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads) {
+  explicit ThreadPool(int threads) : steering_(threads) {
     pthread_atfork(nullptr, nullptr, [] { g_forked.store(true, std::memory_order_relaxed); });
-    parked_.resize(threads);
-    for (int i = 0; i < threads; ++i) workers_.emplace_back([this, i] { Loop(&parked_[i]); });
+    for (int i = 0; i < threads; ++i) workers_.emplace_back([this, i] { Loop(i); });
   }
   // Never destroyed: detached at exit so no worker is joined during teardown.
   ~ThreadPool() = delete;
@@ -53,7 +50,7 @@ class ThreadPool {
       std::lock_guard<std::mutex> lock(mu_);
       tasks_.push_back(std::move(task));
       queued_.fetch_add(1, std::memory_order_release);
-      if (sleeping_.load(std::memory_order_relaxed) > 0) SteerParkedWorkers();
+      if (sleeping_.load(std::memory_order_relaxed) > 0) steering_.SteerAwayFromCaller();
     }
     // A spinning worker will see the task: skip the futex wake-up.
     if (sleeping_.load(std::memory_order_acquire) > 0) cv_.notify_one();
@@ -117,44 +114,11 @@ class ThreadPool {
     return false;
   }
 
-  // A parked worker, as the wake-up steering below sees it (guarded by mu_).
-  struct Parked {
-    pid_t tid = 0;
-    bool parked = false;
-    bool steered = false;  // its affinity was narrowed while parked
-    cpu_set_t allowed;     // its affinity before that
-  };
-
-  // In a VM, an idle vCPU looks preempted to the guest's scheduler, so a
-  // parked worker is woken onto the caller's CPU and only time-slices with
-  // the caller until a load balance moves it, often after the call is over
-  // (measured on the 2-vCPU dev VM: always the caller's CPU, first run
-  // 20 us - 2.6 ms after the notify; docs/gemm_cold_calls.md). Waking it with
-  // the caller's CPU taken out of its affinity sends it to another CPU, where
-  // it runs in parallel once that vCPU is back (0.2-0.75 ms there). It
-  // restores its affinity as soon as it wakes. Costs a system call per parked
-  // worker, only when a worker is parked (tens of microseconds to wake anyway).
-  void SteerParkedWorkers() {
-    static const bool off = [] {
-      const char* v = std::getenv("OPFORGE_POOL_STEER");  // "0": off, to compare
-      return v != nullptr && v[0] == '0' && v[1] == '\0';
-    }();
-    if (off) return;
-    const int cpu = sched_getcpu();
-    if (cpu < 0 || cpu >= CPU_SETSIZE) return;
-    for (Parked& w : parked_) {
-      if (!w.parked || !CPU_ISSET(cpu, &w.allowed) || CPU_COUNT(&w.allowed) < 2) continue;
-      cpu_set_t elsewhere = w.allowed;
-      CPU_CLR(cpu, &elsewhere);
-      if (sched_setaffinity(w.tid, sizeof(elsewhere), &elsewhere) == 0) w.steered = true;
-    }
-  }
-
-  void Loop(Parked* self) {
+  void Loop(int index) {
     in_worker = true;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      self->tid = static_cast<pid_t>(syscall(SYS_gettid));
+      steering_.Register(index);
     }
     for (;;) {
       SpinForWork();
@@ -162,15 +126,11 @@ class ThreadPool {
       {
         std::unique_lock<std::mutex> lock(mu_);
         while (tasks_.empty()) {
-          // Read when parking: the process's affinity may have changed.
-          self->parked = sched_getaffinity(0, sizeof(self->allowed), &self->allowed) == 0;
+          steering_.Parking(index);
           sleeping_.fetch_add(1, std::memory_order_acq_rel);
           cv_.wait(lock);
           sleeping_.fetch_sub(1, std::memory_order_acq_rel);
-          self->parked = false;
-          // Restored on every wake, even one whose task the caller took back.
-          if (self->steered) sched_setaffinity(0, sizeof(self->allowed), &self->allowed);
-          self->steered = false;
+          steering_.Woke(index);
         }
         task = std::move(tasks_.front());
         tasks_.pop_front();
@@ -186,8 +146,8 @@ class ThreadPool {
   std::atomic<int> queued_{0};    // tasks_.size(), readable without the lock
   std::atomic<int> sleeping_{0};  // workers parked on cv_
   std::atomic<int> polling_{0};   // workers in SpinForWork
-  std::vector<Parked> parked_;  // one per worker; sized before they start
   std::vector<std::thread> workers_;
+  WakeSteering steering_;  // sized before the workers start
 };
 
 // How long the caller polls for its workers' shares before parking (yielding
