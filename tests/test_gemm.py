@@ -166,6 +166,25 @@ def test_gemv_transposed_weight_alternating_direction_is_bitwise_stable(n):
     close(runs[0], oracle(x, w, False, True), 768, np.float32)
 
 
+@pytest.mark.parametrize("k,n", [(768, 3072), (768, 3001), (1024, 2500), (512, 2000), (700, 1100)])
+def test_gemv_row_major_weight_alternating_columns_is_bitwise_stable(k, n):
+    # W [K, N] at M = 1 on two threads splits the depth; a thread's share a
+    # little larger than its core's L2 (4.7 MB at 768 x 3072 against 2 MiB;
+    # 2 MB at 512 x 2000 against 1 MiB) is read in 512-column blocks,
+    # forwards and backwards on alternate calls: each output keeps one sum
+    # order (n = 3001: a partial vector in the last block; 1100: 3 blocks).
+    rng = np.random.default_rng(k * n)
+    w = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    x = rng.uniform(-1, 1, (1, k)).astype(np.float32)
+    runs = [gen.mat_mul(x, w).numpy() for _ in range(4)]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r, runs[0])
+    close(runs[0], oracle(x, w, False, False), k, np.float32)
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    got = gen.fused_mat_mul(x, w, bias, activation="relu").numpy()
+    close(got, np.maximum(oracle(x, w, False, False) + bias, 0), k, np.float32)
+
+
 def test_matmul_folded_batch_and_gradient():
     # [B, M, K] @ [K, N] runs as one [B*M, K] product; the gradient through
     # MatMulGrad checks both products of the backward pass.

@@ -65,8 +65,7 @@ int64_t L2BytesPerCore() {
 }
 
 const Blocking& GetBlocking() {
-  static thread_local Blocking b;  // TEMP experiment: re-read each call
-  b = Choose();
+  static const Blocking b = Choose();
   return b;
 }
 

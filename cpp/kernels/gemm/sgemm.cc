@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -381,10 +380,6 @@ Grid MakeGrid(int64_t m, int64_t n, int64_t k, const Kernels& kr, int64_t thread
     } else {
       break;
     }
-  }
-  if (const char* f = std::getenv("OPFORGE_GEMM_GRID")) {  // TEMP experiment
-    long long a = 0, b = 0;
-    if (std::sscanf(f, "%lld,%lld", &a, &b) == 2 && a > 0 && b > 0) g = Grid{a, b};
   }
   // At least one tile per thread when the shape allows it at all.
   if (g.tm * g.tn < threads) {
