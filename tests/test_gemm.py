@@ -141,6 +141,24 @@ def test_small_m_tile_heights(m, n, tb):
     close(got, np.maximum(oracle(a, b, False, tb) + bias, 0), 256, np.float32)
 
 
+@pytest.mark.parametrize("m,k,n", [(131, 17, 70), (200, 513, 64), (65, 300, 300), (131, 15, 2000),
+                                   (1030, 257, 1024), (520, 300, 2100), (2050, 40, 200)])
+@pytest.mark.parametrize("wide", [False, True])
+def test_packed_a_rows_and_tile_grids(m, k, n, wide):
+    # Row-major A packed by 16 x 16 in-register transposes (AVX-512): last
+    # panels of 11 and 8 rows (131, 200), depths with a 1, 15 or 3-float
+    # tail, rows further apart than k (`wide`: a column slice of a wider A),
+    # serial and threaded; the larger ones cut into one or two tiles per
+    # thread (by columns when B is large, 512 x 512-ish for 1030 x 1024).
+    rng = np.random.default_rng(m + k + n)
+    a = rng.uniform(-1, 1, (m, k + 37 if wide else k)).astype(np.float32)[:, :k]
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    close(gen.mat_mul(a, b).numpy(), oracle(a, b, False, False), k, np.float32)
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    got = gen.fused_mat_mul(a, b, bias, activation="relu").numpy()
+    close(got, np.maximum(oracle(a, b, False, False) + bias, 0), k, np.float32)
+
+
 @pytest.mark.parametrize("k", [1025, 3071, 4096, 4097])
 @pytest.mark.parametrize("n", [13, 771])
 def test_gemv_transposed_weight_long_rows(k, n):
