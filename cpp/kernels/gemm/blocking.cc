@@ -1,6 +1,8 @@
 // Cache blocking per CPU. Sessions 1-12 tuned kc = 256, 16 panels of A (192
-// KiB for mr = 12), nc = 3072 on Zen 5 (1 MiB L2 per core); see
-// docs/gemm.md for what a larger L2 (Intel Sapphire Rapids, 2 MiB) measured.
+// KiB for mr = 12), nc = 3072 and four tiles per thread on Zen 5 (1 MiB L2
+// per core). On Intel Sapphire Rapids (2 MiB L2) the same kc / panels / nc
+// measured best within noise, but fewer tiles per thread re-pack less of B
+// (sgemm.cc's MakeGrid; docs/gemm.md, "Intel Sapphire Rapids").
 #include "blocking.h"
 
 #include <algorithm>
