@@ -319,6 +319,34 @@ def test_fused_epilogue_in_registers_matches_second_pass(tmp_path):
         np.testing.assert_allclose(regs[key], second[key], rtol=2e-7, atol=1e-6, err_msg=key)
 
 
+_BLOCKING_SCRIPT = """
+import sys, numpy as np, opforge as of
+rng = np.random.default_rng(7)
+for m, k, n, tb in [(300, 200, 333, False), (131, 150, 600, True), (520, 70, 1030, False), (90, 300, 70, True)]:
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (n, k) if tb else (k, n)).astype(np.float32)
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    got = of.ops.gen_linalg_ops.fused_mat_mul(a, b, bias, transpose_b=tb, activation="relu").numpy()
+    want = np.maximum(a.astype(np.float64) @ (b.T if tb else b).astype(np.float64) + bias, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=20 * np.finfo(np.float32).eps * k)
+    assert not np.array_equal(got, 0)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("blocking", ["16,1,64,1", "48,3,96,2", "256,16,3072,4", "256,16,3072,1"])
+def test_gemm_blocking_override(blocking):
+    # OPFORGE_GEMM_BLOCKING sets kc, panels of A, nc and tiles per thread
+    # (blocking.cc chooses them per CPU from its L2): depth blocks of 16 and
+    # 48 (A prepacked per block), B blocks narrower than a tile, and both
+    # CPUs' tile grids (Zen 5: four per thread; a 2 MiB L2: one or two) on
+    # whichever CPU runs the tests. No hand-off: the product must be ours.
+    env = dict(os.environ, OPFORGE_GEMM_BLOCKING=blocking, OPFORGE_GEMM_HANDOFF="0")
+    proc = subprocess.run([sys.executable, "-c", _BLOCKING_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
 def test_fused_relu_keeps_nan():
     # max(0, NaN) is NaN, as numpy's maximum: the in-register ReLU too.
     x = np.ones((20, 8), np.float32)
