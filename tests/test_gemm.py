@@ -141,6 +141,24 @@ def test_small_m_tile_heights(m, n, tb):
     close(got, np.maximum(oracle(a, b, False, tb) + bias, 0), 256, np.float32)
 
 
+@pytest.mark.parametrize("m,k,n", [(131, 17, 70), (200, 513, 64), (65, 300, 300), (131, 15, 2000),
+                                   (1030, 257, 1024), (520, 300, 2100), (2050, 40, 200)])
+@pytest.mark.parametrize("wide", [False, True])
+def test_packed_a_rows_and_tile_grids(m, k, n, wide):
+    # Row-major A packed by 16 x 16 in-register transposes (AVX-512): last
+    # panels of 11 and 8 rows (131, 200), depths with a 1, 15 or 3-float
+    # tail, rows further apart than k (`wide`: a column slice of a wider A),
+    # serial and threaded; the larger ones cut into one or two tiles per
+    # thread (by columns when B is large, 512 x 512-ish for 1030 x 1024).
+    rng = np.random.default_rng(m + k + n)
+    a = rng.uniform(-1, 1, (m, k + 37 if wide else k)).astype(np.float32)[:, :k]
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    close(gen.mat_mul(a, b).numpy(), oracle(a, b, False, False), k, np.float32)
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    got = gen.fused_mat_mul(a, b, bias, activation="relu").numpy()
+    close(got, np.maximum(oracle(a, b, False, False) + bias, 0), k, np.float32)
+
+
 @pytest.mark.parametrize("k", [1025, 3071, 4096, 4097])
 @pytest.mark.parametrize("n", [13, 771])
 def test_gemv_transposed_weight_long_rows(k, n):
@@ -164,6 +182,25 @@ def test_gemv_transposed_weight_alternating_direction_is_bitwise_stable(n):
     for r in runs[1:]:
         np.testing.assert_array_equal(r, runs[0])
     close(runs[0], oracle(x, w, False, True), 768, np.float32)
+
+
+@pytest.mark.parametrize("k,n", [(768, 3072), (768, 3001), (1024, 2500), (512, 2000), (700, 1100)])
+def test_gemv_row_major_weight_alternating_columns_is_bitwise_stable(k, n):
+    # W [K, N] at M = 1 on two threads splits the depth; a thread's share a
+    # little larger than its core's L2 (4.7 MB at 768 x 3072 against 2 MiB;
+    # 2 MB at 512 x 2000 against 1 MiB) is read in 512-column blocks,
+    # forwards and backwards on alternate calls: each output keeps one sum
+    # order (n = 3001: a partial vector in the last block; 1100: 3 blocks).
+    rng = np.random.default_rng(k * n)
+    w = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    x = rng.uniform(-1, 1, (1, k)).astype(np.float32)
+    runs = [gen.mat_mul(x, w).numpy() for _ in range(4)]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r, runs[0])
+    close(runs[0], oracle(x, w, False, False), k, np.float32)
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    got = gen.fused_mat_mul(x, w, bias, activation="relu").numpy()
+    close(got, np.maximum(oracle(x, w, False, False) + bias, 0), k, np.float32)
 
 
 def test_matmul_folded_batch_and_gradient():
@@ -280,6 +317,34 @@ def test_fused_epilogue_in_registers_matches_second_pass(tmp_path):
     regs, second = np.load(files[""]), np.load(files["pass"])
     for key in regs.files:
         np.testing.assert_allclose(regs[key], second[key], rtol=2e-7, atol=1e-6, err_msg=key)
+
+
+_BLOCKING_SCRIPT = """
+import sys, numpy as np, opforge as of
+rng = np.random.default_rng(7)
+for m, k, n, tb in [(300, 200, 333, False), (131, 150, 600, True), (520, 70, 1030, False), (90, 300, 70, True)]:
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (n, k) if tb else (k, n)).astype(np.float32)
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    got = of.ops.gen_linalg_ops.fused_mat_mul(a, b, bias, transpose_b=tb, activation="relu").numpy()
+    want = np.maximum(a.astype(np.float64) @ (b.T if tb else b).astype(np.float64) + bias, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=20 * np.finfo(np.float32).eps * k)
+    assert not np.array_equal(got, 0)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("blocking", ["16,1,64,1", "48,3,96,2", "256,16,3072,4", "256,16,3072,1"])
+def test_gemm_blocking_override(blocking):
+    # OPFORGE_GEMM_BLOCKING sets kc, panels of A, nc and tiles per thread
+    # (blocking.cc chooses them per CPU from its L2): depth blocks of 16 and
+    # 48 (A prepacked per block), B blocks narrower than a tile, and both
+    # CPUs' tile grids (Zen 5: four per thread; a 2 MiB L2: one or two) on
+    # whichever CPU runs the tests. No hand-off: the product must be ours.
+    env = dict(os.environ, OPFORGE_GEMM_BLOCKING=blocking, OPFORGE_GEMM_HANDOFF="0")
+    proc = subprocess.run([sys.executable, "-c", _BLOCKING_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
 def test_fused_relu_keeps_nan():

@@ -2,6 +2,7 @@
 // B vectors, one broadcast), so both 512-bit FMA pipes of Zen 4/5 and
 // Skylake-X stay busy. Compiled under a target pragma; the driver calls it
 // only when the CPU has AVX-512 (see sgemm.cc).
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -23,6 +24,9 @@ namespace avx512 {
 namespace {
 
 constexpr int MR = 12, NR = 32;
+// Depth steps before the end of a packed tile's loop at which C's tile is
+// fetched into L1 (about 200 cycles: an L2 hit, with room to spare).
+constexpr int64_t kPrefetchCDepth = 16;
 
 #include "pack_isa.inc"
 
@@ -110,24 +114,48 @@ inline __attribute__((always_inline)) void Body(int64_t kc, const float* a, int6
   __m512 acc0[M], acc1[M];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
-#pragma GCC unroll 2
-  for (int64_t p = 0; p < kc; ++p) {
-    const __m512 b0 = _mm512_loadu_ps(b);
-    const __m512 b1 = _mm512_loadu_ps(b + 16);
-    // B read in place (small M) is a strided stream: fetch both lines ahead.
-    if (!kPacked) {
-      _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ld), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ld + 16), _MM_HINT_T0);
-    }
+  // C's tile is read (beta != 0) or written only after the FMAs, too late
+  // for out-of-order execution to hide a miss: in a large product it comes
+  // from L3 (each kc block of depth re-reads all of C), and L3 is far on a
+  // mesh (Intel Sapphire Rapids). Fetch it into L2 now, into L1 near the end
+  // (its rows, ldc apart, often share one L1 set and would not stay there).
+  if (kPacked) {
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[i * a_rs]);
-      acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
-      acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + n - 1), _MM_HINT_T1);
     }
-    a += a_cs;
-    b += b_ld;
   }
+  const int64_t k_main = kPacked ? std::max<int64_t>(kc - kPrefetchCDepth, 0) : kc;
+  auto steps = [&](int64_t count) __attribute__((always_inline)) {
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < count; ++p) {
+      const __m512 b0 = _mm512_loadu_ps(b);
+      const __m512 b1 = _mm512_loadu_ps(b + 16);
+      // B read in place (small M) is a strided stream: fetch both lines ahead.
+      if (!kPacked) {
+        _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ld), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ld + 16), _MM_HINT_T0);
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < M; ++i) {
+        const __m512 ai = _mm512_set1_ps(a[i * a_rs]);
+        acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+        acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+      }
+      a += a_cs;
+      b += b_ld;
+    }
+  };
+  steps(k_main);
+  if (kPacked) {
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + n - 1), _MM_HINT_T0);
+    }
+  }
+  steps(kc - k_main);
   const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
   const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
   const __m512 va = _mm512_set1_ps(alpha);
@@ -180,10 +208,9 @@ void TileEpi(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float
 // and store (6% of a 784-1024-1024-10 training step on 2 threads); one
 // thread, CPU time, against numpy: M = 16, K = 768, N = 3072 1.14-1.28x ->
 // 1.33-1.48x, M = 64, K = 784, N = 512 1.13-1.23x -> 1.31-1.32x.
-inline void Transpose16(const float* src, int64_t cs, float* dst) {
-  __m512 r[16], u[16];
-#pragma GCC unroll 16
-  for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(src + j * cs);
+// out[p] lane j = r[j] lane p: a 16 x 16 transpose in registers.
+inline __attribute__((always_inline)) void Transpose16Regs(const __m512* r, __m512* out) {
+  __m512 u[16];
 #pragma GCC unroll 4
   for (int g = 0; g < 16; g += 4) {  // rows g..g+3: u[g + c] lane L holds depth 4L + c of those columns
     const __m512 t0 = _mm512_maskz_unpacklo_ps(__mmask16(0xFFFF), r[g], r[g + 1]), t1 = _mm512_maskz_unpackhi_ps(__mmask16(0xFFFF), r[g], r[g + 1]);
@@ -195,10 +222,39 @@ inline void Transpose16(const float* src, int64_t cs, float* dst) {
   for (int c = 0; c < 4; ++c) {
     const __m512 v = _mm512_maskz_shuffle_f32x4(__mmask16(0xFFFF), u[c], u[4 + c], 0x88), w = _mm512_maskz_shuffle_f32x4(__mmask16(0xFFFF), u[c], u[4 + c], 0xDD);
     const __m512 x = _mm512_maskz_shuffle_f32x4(__mmask16(0xFFFF), u[8 + c], u[12 + c], 0x88), y = _mm512_maskz_shuffle_f32x4(__mmask16(0xFFFF), u[8 + c], u[12 + c], 0xDD);
-    _mm512_storeu_ps(dst + (0 + c) * NR, _mm512_maskz_shuffle_f32x4(__mmask16(0xFFFF), v, x, 0x88));
-    _mm512_storeu_ps(dst + (4 + c) * NR, _mm512_maskz_shuffle_f32x4(__mmask16(0xFFFF), w, y, 0x88));
-    _mm512_storeu_ps(dst + (8 + c) * NR, _mm512_maskz_shuffle_f32x4(__mmask16(0xFFFF), v, x, 0xDD));
-    _mm512_storeu_ps(dst + (12 + c) * NR, _mm512_maskz_shuffle_f32x4(__mmask16(0xFFFF), w, y, 0xDD));
+    out[0 + c] = _mm512_maskz_shuffle_f32x4(__mmask16(0xFFFF), v, x, 0x88);
+    out[4 + c] = _mm512_maskz_shuffle_f32x4(__mmask16(0xFFFF), w, y, 0x88);
+    out[8 + c] = _mm512_maskz_shuffle_f32x4(__mmask16(0xFFFF), v, x, 0xDD);
+    out[12 + c] = _mm512_maskz_shuffle_f32x4(__mmask16(0xFFFF), w, y, 0xDD);
+  }
+}
+
+inline void Transpose16(const float* src, int64_t cs, float* dst) {
+  __m512 r[16], out[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(src + j * cs);
+  Transpose16Regs(r, out);
+#pragma GCC unroll 16
+  for (int p = 0; p < 16; ++p) _mm512_storeu_ps(dst + p * NR, out[p]);
+}
+
+// One A panel from a row-major A (cs == 1): 16 depths of its m <= 16 rows
+// transposed in registers, each depth stored as mr lanes. The scalar
+// PackA moved one float per load and store: 4 % of the samples of a
+// 2048^3 product on one thread (Sapphire Rapids), as much as packing B.
+void PackAPanel(const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, int mr, float* dst) {
+  const int64_t kv = cs == 1 && m <= 16 && mr <= 16 ? kc / 16 * 16 : 0;
+  const __mmask16 keep = __mmask16((1u << mr) - 1);
+  for (int64_t p = 0; p < kv; p += 16) {
+    __m512 r[16], out[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) r[i] = i < m ? _mm512_loadu_ps(src + i * rs + p) : _mm512_setzero_ps();
+    Transpose16Regs(r, out);
+#pragma GCC unroll 16
+    for (int q = 0; q < 16; ++q) _mm512_mask_storeu_ps(dst + (p + q) * mr, keep, out[q]);
+  }
+  for (int64_t p = kv; p < kc; ++p) {
+    for (int64_t i = 0; i < m; ++i) dst[p * mr + i] = src[i * rs + p * cs];
   }
 }
 
@@ -218,7 +274,7 @@ void PackBPanel(const float* src, int64_t rs, int64_t cs, int64_t n, int64_t kc,
 template <int... Ms>
 constexpr Kernels Make(std::integer_sequence<int, Ms...>) {
   return Kernels{"avx512", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackBPanel, &GemvN, &GemvT,
-                 {&TileEpi<Ms + 1, true>...}, {&TileEpi<Ms + 1, false>...}};
+                 {&TileEpi<Ms + 1, true>...}, {&TileEpi<Ms + 1, false>...}, &PackAPanel};
 }
 
 const Kernels kKernels = Make(std::make_integer_sequence<int, MR>());

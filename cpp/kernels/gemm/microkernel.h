@@ -59,6 +59,10 @@ struct Kernels {
   // has none (the driver then runs ApplyEpilogue over the stored tile).
   MicroEpiFn packed_epi[kMaxMR];
   MicroEpiFn strided_epi[kMaxMR];
+  // One mr-high A panel, as sgemm.cc's PackA lays it out (dst[p * mr + i] =
+  // src[i * rs + p * cs], rows past m left unspecified); null: PackA's
+  // portable loop.
+  void (*pack_a)(const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, int mr, float* dst) = nullptr;
 };
 
 // M = 1, B's rows contiguous, on `threads` threads split along the depth

@@ -25,20 +25,20 @@
 #include <vector>
 
 #include "blas_handoff.h"
+#include "blocking.h"
 #include "claims.h"
 #include "epilogue.h"
 #include "gemm.h"
 #include "microkernel.h"
 #include "small_split.h"
+#include "tile_grid.h"
 #include "opforge/parallel.h"
 
 namespace opforge {
 namespace gemm {
 namespace {
 
-constexpr int64_t kKC = 256;        // depth of a packed block (B micro-panel 32 KiB for nr = 32)
-constexpr int64_t kMCPanels = 16;   // A block: 16 * mr rows x kKC (192 KiB for mr = 12: in L2)
-constexpr int64_t kNC = 3072;       // B block: kNC x kKC (3 MiB: in L3)
+// The packed path's kc / MC / NC come from the CPU's caches (blocking.h).
 constexpr int64_t kSmallM = 64;     // up to this many rows, threads split along N only
 // Up to kSmallM rows, and up to kUnpackedRows when the depth is at most
 // kUnpackedDepth, A is read in place, not packed (one thread, CPU time:
@@ -140,6 +140,15 @@ void PackA(const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, int 
   }
   for (; p < kc; ++p) {
     for (int64_t i = 0; i < m; ++i) dst[p * mr + i] = src[i * rs + p * cs];
+  }
+}
+
+// PackA through the ISA's kernel where it has one for this layout (row-major A).
+void PackAFor(const Kernels& kr, const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, float* dst) {
+  if (kr.pack_a != nullptr && cs == 1 && rs != 1) {
+    kr.pack_a(src, rs, cs, m, kc, kr.mr, dst);
+  } else {
+    PackA(src, rs, cs, m, kc, kr.mr, dst);
   }
 }
 
@@ -273,7 +282,8 @@ void SmallM(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
 void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i0, int64_t i1,
             int64_t j0, int64_t j1, const float* apre) {
   const int mr = kr.mr, nr = kr.nr;
-  const int64_t MC = kMCPanels * mr;
+  const Blocking& bl = GetBlocking();
+  const int64_t kKC = bl.kc, kNC = bl.nc, MC = bl.mc_panels * mr;
   const int64_t nc_max = (std::min(kNC, j1 - j0) + nr - 1) / nr * nr;
   float* bpack = g.b_panels != nullptr ? nullptr : Scratch(0, nc_max * std::min(g.k, kKC));
   float* apack = apre != nullptr ? nullptr : Scratch(1, MC * std::min(g.k, kKC));
@@ -298,8 +308,8 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
           ablk = apre + pc * m_padded + ic * kc;
         } else {
           for (int64_t ir = 0; ir < mc; ir += mr) {
-            PackA(g.a + (ic + ir) * g.rs_a + pc * g.cs_a, g.rs_a, g.cs_a, std::min<int64_t>(mr, mc - ir),
-                  kc, mr, apack + ir * kc);
+            PackAFor(kr, g.a + (ic + ir) * g.rs_a + pc * g.cs_a, g.rs_a, g.cs_a, std::min<int64_t>(mr, mc - ir),
+                     kc, apack + ir * kc);
           }
         }
         for (int64_t q = 0; q < npanels; ++q) {
@@ -335,45 +345,6 @@ void Slab(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i
   } else {
     Packed(g, ep, kr, i0, i1, j0, j1, apre);
   }
-}
-
-// The tile grid of a threaded product: about kTilesPerThread tiles per
-// thread, cut from the longer side first, no tile thinner than two register
-// tiles of rows or kMinTileCols columns (narrower ones re-pack their share
-// of A and B too often).
-constexpr int64_t kTilesPerThread = 4;
-constexpr int64_t kMinTileCols = 64;
-struct Grid {
-  int64_t tm, tn;
-};
-Grid MakeGrid(int64_t m, int64_t n, const Kernels& kr, int64_t threads) {
-  const int64_t units_m = (m + kr.mr - 1) / kr.mr, units_n = (n + kr.nr - 1) / kr.nr;
-  Grid g{1, 1};
-  // Small M runs unpacked over the whole of A: cut along N only.
-  const bool rows_ok = m > kSmallM;
-  // Small M is bound by reading B: one share per thread, so each core reads
-  // the same columns of B on every call (from its L2 when they fit). With
-  // four tiles each, a worker that started a few microseconds late found the
-  // caller in its share: 0.87x numpy at M = 1, K = N = 768, W [N, K], against
-  // 0.97x, and 1.34x against 1.44x at M = 16, N = 3072.
-  const int64_t per_thread = rows_ok ? kTilesPerThread : 1;
-  while (g.tm * g.tn < per_thread * threads) {
-    const int64_t h = m / g.tm, w = n / g.tn;
-    const bool can_m = rows_ok && units_m >= 4 * g.tm, can_n = units_n >= 2 * g.tn && w >= 2 * kMinTileCols;
-    if (can_m && (h >= w || !can_n)) {
-      g.tm *= 2;
-    } else if (can_n) {
-      g.tn *= 2;
-    } else {
-      break;
-    }
-  }
-  // At least one tile per thread when the shape allows it at all.
-  if (g.tm * g.tn < threads) {
-    if (rows_ok && units_m >= threads) g.tm = std::max(g.tm, threads);
-    else g.tn = std::min(units_n, std::max(g.tn, threads));
-  }
-  return g;
 }
 
 // A product of a few microseconds over two threads (small_split.h): two to
@@ -459,7 +430,7 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
   // (numpy's OpenBLAS workers spin about 0.1 s after each call; other
   // processes) takes fewer tiles instead of holding up the join, and the
   // caller runs a worker's share itself when the worker is late to start.
-  const Grid grid = MakeGrid(g.m, g.n, kr, threads);
+  const Grid grid = MakeGrid(g.m, g.n, g.k, kr, threads, kSmallM);
   // Each column of tiles would pack its rows of A again (M = 128, N = 768:
   // eight tiles of 128 x 96, eight copies of A; n = 256..1024: two to four):
   // the threads pack A once, together, first (kc-deep blocks of mr-high
@@ -470,13 +441,14 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
   const int64_t m_padded = (g.m + kr.mr - 1) / kr.mr * kr.mr, panels = m_padded / kr.mr;
   float* const apre = prepack ? Scratch(2, m_padded * g.k) : nullptr;
   const int64_t groups = (panels + kPrepackPanels - 1) / kPrepackPanels;
+  const int64_t kKC = GetBlocking().kc;
   const int64_t pack_units = prepack ? (g.k + kKC - 1) / kKC * groups : 0;
   auto pack_unit = [&](int64_t u) {  // one kc-deep block of up to kPrepackPanels panels
     const int64_t pc = u / groups * kKC, kc = std::min(kKC, g.k - pc);
     for (int64_t p = u % groups * kPrepackPanels; p < std::min(panels, (u % groups + 1) * kPrepackPanels); ++p) {
       const int64_t i = p * kr.mr;
-      PackA(g.a + i * g.rs_a + pc * g.cs_a, g.rs_a, g.cs_a, std::min<int64_t>(kr.mr, g.m - i), kc, kr.mr,
-            apre + pc * m_padded + i * kc);
+      PackAFor(kr, g.a + i * g.rs_a + pc * g.cs_a, g.rs_a, g.cs_a, std::min<int64_t>(kr.mr, g.m - i), kc,
+               apre + pc * m_padded + i * kc);
     }
   };
   SharedPhase pack_a(pack_units);
