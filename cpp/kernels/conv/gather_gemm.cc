@@ -132,20 +132,27 @@ void GatherGemm(const Geometry& g, const float* x, const float* panels, const fl
   const PhaseShape ps(g);
   // kSlack floats past the last plane: a piece copy (CopyPieces) reads a
   // whole panel row from its start, past the plane's end for the last taps.
+  // Kept per calling thread between calls, as Winograd's buffers: a fresh
+  // 0.2-0.9 MB buffer per call faulted its pages in again (clear_page in a
+  // profile of SqueezeNet b1).
   const int64_t plane_floats = g.c * g.sh * g.sw * ps.plane();
-  ScratchBuffer<float> planes(plane_floats + kSlack);
-  std::fill(planes.data() + plane_floats, planes.data() + plane_floats + kSlack, 0.0f);
+  static thread_local std::vector<float> plane_buf;
+  if (plane_buf.size() < static_cast<size_t>(plane_floats + kSlack)) {
+    plane_buf.resize(static_cast<size_t>(plane_floats + kSlack));
+  }
+  float* const planes_data = plane_buf.data();
+  std::fill(planes_data + plane_floats, planes_data + plane_floats + kSlack, 0.0f);
   if (threads) {
-    ParallelFor(g.c, g.sh * g.sw * ps.plane(), [&](int64_t c0, int64_t c1) { BuildPhases(g, ps, x, c0, c1, planes.data()); });
+    ParallelFor(g.c, g.sh * g.sw * ps.plane(), [&](int64_t c0, int64_t c1) { BuildPhases(g, ps, x, c0, c1, planes_data); });
   } else {
-    BuildPhases(g, ps, x, 0, g.c, planes.data());
+    BuildPhases(g, ps, x, 0, g.c, planes_data);
   }
   std::vector<const float*> base(static_cast<size_t>(K));  // each tap's (row of the column matrix) plane origin
   for (int64_t c = 0, p = 0; c < g.c; ++c) {
     for (int64_t a = 0; a < g.kh; ++a) {
       for (int64_t b = 0; b < g.kw; ++b, ++p) {
         const int64_t rp = a * g.dh % g.sh, cp = b * g.dw % g.sw;
-        base[p] = planes.data() + ((c * g.sh + rp) * g.sw + cp) * ps.plane() + a * g.dh / g.sh * ps.wq + b * g.dw / g.sw;
+        base[p] = planes_data + ((c * g.sh + rp) * g.sw + cp) * ps.plane() + a * g.dh / g.sh * ps.wq + b * g.dw / g.sw;
       }
     }
   }
