@@ -26,6 +26,8 @@ CASES = [
     (2, 5, 20, 13, 3, 3, 2, 2),    # phase planes of stride 3 with dilation, rows shorter than a panel
     (3, 96, 54, 16, 1, 1, 0, 1),   # pointwise, few outputs, input over 2 MiB: B packed row by row, a partial panel
     (2, 300, 33, 20, 1, 1, 0, 1),  # the same over two 256-deep blocks
+    (1, 16, 7, 64, 3, 1, 1, 1),    # phase planes, 7-pixel output rows: 5-6 runs copied into each 32-wide panel
+    (2, 16, 13, 70, 3, 1, 1, 1),   # 13-pixel rows, a ragged last panel (169 pixels), rows past a register tile
 ]
 
 

@@ -80,6 +80,30 @@ def test_winograd_can_be_turned_off():
     close(outs[1], outs[0].astype(np.float64), rel=1e-5)
 
 
+@pytest.mark.parametrize("tuning", ["amd", "intel"])
+def test_winograd_blocks_of_either_cpu_match_numpy(tuning):
+    # The tile blocks differ by CPU (conv_tuning.h: 32 tiles on Intel, 64 KiB slices elsewhere); both tilings,
+    # over two images of 20x28 tiles (the images meet inside a block) with a packed filter and without.
+    code = ("import numpy as np, sys; from opforge import ops as P; r = np.random.default_rng(3); "
+            "x = r.standard_normal((2, 40, 80, 110)).astype(np.float32); "
+            "f = (r.standard_normal((48, 40, 3, 3)) / 19).astype(np.float32); b = r.standard_normal(48).astype(np.float32); "
+            "a = dict(pads=[1, 0, 1, 2], activation='relu'); "
+            "y1 = P.fused_conv2d(x, f, b, **a).numpy(); "
+            "y2 = P.conv2d_packed(x, P.pack_conv2d_filter(f), b, filter_shape=list(f.shape), **a).numpy(); "
+            "sys.stdout.buffer.write(np.stack([y1, y2]).tobytes())")
+    env = dict(os.environ, OPFORGE_CONV_TUNING=tuning)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=300, check=True).stdout
+    r = np.random.default_rng(3)
+    x = r.standard_normal((2, 40, 80, 110)).astype(np.float32)
+    f = (r.standard_normal((48, 40, 3, 3)) / 19).astype(np.float32)
+    b = r.standard_normal(48).astype(np.float32)
+    want = ACTS["relu"](ref.conv2d(x.astype(np.float64), f.astype(np.float64), pads=[1, 0, 1, 2])
+                        + b.reshape(1, -1, 1, 1))
+    got = np.frombuffer(out, np.float32).reshape((2,) + want.shape)
+    close(got[0], want)
+    close(got[1], want)
+
+
 @pytest.mark.skipif(os.environ.get("OPFORGE_SIMD") is not None, reason="already a rerun, or the dispatch is capped")
 @pytest.mark.parametrize("isa", ["baseline", "avx2"])
 def test_every_instruction_set(isa):

@@ -95,6 +95,27 @@ struct Piece {
   int col, len;
 };
 
+// Floats a piece copy may run past its row of B or its plane (one panel row).
+constexpr int64_t kSlack = 32;
+
+// Rows [0, kc) of a pixel panel of NR columns whose n pixels span np runs of
+// output rows: each run copied as a whole panel row of NR floats (a
+// fixed-size, inlined copy) from its start, in order, so a later run and the
+// next depth row overwrite what an earlier one copied past its length (the
+// last row's overrun lands in the buffer's slack; columns past n are zeroed).
+// A libc memcpy per run (2-3 per row where the output rows are 28, 54 or 109
+// pixels wide) cost as much as the FMAs at K = 144: SqueezeNet's 16 -> 64
+// expand 3x3 at 54x54 one thread 0.86-1.03 ms against onnxruntime's 0.40.
+template <int NR>
+void CopyPieces(float* bq, const float* const* bb, int64_t kc, const Piece* pq, int np, int n) {
+  for (int64_t p = 0; p < kc; ++p) {
+    float* d = bq + p * NR;
+    const float* s = bb[p];
+    for (int u = 0; u < np; ++u) std::memcpy(d + pq[u].col, s + pq[u].src, NR * sizeof(float));
+    if (n < NR) std::fill(d + n, d + NR, 0.0f);
+  }
+}
+
 }  // namespace
 
 bool GatherGemmApplies(const Geometry& g) {
@@ -109,18 +130,29 @@ void GatherGemm(const Geometry& g, const float* x, const float* panels, const fl
   const int64_t K = g.k(), P = g.p(), npanels = (P + nr - 1) / nr;
   const bool threads = parallel && g.o * P * K >= kMinParallelFma && NumIntraOpThreads() > 1;
   const PhaseShape ps(g);
-  ScratchBuffer<float> planes(g.c * g.sh * g.sw * ps.plane());
+  // kSlack floats past the last plane: a piece copy (CopyPieces) reads a
+  // whole panel row from its start, past the plane's end for the last taps.
+  // Kept per calling thread between calls, as Winograd's buffers: a fresh
+  // 0.2-0.9 MB buffer per call faulted its pages in again (clear_page in a
+  // profile of SqueezeNet b1).
+  const int64_t plane_floats = g.c * g.sh * g.sw * ps.plane();
+  static thread_local std::vector<float> plane_buf;
+  if (plane_buf.size() < static_cast<size_t>(plane_floats + kSlack)) {
+    plane_buf.resize(static_cast<size_t>(plane_floats + kSlack));
+  }
+  float* const planes_data = plane_buf.data();
+  std::fill(planes_data + plane_floats, planes_data + plane_floats + kSlack, 0.0f);
   if (threads) {
-    ParallelFor(g.c, g.sh * g.sw * ps.plane(), [&](int64_t c0, int64_t c1) { BuildPhases(g, ps, x, c0, c1, planes.data()); });
+    ParallelFor(g.c, g.sh * g.sw * ps.plane(), [&](int64_t c0, int64_t c1) { BuildPhases(g, ps, x, c0, c1, planes_data); });
   } else {
-    BuildPhases(g, ps, x, 0, g.c, planes.data());
+    BuildPhases(g, ps, x, 0, g.c, planes_data);
   }
   std::vector<const float*> base(static_cast<size_t>(K));  // each tap's (row of the column matrix) plane origin
   for (int64_t c = 0, p = 0; c < g.c; ++c) {
     for (int64_t a = 0; a < g.kh; ++a) {
       for (int64_t b = 0; b < g.kw; ++b, ++p) {
         const int64_t rp = a * g.dh % g.sh, cp = b * g.dw % g.sw;
-        base[p] = planes.data() + ((c * g.sh + rp) * g.sw + cp) * ps.plane() + a * g.dh / g.sh * ps.wq + b * g.dw / g.sw;
+        base[p] = planes_data + ((c * g.sh + rp) * g.sw + cp) * ps.plane() + a * g.dh / g.sh * ps.wq + b * g.dw / g.sw;
       }
     }
   }
@@ -138,7 +170,7 @@ void GatherGemm(const Geometry& g, const float* x, const float* panels, const fl
   const int64_t group = std::max<int64_t>(1, std::min<int64_t>(kMaxGroup, kGroupFloats / (kc_max * nr)));
   auto run = [&](int64_t q0, int64_t q1) {
     static thread_local std::vector<float> buf;
-    const size_t need = static_cast<size_t>(group * kc_max * nr + 16);
+    const size_t need = static_cast<size_t>(group * kc_max * nr + 16 + kSlack);  // + a piece's overrun
     if (buf.size() < need) buf.resize(need);
     float* bp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
     std::vector<Piece> pieces(static_cast<size_t>(group * (nr + 1)));
@@ -171,6 +203,10 @@ void GatherGemm(const Geometry& g, const float* x, const float* panels, const fl
           float* bq = bp + (q - qg) * kc * nr;
           if (np == 1 && n == nr && nr == 32) {  // a whole panel inside one output row: fixed-size copies
             for (int64_t p = 0; p < kc; ++p) std::memcpy(bq + p * 32, bb[p] + pq[0].src, 32 * sizeof(float));
+          } else if (nr == 32) {
+            CopyPieces<32>(bq, bb, kc, pq, np, n);
+          } else if (nr == 16) {
+            CopyPieces<16>(bq, bb, kc, pq, np, n);
           } else {
             for (int64_t p = 0; p < kc; ++p) {
               float* d = bq + p * nr;

@@ -102,6 +102,15 @@ void AddTile(float* c, int64_t ldc, const float* r, int64_t ldr, int64_t rows, i
   }
 }
 
+// The next pixel panel of a B read in place (kc rows, ldb apart): each row
+// is a separate stream (one per input channel), more than the hardware
+// prefetchers follow, so every row's first load missed to L2 or L3.
+inline void PrefetchPanel(const float* b, int64_t ldb, int64_t kc, int nr) {
+  for (int64_t p = 0; p < kc; ++p) {
+    for (int f = 0; f < nr; f += 16) __builtin_prefetch(b + p * ldb + f);
+  }
+}
+
 // Rows [i0, i1) (i0 a multiple of mr) by columns [j0, j1) of C.
 void Tile(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t k, const float* b, int64_t ldb,
           float* c, int64_t ldc, const float* bias, Act act, const float* res, int64_t ldr, int64_t i0, int64_t i1,
@@ -159,6 +168,7 @@ void Tile(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t k, co
         for (int64_t qg = 0; qg < npanels; qg += group)
         for (int64_t ir = ic; ir < ic + mc; ir += mr)
         for (int64_t q = qg; q < std::min(npanels, qg + group); ++q) {
+          if (in_place && ir == ic && q + 1 < npanels) PrefetchPanel(b + pc * ldb + jc + (q + 1) * nr, ldb, kc, nr);
           const int64_t jr = jc + q * nr;
           const int n = static_cast<int>(std::min<int64_t>(nr, jc + nc - jr));
           const bool direct = in_place && n == nr;

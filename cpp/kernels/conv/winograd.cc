@@ -13,6 +13,7 @@
 
 #include "opforge/parallel.h"
 
+#include "conv_tuning.h"
 #include "packed_gemm.h"
 #include "../common/claimed_for.h"
 
@@ -186,10 +187,8 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
   p.u_columns = u_pre != nullptr && u_columns;
   if (p.u_columns && g.n * p.tiles < kMinTiles) return FewTiles(p, g.n * p.tiles, x, u_pre, bias, act, y);
   // Blocks of tb tiles, numbered across the batch (small images fill a block
-  // from several): each of the 36 GEMMs re-packs U[xi], so blocks are as
-  // wide as keeps a slice V[xi] ([C][tb]) or M[xi] ([O][tb]) at 64 KiB (all 36
-  // of them, kept per thread, 2.3 MiB).
-  const int64_t most = std::max<int64_t>(32, std::min<int64_t>(256, 16384 / std::max(g.c, g.o) / 32 * 32));
+  // from several), at most WinogradMostTiles (conv_tuning.h: by CPU).
+  const int64_t most = WinogradMostTiles(g.c, g.o);
   const int64_t total = g.n * p.tiles;
   // Blocks of whole 32-tile groups, as many as a multiple of the threads and
   // of even size (to a group), so every thread gets the same number of tiles:
