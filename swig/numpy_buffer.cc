@@ -1,20 +1,15 @@
 #include "numpy_buffer.h"
 
-#include <atomic>
-
 namespace opforge {
 namespace py {
 namespace {
 
+// Guarded by the GIL: a buffer is made from a numpy array (under the GIL)
+// and nearly always freed under it; one freed on a thread without it goes
+// back to the heap. No atomics: a locked instruction costs tens of cycles.
 constexpr int kBufferFreeListMax = 256;
 void* buffer_free_list[kBufferFreeListMax];
 int buffer_free_count = 0;
-std::atomic_flag buffer_free_lock = ATOMIC_FLAG_INIT;
-
-struct SpinLock {
-  SpinLock() { while (buffer_free_lock.test_and_set(std::memory_order_acquire)) {} }
-  ~SpinLock() { buffer_free_lock.clear(std::memory_order_release); }
-};
 
 }  // namespace
 
@@ -29,20 +24,14 @@ NumpyBuffer::~NumpyBuffer() {
 }
 
 void* NumpyBuffer::operator new(size_t size) {
-  {
-    SpinLock lock;
-    if (buffer_free_count > 0) return buffer_free_list[--buffer_free_count];
-  }
+  if (buffer_free_count > 0) return buffer_free_list[--buffer_free_count];
   return ::operator new(size);
 }
 
 void NumpyBuffer::operator delete(void* p) {
-  {
-    SpinLock lock;
-    if (buffer_free_count < kBufferFreeListMax) {
-      buffer_free_list[buffer_free_count++] = p;
-      return;
-    }
+  if (PyGILState_Check() && buffer_free_count < kBufferFreeListMax) {
+    buffer_free_list[buffer_free_count++] = p;
+    return;
   }
   ::operator delete(p);
 }

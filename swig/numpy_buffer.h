@@ -19,7 +19,7 @@ class NumpyBuffer final : public TensorBuffer {
   bool writable() const override { return writable_; }
 
   // Borrowing happens on every op call: recycle the small objects through a
-  // spin-locked free list instead of malloc/free.
+  // free list (guarded by the GIL) instead of malloc/free. Made under the GIL.
   static void* operator new(size_t size);
   static void operator delete(void* p);
 

@@ -146,8 +146,7 @@ bool TensorFromArray(PyObject* obj, const char* op, const std::string& arg, Tens
   }
   TensorBuffer* buf = new NumpyBuffer(source);
   Py_DECREF(source);  // the buffer holds its own reference
-  *out = Tensor(dtype, shape, buf);
-  buf->Unref();
+  *out = Tensor::Adopt(dtype, shape, buf);
   return true;
 }
 

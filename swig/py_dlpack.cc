@@ -230,8 +230,7 @@ bool TensorFromDLPackCapsule(PyObject* capsule, Tensor* out) {
   if (PyCapsule_SetName(capsule, versioned ? "used_dltensor_versioned" : "used_dltensor") != 0) return false;
   if (compact) {
     auto* buf = new DLPackBuffer(base, static_cast<size_t>(n * esize), managed, versioned, writable);
-    *out = Tensor(dtype, shape, buf);
-    buf->Unref();  // the tensor holds it
+    *out = Tensor::Adopt(dtype, shape, buf);
     return true;
   }
   // Strided: one copy, row-major, then the producer's memory goes back.

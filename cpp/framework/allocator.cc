@@ -186,8 +186,7 @@ Status Tensor::Allocate(DType dtype, const TensorShape& shape, Tensor* out) {
     return errors::ResourceExhausted("failed to allocate ", bytes, " bytes for a ", DTypeName(dtype),
                                      " tensor of shape ", shape.DebugString());
   }
-  *out = Tensor(dtype, shape, buf);
-  buf->Unref();  // `out` holds the only reference
+  *out = Tensor::Adopt(dtype, shape, buf);
   return Status::OK();
 }
 

@@ -58,9 +58,7 @@ Status Unshare(Tensor* t) {
 Tensor ReadOnly(const Tensor& t) {
   if (t.buffer() == nullptr || !t.buffer()->writable()) return t;
   auto* b = new ReadOnlyBuffer(t.buffer());
-  Tensor out(t.dtype(), t.shape(), b);
-  b->Unref();  // the tensor holds the only reference
-  return out;
+  return Tensor::Adopt(t.dtype(), t.shape(), b);
 }
 
 std::string GraphNode::Label() const {

@@ -78,6 +78,13 @@ Tensor::Tensor(DType dtype, const TensorShape& shape, TensorBuffer* buffer)
     : dtype_(dtype), shape_(shape), buffer_(buffer) {
   if (buffer_) buffer_->Ref();
 }
+Tensor Tensor::Adopt(DType dtype, const TensorShape& shape, TensorBuffer* buffer) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.buffer_ = buffer;
+  return t;
+}
 Tensor::Tensor(const Tensor& o) : dtype_(o.dtype_), shape_(o.shape_), buffer_(o.buffer_) {
   if (buffer_) buffer_->Ref();
 }

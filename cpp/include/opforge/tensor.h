@@ -70,8 +70,13 @@ class TensorBuffer {
   virtual bool writable() const { return true; }
 
   void Ref() const { refs_.fetch_add(1, std::memory_order_relaxed); }
+  // The sole owner skips the atomic decrement (a locked instruction costs
+  // tens of cycles, several per small op call): with one reference no other
+  // thread can hold or take one.
   void Unref() const {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    if (refs_.load(std::memory_order_acquire) == 1 || refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      delete this;
+    }
   }
   bool RefCountIsOne() const { return refs_.load(std::memory_order_acquire) == 1; }
 
@@ -89,6 +94,8 @@ class Tensor {
   Tensor() = default;
   // Shares `buffer` (adds a reference). buffer->size() must cover the shape.
   Tensor(DType dtype, const TensorShape& shape, TensorBuffer* buffer);
+  // Takes over the caller's reference to a new `buffer` (no Ref/Unref pair).
+  static Tensor Adopt(DType dtype, const TensorShape& shape, TensorBuffer* buffer);
   Tensor(const Tensor& o);
   Tensor(Tensor&& o) noexcept;
   Tensor& operator=(const Tensor& o);
