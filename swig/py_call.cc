@@ -215,8 +215,16 @@ OpBinding::OpBinding(const char* op_name) : name_(op_name), op_(OpRegistry::Glob
 
 OpBinding::OpBinding(const OpDef* op) : name_(op->name), op_(op) { Layout(); }
 
+OpBinding::OpBinding(const char* op_name, const char* py_name, std::initializer_list<const char*> py_params)
+    : name_(op_name), py_name_(py_name), py_params_(py_params.begin(), py_params.end()),
+      op_(OpRegistry::Global()->Find(op_name)) {
+  Layout();
+}
+
 void OpBinding::Layout() {
+  if (py_name_.empty()) py_name_ = name_;
   if (!op_) return;
+  if (py_params_.size() != op_->params.size()) py_params_ = op_->params;  // not generated from this registry
   plain_ = true;
   for (const ArgDef& a : op_->inputs) plain_ = plain_ && !a.is_list();
   for (const ArgDef& a : op_->inputs) {
@@ -237,11 +245,9 @@ void OpBinding::set_memo(EagerMemo* m) const {
   memo_ = m;
 }
 
-PyObject* OpBinding::CallFast(PyObject* const* args, Py_ssize_t nargs) const {
-  if (op_ && static_cast<size_t>(nargs) != op_->params.size()) {
-    PyErr_Format(PyExc_TypeError, "%s() takes exactly %zu argument%s (%zd given)", name_.c_str(),
-                 op_->params.size(), op_->params.size() == 1 ? "" : "s", nargs);
-    return nullptr;
+PyObject* OpBinding::CallFast(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) const {
+  if (op_ && (kwnames != nullptr || static_cast<size_t>(nargs) != op_->params.size())) {
+    return CallWithKeywords(args, nargs, kwnames);
   }
   return Call(args);
 }

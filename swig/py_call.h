@@ -9,6 +9,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,9 @@ class OpBinding {
   // Resolved once per entry point; an unregistered op fails at call time.
   explicit OpBinding(const char* op_name);
   explicit OpBinding(const OpDef* op);
+  // A generated entry point's: the Python function's name and parameter
+  // names (keywords get a trailing '_'), for keyword calls and TypeErrors.
+  OpBinding(const char* op_name, const char* py_name, std::initializer_list<const char*> py_params);
 
   // args: the op's parameters in OpDef::params order (inputs, and user
   // attrs with None for "not given"), as the generated wrappers pass them.
@@ -47,13 +51,19 @@ class OpBinding {
   EagerMemo* memo() const { return memo_; }
   void set_memo(EagerMemo* m) const;  // drops the binding's reference to the old one
 
-  // A generated entry point (METH_FASTCALL): checks the argument count,
-  // then Call.
-  PyObject* CallFast(PyObject* const* args, Py_ssize_t nargs) const;
+  // A generated entry point (METH_FASTCALL | METH_KEYWORDS): every
+  // parameter given by position goes straight to Call; otherwise
+  // CallWithKeywords applies Python's rules first.
+  PyObject* CallFast(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) const;
 
  private:
   void Layout();
+  // py_call_args.cc: keywords and defaults into params order, then Call.
+  PyObject* CallWithKeywords(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) const;
   std::string name_;
+  std::string py_name_;                 // for TypeErrors: the Python function's name
+  std::vector<std::string> py_params_;  // per param: its Python name
+  mutable std::vector<PyObject*> defaults_;  // per param: its default (new reference) or null; made on first need
   const OpDef* op_;
   std::vector<int> input_pos_;                 // per op input: its position in params
   std::vector<std::pair<int, int>> attr_pos_;  // (index in op.attrs, position in params)
@@ -73,6 +83,10 @@ std::string CallerLocation();
 PyObject* Infer(const char* op_type, PyObject* inputs, PyObject* attrs);
 
 // Module functions (pywrap_internal.i).
+// public_entry(entry, name, module, doc): the function gen_<group>_ops.py
+// exports, `entry` under the op's Python name; doc starts with its text
+// signature, "name(params)\n--\n\n" (py_entry_points.cc).
+PyObject* PublicEntry(PyObject* entry, const char* name, const char* module, const char* doc);
 // execute(op_name, args): the generic entry point (args in params order).
 PyObject* ExecuteOp(const char* op_name, PyObject* args);
 // Modes of this thread: "async", "eager" (a sync block inside async), "hook" (target: the function).

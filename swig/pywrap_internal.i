@@ -65,6 +65,9 @@ PyObject* Stamp();
 %rename(hooks_init) opforge::py::HooksInit;
 %rename(op_call_run) opforge::py::OpCallRun;
 %rename(op_signature) opforge::py::OpSignature;
+%feature("docstring") opforge::py::PublicEntry
+  "public_entry(entry, name, module, doc) -> the op's public function (py_entry_points.cc)";
+%rename(public_entry) opforge::py::PublicEntry;
 %rename(caller_location) opforge::py::PyCallerLocation;
 %feature("docstring") opforge::py::BindCall
   "bind(op_type, inputs, attrs) -> (inputs, output_dtypes, output_shapes, completed_attrs)";
@@ -81,6 +84,7 @@ PyObject* ModePop(const char* mode, PyObject* target);
 PyObject* HooksInit(PyObject* op_call_type, PyObject* package_dirs);
 PyObject* OpCallRun(PyObject* call, PyObject* eager);
 PyObject* OpSignature(const char* op_name);
+PyObject* PublicEntry(PyObject* entry, const char* name, const char* module, const char* doc);
 PyObject* PyCallerLocation();
 PyObject* BindCall(const char* op_type, PyObject* inputs, PyObject* attrs);
 PyObject* Infer(const char* op_type, PyObject* inputs, PyObject* attrs);

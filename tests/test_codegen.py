@@ -279,6 +279,22 @@ def test_cli_reports_errors(data, tmp_path, capsys):
 
 # --- keywords ----------------------------------------------------------------------
 
+def test_default_that_is_not_a_literal_keeps_a_def_wrapper(data):
+    # inspect reads only literal defaults off a builtin's text signature: a
+    # NaN default (float("nan")) keeps the def wrapper over the entry point.
+    op = _keyword_op()
+    op["attrs"][2] = {"name": "default", "type": "float", "has_default": True, "default": float("nan"),
+                      "allowed": [], "minimum": None, "inferred": False, "doc": ""}
+    data["ops"].append(op)
+    registry = validate.check(Registry.parse(data))
+    py = emit.render(registry).files["python/gen_math_ops.py"]
+    assert 'def lambda_(in_, from_, default=float("nan")):' in py
+    assert "return _Lambda(in_, from_, default)" in py
+    assert "_pw.public_entry(_pw.Lambda" not in py
+    assert "add = _pw.public_entry(_pw.Add" in py  # the other ops of the group are unaffected
+    compile(py, "gen_math_ops.py", "exec")
+
+
 def test_keyword_names_get_trailing_underscore(data):
     data["ops"].append(_keyword_op())
     registry = validate.check(Registry.parse(data))
@@ -287,15 +303,16 @@ def test_keyword_names_get_trailing_underscore(data):
     assert op.signature == "in_, from_, default=(1.5,)"
     files = emit.render(registry).files
     py = files["python/gen_math_ops.py"]
-    assert "def lambda_(in_, from_, default=(1.5,)):" in py
-    assert "return _Lambda(in_, from_, default)" in py
+    # The exported function is the entry point itself, its text signature in the docstring.
+    assert 'lambda_ = _pw.public_entry(_pw.Lambda, "lambda_", __name__, """lambda_(in_, from_, default=(1.5,))\n--\n\n' in py
     assert '"lambda_",' in py
     compile(py, "gen_math_ops.py", "exec")
     swig_text = files["swig/gen_math_ops.i"]
     # The C++ entry point takes the parameters as an array (METH_FASTCALL):
-    # no C++ names for them, so keywords need no escaping there.
-    assert "PyObject* Lambda(PyObject*, PyObject* const* args, Py_ssize_t nargs) {" in swig_text
-    assert 'static const opforge::py::OpBinding op("Lambda");' in swig_text
+    # no C++ names for them; the binding gets the Python names, for keyword calls.
+    assert "PyObject* Lambda(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {" in swig_text
+    assert 'static const opforge::py::OpBinding op("Lambda", "lambda_", {"in_", "from_", "default"});' in swig_text
+    assert "METH_FASTCALL | METH_KEYWORDS" in swig_text
     assert "// Lambda(in, from, default), declared at" in swig_text
     stub = files["python/gen_math_ops.pyi"]
     assert ("def lambda_(in_: TensorLike, from_: int, default: Sequence[float] = (1.5,))"
@@ -373,12 +390,28 @@ def test_headers_name_template_and_fingerprint(data):
     assert listed == sorted(files)  # what CMake reads is exactly what codegen writes
 
 
+def _fake_public_entry(entry, name, module, doc):
+    """What _pywrap_internal.public_entry makes, in Python: `entry` under
+    `name`, its signature read off the doc's text signature (as inspect reads
+    a builtin's), every parameter passed on positionally, defaults filled."""
+    sig, marker, body = doc.partition("\n--\n\n")
+    assert marker and sig.startswith(name + "(") and sig.endswith(")"), doc[:80]
+    params = sig[len(name) + 1:-1]
+    names = [a.arg for a in ast.parse(f"def f({params}): pass").body[0].args.args]
+    ns = {"entry": entry}
+    exec(f"def {name}({params}):\n    return entry({', '.join(names)})", ns)
+    fn = ns[name]
+    fn.__doc__, fn.__module__ = body, module
+    return fn
+
+
 def _fake_opforge(monkeypatch, hooks: list) -> types.SimpleNamespace:
     """Installs stand-ins for opforge, its extension and its hooks module."""
     calls = types.SimpleNamespace(fingerprints=[], dispatched=[])
     pw = types.ModuleType("opforge._pywrap_internal")
     pw.check_fingerprint = lambda group, fp: calls.fingerprints.append((group, fp))
     pw.__getattr__ = lambda name: (lambda *args: (name, args))
+    pw.public_entry = _fake_public_entry
     hooks_mod = types.ModuleType("opforge._hooks")
     hooks_mod.hooks = hooks
 
@@ -506,15 +539,16 @@ def test_swig_entry_points(data):
             m = re.search(rf"^// {op.name}\((.*)\), declared at ", text, re.M)
             assert m, op.name
             assert (m.group(1).split(", ") if m.group(1) else []) == [p.name for p in op.params]
-            assert f"PyObject* {op.name}(PyObject*, PyObject* const* args, Py_ssize_t nargs) {{" in text
-            assert f"(opforge::gen::{op.name})), METH_FASTCALL," in text
+            assert (f"PyObject* {op.name}(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {{"
+                    in text)
+            assert f"(opforge::gen::{op.name})), METH_FASTCALL | METH_KEYWORDS," in text
         assert f"PyModule_AddFunctions(m, opforge_gen_{group.name}_methods) < 0" in text
     swig_text = files["swig/gen_array_ops.i"]
     assert ('   "Fill(shape, value=0.0, dtype=\\"float32\\") -> Tensor\\n\\nReturns a tensor of the given shape '
             'filled with value."},') in swig_text
     assert "// Fill(shape, value, dtype), declared at" in swig_text  # an attr first
-    assert 'static const opforge::py::OpBinding op("Where");' in swig_text
-    assert "  return op.CallFast(args, nargs);\n" in swig_text
+    assert 'static const opforge::py::OpBinding op("Where", "where", {"condition", "x", "y"});' in swig_text
+    assert "  return op.CallFast(args, nargs, kwnames);\n" in swig_text
 
 
 def test_writer_refuses_a_path_twice_and_odd_paths():
@@ -640,13 +674,14 @@ def test_check_passes_on_fresh_render_and_rerun_changes_nothing(tmp_path, capsys
 def test_check_fails_with_diff_after_edit(tmp_path, capsys):
     assert _gen(tmp_path) == 0
     path = tmp_path / "gen" / "python" / "gen_math_ops.py"
-    path.write_text(path.read_text().replace("return _Add(x, y)", "return _Add(y, x)"))
+    path.write_text(path.read_text().replace('"add", __name__, """add(x, y)', '"add", __name__, """add(y, x)'))
     capsys.readouterr()
     assert _gen(tmp_path, "--check") == 1
     out = capsys.readouterr()
     assert "generated/ is stale: run `python -m codegen`" in out.err
     assert "--- " in out.out and "+++ " in out.out and "@@" in out.out
-    assert "-    return _Add(y, x)\n+    return _Add(x, y)\n" in out.out
+    assert ('-add = _pw.public_entry(_pw.Add, "add", __name__, """add(y, x)\n'
+            '+add = _pw.public_entry(_pw.Add, "add", __name__, """add(x, y)\n') in out.out
     assert _gen(tmp_path) == 0 and _gen(tmp_path, "--check") == 0
 
 

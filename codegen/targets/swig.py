@@ -1,8 +1,10 @@
 """The SWIG target: views for generated/swig/gen_<group>_ops.i and the index gen_ops.i.
 
-Each op gets a C++ entry point ``opforge::gen::<Op>`` (METH_FASTCALL,
-added to the module at init) taking its parameters as an array in the op's
-parameter order, which OpBinding (swig/py_call.h) binds. Parameter names
+Each op gets a C++ entry point ``opforge::gen::<Op>`` (METH_FASTCALL |
+METH_KEYWORDS, added to the module at init) taking its parameters as an
+array in the op's parameter order, which OpBinding (swig/py_call.h) binds;
+OpBinding is told the Python function's name and parameter names, for calls
+by keyword. Parameter names
 that are C++ keywords, or names the entry point uses itself, get a
 trailing ``_`` (``cpp_name``).
 """
@@ -94,13 +96,17 @@ class SwigOp:
     source: Source
     docstring: str
     params: tuple[SwigParam, ...]
+    python_name: str
+    py_params: tuple[str, ...]  # the Python wrapper's parameter names
 
     @staticmethod
     def of(op: OpDef) -> SwigOp:
         # The raw extension function's docstring: Python signature line, then the summary.
-        sig = f"{op.name}({PyOp.of(op).signature}) -> {pyi.return_hint(op)}"
+        py = PyOp.of(op)
+        sig = f"{op.name}({py.signature}) -> {pyi.return_hint(op)}"
         doc = f"{sig}\n\n{op.summary}" if op.summary else sig
-        return SwigOp(op.name, op.source, doc, tuple(SwigParam.of(p) for p in op.params))
+        return SwigOp(op.name, op.source, doc, tuple(SwigParam.of(p) for p in op.params), py.python_name,
+                      tuple(p.py_name for p in py.params))
 
     @property
     def inputs(self) -> tuple[SwigParam, ...]:

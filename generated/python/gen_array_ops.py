@@ -20,259 +20,241 @@ __all__ = [
 ]
 
 
-_Cast = _pw.Cast
+cast = _pw.public_entry(_pw.Cast, "cast", __name__, """cast(x, dtype)
+--
 
+Converts a tensor to another dtype.
 
-def cast(x, dtype):
-    """Converts a tensor to another dtype.
+Like x.astype(dtype) in numpy. Floats convert to integers by truncating
+toward zero; NaN, infinities and values outside the target's range
+become the target's minimum (INT32_MIN or INT64_MIN), as on x86 and in
+numpy. Integer narrowing wraps modulo 2**32. Any value converts to bool
+as value != 0 (NaN is True); bool converts to numbers as 0 or 1. Casting
+to the same dtype returns the input's buffer without copying.
 
-    Like x.astype(dtype) in numpy. Floats convert to integers by truncating
-    toward zero; NaN, infinities and values outside the target's range
-    become the target's minimum (INT32_MIN or INT64_MIN), as on x86 and in
-    numpy. Integer narrowing wraps modulo 2**32. Any value converts to bool
-    as value != 0 (NaN is True); bool converts to numbers as 0 or 1. Casting
-    to the same dtype returns the input's buffer without copying.
+Args:
+  x: A tensor-like of dtype SrcT. The tensor to convert.
+  dtype: A dtype. The dtype of the result.
 
-    Args:
-      x: A tensor-like of dtype SrcT. The tensor to convert.
-      dtype: A dtype. The dtype of the result.
+Returns:
+  A Tensor `y` of dtype `dtype`. x converted element-wise to dtype, with
+    x's shape.
 
-    Returns:
-      A Tensor `y` of dtype `dtype`. x converted element-wise to dtype, with
-        x's shape.
+Type attrs:
+  SrcT in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Type attrs:
-      SrcT in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Declared at cpp/ops/array_ops.cc:239 (op Cast).
+""")
 
-    Declared at cpp/ops/array_ops.cc:239 (op Cast).
-    """
-    return _Cast(x, dtype)
 
+concat = _pw.public_entry(_pw.Concat, "concat", __name__, """concat(values, axis=0)
+--
 
-_Concat = _pw.Concat
+Joins a list of tensors along an existing axis.
 
+Like numpy.concatenate(values, axis). All tensors must have the same
+dtype and the same rank (at least 1), and equal dims on every axis but
+the joined one. Pieces that are empty along the axis are allowed and
+contribute nothing.
 
-def concat(values, axis=0):
-    """Joins a list of tensors along an existing axis.
+Args:
+  values: A sequence of at least 1 tensor-likes of dtype T. The tensors
+    to join, in order (at least one).
+  axis: An int, default 0. The axis to join along; negative values count
+    from the end.
 
-    Like numpy.concatenate(values, axis). All tensors must have the same
-    dtype and the same rank (at least 1), and equal dims on every axis but
-    the joined one. Pieces that are empty along the axis are allowed and
-    contribute nothing.
+Returns:
+  A Tensor `output` of dtype T. The joined tensor; its dim on axis is
+    the sum of the inputs' dims there.
 
-    Args:
-      values: A sequence of at least 1 tensor-likes of dtype T. The tensors
-        to join, in order (at least one).
-      axis: An int, default 0. The axis to join along; negative values count
-        from the end.
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Returns:
-      A Tensor `output` of dtype T. The joined tensor; its dim on axis is
-        the sum of the inputs' dims there.
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Declared at cpp/ops/array_ops.cc:312 (op Concat).
+""")
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Declared at cpp/ops/array_ops.cc:312 (op Concat).
-    """
-    return _Concat(values, axis)
+fill = _pw.public_entry(_pw.Fill, "fill", __name__, """fill(shape, value)
+--
 
+Creates a tensor of the given shape with every element set to one value.
 
-_Fill = _pw.Fill
+Like numpy.full(shape, value). The dtype is value's dtype.
 
+Args:
+  shape: A shape (a sequence of ints) or an int. The shape of the
+    result; every dim must be >= 0 (an empty list makes a 0-d tensor).
+  value: A tensor-like of dtype T. The fill value; must hold exactly one
+    element (0-d, or any shape of size 1).
 
-def fill(shape, value):
-    """Creates a tensor of the given shape with every element set to one value.
+Returns:
+  A Tensor `y` of dtype T. A tensor of the given shape filled with
+    value.
 
-    Like numpy.full(shape, value). The dtype is value's dtype.
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Args:
-      shape: A shape (a sequence of ints) or an int. The shape of the
-        result; every dim must be >= 0 (an empty list makes a 0-d tensor).
-      value: A tensor-like of dtype T. The fill value; must hold exactly one
-        element (0-d, or any shape of size 1).
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Returns:
-      A Tensor `y` of dtype T. A tensor of the given shape filled with
-        value.
+Declared at cpp/ops/array_ops.cc:262 (op Fill).
+""")
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+identity = _pw.public_entry(_pw.Identity, "identity", __name__, """identity(x)
+--
 
-    Declared at cpp/ops/array_ops.cc:262 (op Fill).
-    """
-    return _Fill(shape, value)
+Returns its input unchanged, sharing its buffer (zero copy).
 
+Like numpy.asarray(x): no data is copied.
 
-_Identity = _pw.Identity
+Args:
+  x: A tensor-like of dtype T. The tensor to return.
 
+Returns:
+  A Tensor `y` of dtype T. A tensor with the same dtype, shape and
+    storage as x.
 
-def identity(x):
-    """Returns its input unchanged, sharing its buffer (zero copy).
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Like numpy.asarray(x): no data is copied.
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to return.
+Declared at cpp/ops/array_ops.cc:355 (op Identity).
+""")
 
-    Returns:
-      A Tensor `y` of dtype T. A tensor with the same dtype, shape and
-        storage as x.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+ones_like = _pw.public_entry(_pw.OnesLike, "ones_like", __name__, """ones_like(x)
+--
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Returns a tensor of ones with the shape and dtype of x.
 
-    Declared at cpp/ops/array_ops.cc:355 (op Identity).
-    """
-    return _Identity(x)
+Like numpy.ones_like(x); bool tensors are filled with True.
 
+Args:
+  x: A tensor-like of dtype T. The tensor whose shape and dtype the
+    result takes; its values are not read.
 
-_OnesLike = _pw.OnesLike
+Returns:
+  A Tensor `y` of dtype T. A new tensor of ones.
 
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-def ones_like(x):
-    """Returns a tensor of ones with the shape and dtype of x.
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Like numpy.ones_like(x); bool tensors are filled with True.
+Declared at cpp/ops/array_ops.cc:296 (op OnesLike).
+""")
 
-    Args:
-      x: A tensor-like of dtype T. The tensor whose shape and dtype the
-        result takes; its values are not read.
 
-    Returns:
-      A Tensor `y` of dtype T. A new tensor of ones.
+reshape = _pw.public_entry(_pw.Reshape, "reshape", __name__, """reshape(x, shape)
+--
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Gives a tensor a new shape with the same elements, without copying them.
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Like numpy.reshape(x, shape) in C order. The result shares the input's
+buffer (zero copy). One entry of shape may be -1: that dim is inferred
+from the element count. It is an error if more than one entry is -1, an
+entry is any other negative number, the element counts differ, or the -1
+is ambiguous because another entry is 0.
 
-    Declared at cpp/ops/array_ops.cc:296 (op OnesLike).
-    """
-    return _OnesLike(x)
+Args:
+  x: A tensor-like of dtype T. The tensor to reshape.
+  shape: A sequence of ints or an int. The new shape; at most one entry
+    may be -1.
 
+Returns:
+  A Tensor `y` of dtype T. A tensor with the elements of x in the same
+    order and the given shape.
 
-_Reshape = _pw.Reshape
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-def reshape(x, shape):
-    """Gives a tensor a new shape with the same elements, without copying them.
+Declared at cpp/ops/array_ops.cc:197 (op Reshape).
+""")
 
-    Like numpy.reshape(x, shape) in C order. The result shares the input's
-    buffer (zero copy). One entry of shape may be -1: that dim is inferred
-    from the element count. It is an error if more than one entry is -1, an
-    entry is any other negative number, the element counts differ, or the -1
-    is ambiguous because another entry is 0.
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to reshape.
-      shape: A sequence of ints or an int. The new shape; at most one entry
-        may be -1.
+slice = _pw.public_entry(_pw.Slice, "slice", __name__, """slice(x, begin, size)
+--
 
-    Returns:
-      A Tensor `y` of dtype T. A tensor with the elements of x in the same
-        order and the given shape.
+Extracts a contiguous block from a tensor.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Like TensorFlow's tf.slice, or numpy's x[b0:b0+s0, b1:b1+s1, ...]. Both
+lists must have one entry per axis of x. Unlike numpy slicing,
+out-of-range bounds are errors, not clipped.
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Args:
+  x: A tensor-like of dtype T. The tensor to slice.
+  begin: A sequence of ints or an int. The start index on each axis,
+    with 0 <= begin[i] <= x.shape[i].
+  size: A sequence of ints or an int. The length on each axis, with
+    begin[i] + size[i] <= x.shape[i]; -1 means everything from begin[i]
+    to the end of that axis.
 
-    Declared at cpp/ops/array_ops.cc:197 (op Reshape).
-    """
-    return _Reshape(x, shape)
+Returns:
+  A Tensor `y` of dtype T. A new tensor holding the block, of shape size
+    (with each -1 resolved).
 
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-_Slice = _pw.Slice
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
+Declared at cpp/ops/array_ops.cc:333 (op Slice).
+""")
 
-def slice(x, begin, size):
-    """Extracts a contiguous block from a tensor.
 
-    Like TensorFlow's tf.slice, or numpy's x[b0:b0+s0, b1:b1+s1, ...]. Both
-    lists must have one entry per axis of x. Unlike numpy slicing,
-    out-of-range bounds are errors, not clipped.
+transpose = _pw.public_entry(_pw.Transpose, "transpose", __name__, """transpose(x, perm=None)
+--
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to slice.
-      begin: A sequence of ints or an int. The start index on each axis,
-        with 0 <= begin[i] <= x.shape[i].
-      size: A sequence of ints or an int. The length on each axis, with
-        begin[i] + size[i] <= x.shape[i]; -1 means everything from begin[i]
-        to the end of that axis.
+Permutes the axes of a tensor.
 
-    Returns:
-      A Tensor `y` of dtype T. A new tensor holding the block, of shape size
-        (with each -1 resolved).
+Like numpy.transpose(x, perm), but the result is a new contiguous
+tensor. Output axis i is input axis perm[i], so y.shape[i] ==
+x.shape[perm[i]]. 0-d and 1-d tensors come back unchanged.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Args:
+  x: A tensor-like of dtype T. The tensor to transpose.
+  perm: A sequence of ints, an int, or None, default None. A permutation
+    of range(rank(x)); negative entries count from the end. None (the
+    default) reverses the axes.
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Returns:
+  A Tensor `y` of dtype T. The transposed tensor, with shape [x.shape[p]
+    for p in perm].
 
-    Declared at cpp/ops/array_ops.cc:333 (op Slice).
-    """
-    return _Slice(x, begin, size)
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-_Transpose = _pw.Transpose
+Declared at cpp/ops/array_ops.cc:219 (op Transpose).
+""")
 
 
-def transpose(x, perm=None):
-    """Permutes the axes of a tensor.
+zeros_like = _pw.public_entry(_pw.ZerosLike, "zeros_like", __name__, """zeros_like(x)
+--
 
-    Like numpy.transpose(x, perm), but the result is a new contiguous
-    tensor. Output axis i is input axis perm[i], so y.shape[i] ==
-    x.shape[perm[i]]. 0-d and 1-d tensors come back unchanged.
+Returns a tensor of zeros with the shape and dtype of x.
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to transpose.
-      perm: A sequence of ints, an int, or None, default None. A permutation
-        of range(rank(x)); negative entries count from the end. None (the
-        default) reverses the axes.
+Like numpy.zeros_like(x); bool tensors are filled with False.
 
-    Returns:
-      A Tensor `y` of dtype T. The transposed tensor, with shape [x.shape[p]
-        for p in perm].
+Args:
+  x: A tensor-like of dtype T. The tensor whose shape and dtype the
+    result takes; its values are not read.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Returns:
+  A Tensor `y` of dtype T. A new tensor of zeros.
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Declared at cpp/ops/array_ops.cc:219 (op Transpose).
-    """
-    return _Transpose(x, perm)
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-
-_ZerosLike = _pw.ZerosLike
-
-
-def zeros_like(x):
-    """Returns a tensor of zeros with the shape and dtype of x.
-
-    Like numpy.zeros_like(x); bool tensors are filled with False.
-
-    Args:
-      x: A tensor-like of dtype T. The tensor whose shape and dtype the
-        result takes; its values are not read.
-
-    Returns:
-      A Tensor `y` of dtype T. A new tensor of zeros.
-
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
-
-    Declared at cpp/ops/array_ops.cc:280 (op ZerosLike).
-    """
-    return _ZerosLike(x)
+Declared at cpp/ops/array_ops.cc:280 (op ZerosLike).
+""")

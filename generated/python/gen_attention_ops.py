@@ -14,112 +14,106 @@ __all__ = [
 ]
 
 
-_ApplyRotaryEmbedding = _pw.ApplyRotaryEmbedding
+apply_rotary_embedding = _pw.public_entry(_pw.ApplyRotaryEmbedding, "apply_rotary_embedding", __name__, """apply_rotary_embedding(x, cos, sin)
+--
+
+x * cos + rotate_half(x) * sin: rotary position embeddings in one pass.
+
+rotate_half(x) is concat(-x[..., D/2:], x[..., :D/2]) over the last axis
+(the halves form of Llama, GPT-NeoX and Hugging Face's
+apply_rotary_pos_emb). The ONNX importer runs the
+Slice/Neg/Concat/Mul/Add pattern of exported models as this op.
+
+Args:
+  x: A tensor-like of dtype T. [..., D], D even (e.g. [batch, heads,
+    seq, head_dim]).
+  cos: A tensor-like of dtype T. The cosines, broadcastable to x (each
+    dim 1 or x's; the last one D).
+  sin: A tensor-like of dtype T. The sines, of the same form.
+
+Returns:
+  A Tensor `y` of dtype T. The rotated x, of x's shape.
+
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
+
+Kernels: cpu (float32, float64).
+
+Declared at cpp/ops/attention_ops.cc:200 (op ApplyRotaryEmbedding).
+""")
 
 
-def apply_rotary_embedding(x, cos, sin):
-    """x * cos + rotate_half(x) * sin: rotary position embeddings in one pass.
+scaled_dot_product_attention = _pw.public_entry(_pw.ScaledDotProductAttention, "scaled_dot_product_attention", __name__, """scaled_dot_product_attention(query, key, value, mask, causal=False, scale=0.0, bshd=False)
+--
 
-    rotate_half(x) is concat(-x[..., D/2:], x[..., :D/2]) over the last axis
-    (the halves form of Llama, GPT-NeoX and Hugging Face's
-    apply_rotary_pos_emb). The ONNX importer runs the
-    Slice/Neg/Concat/Mul/Add pattern of exported models as this op.
+softmax(query @ key^T * scale + mask [+ causal mask]) @ value, computed blockwise.
 
-    Args:
-      x: A tensor-like of dtype T. [..., D], D even (e.g. [batch, heads,
-        seq, head_dim]).
-      cos: A tensor-like of dtype T. The cosines, broadcastable to x (each
-        dim 1 or x's; the last one D).
-      sin: A tensor-like of dtype T. The sines, of the same form.
+Key and value blocks stream past each query row with an online softmax
+(a running maximum and sum), so the [Sq, Sk] scores never exist whole.
+Grouped key/value heads (Llama's grouped-query attention): query head h
+reads key and value head h / (Hq / Hkv). The causal mask lets query i
+see keys j <= i + Sk - Sq (aligned at the end, as with a key/value
+cache). A row that sees no key gives zeros. The mask is additive (use
+-inf to hide a key) and has no gradient. float16 and bfloat16 compute in
+float32 and round the output once.
 
-    Returns:
-      A Tensor `y` of dtype T. The rotated x, of x's shape.
+Args:
+  query: A tensor-like of dtype T. [B, Hq, Sq, D].
+  key: A tensor-like of dtype T. [B, Hkv, Sk, D], Hkv dividing Hq.
+  value: A tensor-like of dtype T. [B, Hkv, Sk, Dv].
+  mask: A tensor-like of dtype T. Added to the scores; broadcastable to
+    [B, Hq, Sq, Sk] (a [1] zero for none).
+  causal: A bool, default False. Hide keys after each query's position.
+  scale: A float, default 0.0. The score scale; 0 means 1/sqrt(D).
+  bshd: A bool, default False. query, key, value and y are [B, S, H, D]
+    instead (the heads of each position together, as a projection's
+    output reshaped: exported models' four transposes per layer are not
+    needed). The mask keeps its layout.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Returns:
+  A Tensor `y` of dtype T. [B, Hq, Sq, Dv] ([B, Sq, Hq, Dv] with bshd).
 
-    Kernels: cpu (float32, float64).
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Declared at cpp/ops/attention_ops.cc:200 (op ApplyRotaryEmbedding).
-    """
-    return _ApplyRotaryEmbedding(x, cos, sin)
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-
-_ScaledDotProductAttention = _pw.ScaledDotProductAttention
-
-
-def scaled_dot_product_attention(query, key, value, mask, causal=False, scale=0.0, bshd=False):
-    """softmax(query @ key^T * scale + mask [+ causal mask]) @ value, computed blockwise.
-
-    Key and value blocks stream past each query row with an online softmax
-    (a running maximum and sum), so the [Sq, Sk] scores never exist whole.
-    Grouped key/value heads (Llama's grouped-query attention): query head h
-    reads key and value head h / (Hq / Hkv). The causal mask lets query i
-    see keys j <= i + Sk - Sq (aligned at the end, as with a key/value
-    cache). A row that sees no key gives zeros. The mask is additive (use
-    -inf to hide a key) and has no gradient. float16 and bfloat16 compute in
-    float32 and round the output once.
-
-    Args:
-      query: A tensor-like of dtype T. [B, Hq, Sq, D].
-      key: A tensor-like of dtype T. [B, Hkv, Sk, D], Hkv dividing Hq.
-      value: A tensor-like of dtype T. [B, Hkv, Sk, Dv].
-      mask: A tensor-like of dtype T. Added to the scores; broadcastable to
-        [B, Hq, Sq, Sk] (a [1] zero for none).
-      causal: A bool, default False. Hide keys after each query's position.
-      scale: A float, default 0.0. The score scale; 0 means 1/sqrt(D).
-      bshd: A bool, default False. query, key, value and y are [B, S, H, D]
-        instead (the heads of each position together, as a projection's
-        output reshaped: exported models' four transposes per layer are not
-        needed). The mask keeps its layout.
-
-    Returns:
-      A Tensor `y` of dtype T. [B, Hq, Sq, Dv] ([B, Sq, Hq, Dv] with bshd).
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/attention_ops.cc:126 (op ScaledDotProductAttention).
-    """
-    return _ScaledDotProductAttention(query, key, value, mask, causal, scale, bshd)
+Declared at cpp/ops/attention_ops.cc:126 (op ScaledDotProductAttention).
+""")
 
 
-_ScaledDotProductAttentionGrad = _pw.ScaledDotProductAttentionGrad
+scaled_dot_product_attention_grad = _pw.public_entry(_pw.ScaledDotProductAttentionGrad, "scaled_dot_product_attention_grad", __name__, """scaled_dot_product_attention_grad(query, key, value, mask, y, dy, causal=False, scale=0.0, bshd=False)
+--
 
+The gradients of ScaledDotProductAttention with respect to query, key and value.
 
-def scaled_dot_product_attention_grad(query, key, value, mask, y, dy, causal=False, scale=0.0, bshd=False):
-    """The gradients of ScaledDotProductAttention with respect to query, key and value.
+Recomputes each row's softmax statistics blockwise (no stored scores),
+then dS = P * (dP - rowsum(dy * y)) as FlashAttention's backward pass
+does.
 
-    Recomputes each row's softmax statistics blockwise (no stored scores),
-    then dS = P * (dP - rowsum(dy * y)) as FlashAttention's backward pass
-    does.
+Args:
+  query: A tensor-like of dtype T. The forward's query.
+  key: A tensor-like of dtype T. The forward's key.
+  value: A tensor-like of dtype T. The forward's value.
+  mask: A tensor-like of dtype T. The forward's mask.
+  y: A tensor-like of dtype T. The forward's output.
+  dy: A tensor-like of dtype T. The gradient of the output.
+  causal: A bool, default False. As in the forward op.
+  scale: A float, default 0.0. As in the forward op.
+  bshd: A bool, default False. As in the forward op (the gradients in
+    their inputs' layouts).
 
-    Args:
-      query: A tensor-like of dtype T. The forward's query.
-      key: A tensor-like of dtype T. The forward's key.
-      value: A tensor-like of dtype T. The forward's value.
-      mask: A tensor-like of dtype T. The forward's mask.
-      y: A tensor-like of dtype T. The forward's output.
-      dy: A tensor-like of dtype T. The gradient of the output.
-      causal: A bool, default False. As in the forward op.
-      scale: A float, default 0.0. As in the forward op.
-      bshd: A bool, default False. As in the forward op (the gradients in
-        their inputs' layouts).
+Returns:
+  A tuple `(dquery, dkey, dvalue)`:
+    dquery: A Tensor of dtype T. Gradient for query.
+    dkey: A Tensor of dtype T. Gradient for key (summed over the query
+      heads sharing it).
+    dvalue: A Tensor of dtype T. Gradient for value (likewise).
 
-    Returns:
-      A tuple `(dquery, dkey, dvalue)`:
-        dquery: A Tensor of dtype T. Gradient for query.
-        dkey: A Tensor of dtype T. Gradient for key (summed over the query
-          heads sharing it).
-        dvalue: A Tensor of dtype T. Gradient for value (likewise).
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Kernels: cpu (float32, float64).
 
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/attention_ops.cc:164 (op ScaledDotProductAttentionGrad).
-    """
-    return _ScaledDotProductAttentionGrad(query, key, value, mask, y, dy, causal, scale, bshd)
+Declared at cpp/ops/attention_ops.cc:164 (op ScaledDotProductAttentionGrad).
+""")

@@ -17,167 +17,155 @@ __all__ = [
 ]
 
 
-_BitCast = _pw.BitCast
+bit_cast = _pw.public_entry(_pw.BitCast, "bit_cast", __name__, """bit_cast(x, dtype)
+--
+
+Reinterprets the bytes of x as another dtype of the same width.
+
+Equivalent to `x.view(dtype)` in numpy for dtypes of equal size; the
+ONNX operator BitCast. The shape is kept; a dtype of another width is an
+error.
+
+Args:
+  x: A tensor-like of dtype SrcT. The tensor whose bytes are
+    reinterpreted.
+  dtype: A dtype. The dtype of the result; as wide as x's.
+
+Returns:
+  A Tensor `y` of dtype `dtype`. x's bytes as dtype, with x's shape.
+
+Type attrs:
+  SrcT in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+
+Declared at cpp/ops/bitwise_ops.cc:89 (op BitCast).
+""")
 
 
-def bit_cast(x, dtype):
-    """Reinterprets the bytes of x as another dtype of the same width.
+bit_shift = _pw.public_entry(_pw.BitShift, "bit_shift", __name__, """bit_shift(x, y, direction)
+--
 
-    Equivalent to `x.view(dtype)` in numpy for dtypes of equal size; the
-    ONNX operator BitCast. The shape is kept; a dtype of another width is an
-    error.
+Shifts the bits of x by y places, element-wise with numpy broadcasting.
 
-    Args:
-      x: A tensor-like of dtype SrcT. The tensor whose bytes are
-        reinterpreted.
-      dtype: A dtype. The dtype of the result; as wide as x's.
+direction "LEFT" is `x << y`, "RIGHT" is `x >> y` (arithmetic,
+sign-extending for signed dtypes), as the ONNX operator BitShift (opset
+28) defines it: a shift count that is negative or not less than the
+dtype's bit width leaves only the sign fill: -1 for a right shift of a
+negative x, 0 otherwise. Bits shifted past the top are dropped.
 
-    Returns:
-      A Tensor `y` of dtype `dtype`. x's bytes as dtype, with x's shape.
+Args:
+  x: A tensor-like of dtype T. The integers to shift.
+  y: A tensor-like of dtype T. The shift counts, in x's dtype, broadcast
+    against x.
+  direction: A string. "LEFT" or "RIGHT".
 
-    Type attrs:
-      SrcT in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Returns:
+  A Tensor `z` of dtype T. The shifted values, in x's dtype, with the
+    broadcast shape.
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Type attrs:
+  T in {int8, uint8, int16, uint16, int32, uint32, int64, uint64}, inferred from the inputs.
 
-    Declared at cpp/ops/bitwise_ops.cc:89 (op BitCast).
-    """
-    return _BitCast(x, dtype)
+Kernels: cpu (int32, int64, int8, uint8, int16, uint16, uint32, uint64).
 
-
-_BitShift = _pw.BitShift
-
-
-def bit_shift(x, y, direction):
-    """Shifts the bits of x by y places, element-wise with numpy broadcasting.
-
-    direction "LEFT" is `x << y`, "RIGHT" is `x >> y` (arithmetic,
-    sign-extending for signed dtypes), as the ONNX operator BitShift (opset
-    28) defines it: a shift count that is negative or not less than the
-    dtype's bit width leaves only the sign fill: -1 for a right shift of a
-    negative x, 0 otherwise. Bits shifted past the top are dropped.
-
-    Args:
-      x: A tensor-like of dtype T. The integers to shift.
-      y: A tensor-like of dtype T. The shift counts, in x's dtype, broadcast
-        against x.
-      direction: A string. "LEFT" or "RIGHT".
-
-    Returns:
-      A Tensor `z` of dtype T. The shifted values, in x's dtype, with the
-        broadcast shape.
-
-    Type attrs:
-      T in {int8, uint8, int16, uint16, int32, uint32, int64, uint64}, inferred from the inputs.
-
-    Kernels: cpu (int32, int64, int8, uint8, int16, uint16, uint32, uint64).
-
-    Declared at cpp/ops/bitwise_ops.cc:50 (op BitShift).
-    """
-    return _BitShift(x, y, direction)
+Declared at cpp/ops/bitwise_ops.cc:50 (op BitShift).
+""")
 
 
-_BitwiseAnd = _pw.BitwiseAnd
+bitwise_and = _pw.public_entry(_pw.BitwiseAnd, "bitwise_and", __name__, """bitwise_and(x, y)
+--
+
+Returns the bitwise and of x and y element-wise, with numpy broadcasting.
+
+Equivalent to `np.bitwise_and(x, y)`; the ONNX operator Bitwiseand.
+
+Args:
+  x: A tensor-like of dtype T. An integer (or bool) tensor.
+  y: A tensor-like of dtype T. A tensor of x's dtype, broadcast against
+    x.
+
+Returns:
+  A Tensor `z` of dtype T. The result, in x's dtype, with the broadcast
+    shape.
+
+Type attrs:
+  T in {int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool}, inferred from the inputs.
+
+Kernels: cpu (int32, int64, bool, int8, uint8, int16, uint16, uint32, uint64).
+
+Declared at cpp/ops/bitwise_ops.cc:27 (op BitwiseAnd).
+""")
 
 
-def bitwise_and(x, y):
-    """Returns the bitwise and of x and y element-wise, with numpy broadcasting.
+bitwise_not = _pw.public_entry(_pw.BitwiseNot, "bitwise_not", __name__, """bitwise_not(x)
+--
 
-    Equivalent to `np.bitwise_and(x, y)`; the ONNX operator Bitwiseand.
+Returns the bitwise complement of x element-wise.
 
-    Args:
-      x: A tensor-like of dtype T. An integer (or bool) tensor.
-      y: A tensor-like of dtype T. A tensor of x's dtype, broadcast against
-        x.
+Equivalent to `np.invert(x)` (logical not for bool); the ONNX operator
+BitwiseNot.
 
-    Returns:
-      A Tensor `z` of dtype T. The result, in x's dtype, with the broadcast
-        shape.
+Args:
+  x: A tensor-like of dtype T. An integer (or bool) tensor.
 
-    Type attrs:
-      T in {int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool}, inferred from the inputs.
+Returns:
+  A Tensor `y` of dtype T. ~x, with the shape and dtype of x.
 
-    Kernels: cpu (int32, int64, bool, int8, uint8, int16, uint16, uint32, uint64).
+Type attrs:
+  T in {int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool}, inferred from the inputs.
 
-    Declared at cpp/ops/bitwise_ops.cc:27 (op BitwiseAnd).
-    """
-    return _BitwiseAnd(x, y)
+Kernels: cpu (int32, int64, bool, int8, uint8, int16, uint16, uint32, uint64).
 
-
-_BitwiseNot = _pw.BitwiseNot
+Declared at cpp/ops/bitwise_ops.cc:33 (op BitwiseNot).
+""")
 
 
-def bitwise_not(x):
-    """Returns the bitwise complement of x element-wise.
+bitwise_or = _pw.public_entry(_pw.BitwiseOr, "bitwise_or", __name__, """bitwise_or(x, y)
+--
 
-    Equivalent to `np.invert(x)` (logical not for bool); the ONNX operator
-    BitwiseNot.
+Returns the bitwise or of x and y element-wise, with numpy broadcasting.
 
-    Args:
-      x: A tensor-like of dtype T. An integer (or bool) tensor.
+Equivalent to `np.bitwise_or(x, y)`; the ONNX operator Bitwiseor.
 
-    Returns:
-      A Tensor `y` of dtype T. ~x, with the shape and dtype of x.
+Args:
+  x: A tensor-like of dtype T. An integer (or bool) tensor.
+  y: A tensor-like of dtype T. A tensor of x's dtype, broadcast against
+    x.
 
-    Type attrs:
-      T in {int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool}, inferred from the inputs.
+Returns:
+  A Tensor `z` of dtype T. The result, in x's dtype, with the broadcast
+    shape.
 
-    Kernels: cpu (int32, int64, bool, int8, uint8, int16, uint16, uint32, uint64).
+Type attrs:
+  T in {int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool}, inferred from the inputs.
 
-    Declared at cpp/ops/bitwise_ops.cc:33 (op BitwiseNot).
-    """
-    return _BitwiseNot(x)
+Kernels: cpu (int32, int64, bool, int8, uint8, int16, uint16, uint32, uint64).
 
-
-_BitwiseOr = _pw.BitwiseOr
-
-
-def bitwise_or(x, y):
-    """Returns the bitwise or of x and y element-wise, with numpy broadcasting.
-
-    Equivalent to `np.bitwise_or(x, y)`; the ONNX operator Bitwiseor.
-
-    Args:
-      x: A tensor-like of dtype T. An integer (or bool) tensor.
-      y: A tensor-like of dtype T. A tensor of x's dtype, broadcast against
-        x.
-
-    Returns:
-      A Tensor `z` of dtype T. The result, in x's dtype, with the broadcast
-        shape.
-
-    Type attrs:
-      T in {int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool}, inferred from the inputs.
-
-    Kernels: cpu (int32, int64, bool, int8, uint8, int16, uint16, uint32, uint64).
-
-    Declared at cpp/ops/bitwise_ops.cc:28 (op BitwiseOr).
-    """
-    return _BitwiseOr(x, y)
+Declared at cpp/ops/bitwise_ops.cc:28 (op BitwiseOr).
+""")
 
 
-_BitwiseXor = _pw.BitwiseXor
+bitwise_xor = _pw.public_entry(_pw.BitwiseXor, "bitwise_xor", __name__, """bitwise_xor(x, y)
+--
 
+Returns the bitwise xor of x and y element-wise, with numpy broadcasting.
 
-def bitwise_xor(x, y):
-    """Returns the bitwise xor of x and y element-wise, with numpy broadcasting.
+Equivalent to `np.bitwise_xor(x, y)`; the ONNX operator Bitwisexor.
 
-    Equivalent to `np.bitwise_xor(x, y)`; the ONNX operator Bitwisexor.
+Args:
+  x: A tensor-like of dtype T. An integer (or bool) tensor.
+  y: A tensor-like of dtype T. A tensor of x's dtype, broadcast against
+    x.
 
-    Args:
-      x: A tensor-like of dtype T. An integer (or bool) tensor.
-      y: A tensor-like of dtype T. A tensor of x's dtype, broadcast against
-        x.
+Returns:
+  A Tensor `z` of dtype T. The result, in x's dtype, with the broadcast
+    shape.
 
-    Returns:
-      A Tensor `z` of dtype T. The result, in x's dtype, with the broadcast
-        shape.
+Type attrs:
+  T in {int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool}, inferred from the inputs.
 
-    Type attrs:
-      T in {int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool}, inferred from the inputs.
+Kernels: cpu (int32, int64, bool, int8, uint8, int16, uint16, uint32, uint64).
 
-    Kernels: cpu (int32, int64, bool, int8, uint8, int16, uint16, uint32, uint64).
-
-    Declared at cpp/ops/bitwise_ops.cc:29 (op BitwiseXor).
-    """
-    return _BitwiseXor(x, y)
+Declared at cpp/ops/bitwise_ops.cc:29 (op BitwiseXor).
+""")

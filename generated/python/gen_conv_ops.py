@@ -16,187 +16,177 @@ __all__ = [
 ]
 
 
-_Conv2D = _pw.Conv2D
+conv2d = _pw.public_entry(_pw.Conv2D, "conv2d", __name__, """conv2d(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1)
+--
+
+2-D cross-correlation over NCHW input, as torch.nn.functional.conv2d and ONNX Conv.
+
+y[n, o, i, j] = sum over c in o's group, a, b of x_padded[n, c, i *
+strides[0] + a * dilations[0], j * strides[1] + b * dilations[1]] *
+filter[o, c - group start, a, b]. Lowered onto GEMM (im2col; a 1x1
+convolution with unit strides and no pads reads x directly); depthwise
+convolution (groups == channels == out_channels) runs a direct kernel.
+
+Args:
+  x: A tensor-like of dtype T. The input, [batch, channels, height,
+    width].
+  filter: A tensor-like of dtype T. The weights, [out_channels, channels
+    / groups, kernel_height, kernel_width].
+  strides: A sequence of ints or an int, default (1, 1). The step of the
+    window on (height, width), each >= 1.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). Zero padding
+    (top, left, bottom, right), each >= 0.
+  dilations: A sequence of ints or an int, default (1, 1). The spacing
+    of the kernel taps on (height, width), each >= 1.
+  groups: An int >= 1, default 1. Channels and out_channels split into
+    this many independent groups; both must divide by it.
+
+Returns:
+  A Tensor `y` of dtype T. The output, [batch, out_channels, out_height,
+    out_width] with out = (in + pads - dilation * (k - 1) - 1) / stride
+    + 1.
+
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, float16, bfloat16).
+
+Declared at cpp/ops/conv_ops.cc:131 (op Conv2D).
+""")
 
 
-def conv2d(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1):
-    """2-D cross-correlation over NCHW input, as torch.nn.functional.conv2d and ONNX Conv.
+conv2d_backprop_filter = _pw.public_entry(_pw.Conv2DBackpropFilter, "conv2d_backprop_filter", __name__, """conv2d_backprop_filter(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1)
+--
 
-    y[n, o, i, j] = sum over c in o's group, a, b of x_padded[n, c, i *
-    strides[0] + a * dilations[0], j * strides[1] + b * dilations[1]] *
-    filter[o, c - group start, a, b]. Lowered onto GEMM (im2col; a 1x1
-    convolution with unit strides and no pads reads x directly); depthwise
-    convolution (groups == channels == out_channels) runs a direct kernel.
+The backward op of Conv2D for its filter: the correlation of x with dy, summed over the batch.
 
-    Args:
-      x: A tensor-like of dtype T. The input, [batch, channels, height,
-        width].
-      filter: A tensor-like of dtype T. The weights, [out_channels, channels
-        / groups, kernel_height, kernel_width].
-      strides: A sequence of ints or an int, default (1, 1). The step of the
-        window on (height, width), each >= 1.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). Zero padding
-        (top, left, bottom, right), each >= 0.
-      dilations: A sequence of ints or an int, default (1, 1). The spacing
-        of the kernel taps on (height, width), each >= 1.
-      groups: An int >= 1, default 1. Channels and out_channels split into
-        this many independent groups; both must divide by it.
+Args:
+  x: A tensor-like of dtype T. Conv2D's input.
+  filter: A tensor-like of dtype T. Conv2D's filter; only its shape is
+    read.
+  dy: A tensor-like of dtype T. The gradient with respect to Conv2D's
+    output.
+  strides: A sequence of ints or an int, default (1, 1). Conv2D's
+    strides.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). Conv2D's
+    pads.
+  dilations: A sequence of ints or an int, default (1, 1). Conv2D's
+    dilations.
+  groups: An int >= 1, default 1. Conv2D's groups.
 
-    Returns:
-      A Tensor `y` of dtype T. The output, [batch, out_channels, out_height,
-        out_width] with out = (in + pads - dilation * (k - 1) - 1) / stride
-        + 1.
+Returns:
+  A Tensor `dfilter` of dtype T. The gradient with respect to filter,
+    with filter's shape.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Declared at cpp/ops/conv_ops.cc:131 (op Conv2D).
-    """
-    return _Conv2D(x, filter, strides, pads, dilations, groups)
+Declared at cpp/ops/conv_ops.cc:183 (op Conv2DBackpropFilter).
+""")
 
 
-_Conv2DBackpropFilter = _pw.Conv2DBackpropFilter
+conv2d_backprop_input = _pw.public_entry(_pw.Conv2DBackpropInput, "conv2d_backprop_input", __name__, """conv2d_backprop_input(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1)
+--
+
+The backward op of Conv2D for its input: the transposed convolution of dy with filter.
+
+Args:
+  x: A tensor-like of dtype T. Conv2D's input; only its shape is read.
+  filter: A tensor-like of dtype T. Conv2D's filter.
+  dy: A tensor-like of dtype T. The gradient with respect to Conv2D's
+    output.
+  strides: A sequence of ints or an int, default (1, 1). Conv2D's
+    strides.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). Conv2D's
+    pads.
+  dilations: A sequence of ints or an int, default (1, 1). Conv2D's
+    dilations.
+  groups: An int >= 1, default 1. Conv2D's groups.
+
+Returns:
+  A Tensor `dx` of dtype T. The gradient with respect to x, with x's
+    shape.
+
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, float16, bfloat16).
+
+Declared at cpp/ops/conv_ops.cc:158 (op Conv2DBackpropInput).
+""")
 
 
-def conv2d_backprop_filter(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1):
-    """The backward op of Conv2D for its filter: the correlation of x with dy, summed over the batch.
+conv_transpose2d = _pw.public_entry(_pw.ConvTranspose2D, "conv_transpose2d", __name__, """conv_transpose2d(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1, output_padding=(0, 0))
+--
 
-    Args:
-      x: A tensor-like of dtype T. Conv2D's input.
-      filter: A tensor-like of dtype T. Conv2D's filter; only its shape is
-        read.
-      dy: A tensor-like of dtype T. The gradient with respect to Conv2D's
-        output.
-      strides: A sequence of ints or an int, default (1, 1). Conv2D's
-        strides.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). Conv2D's
-        pads.
-      dilations: A sequence of ints or an int, default (1, 1). Conv2D's
-        dilations.
-      groups: An int >= 1, default 1. Conv2D's groups.
+2-D transposed convolution over NCHW input, as torch.nn.functional.conv_transpose2d and ONNX ConvTranspose.
 
-    Returns:
-      A Tensor `dfilter` of dtype T. The gradient with respect to filter,
-        with filter's shape.
+The adjoint of Conv2D with the same filter and attrs: each input pixel
+scatters filter-weighted copies into the output, so y =
+Conv2DBackpropInput of a Conv2D whose input has y's shape. Runs as one
+GEMM per (image, group) and a col2im scatter.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Args:
+  x: A tensor-like of dtype T. The input, [batch, in_channels, height,
+    width].
+  filter: A tensor-like of dtype T. The weights, [in_channels,
+    out_channels / groups, kernel_height, kernel_width] (PyTorch's
+    layout).
+  strides: A sequence of ints or an int, default (1, 1). The step of the
+    window on (height, width), each >= 1.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). Removed from
+    the full output (top, left, bottom, right), each >= 0.
+  dilations: A sequence of ints or an int, default (1, 1). The spacing
+    of the kernel taps on (height, width), each >= 1.
+  groups: An int >= 1, default 1. in_channels and out_channels split
+    into this many independent groups.
+  output_padding: A sequence of ints or an int, default (0, 0). Extra
+    rows / columns at the bottom / right, each below the stride.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Returns:
+  A Tensor `y` of dtype T. The output, [batch, out_channels, out_height,
+    out_width] with out = (in - 1) * stride - pad_begin - pad_end +
+    dilation * (k - 1) + output_padding + 1.
 
-    Declared at cpp/ops/conv_ops.cc:183 (op Conv2DBackpropFilter).
-    """
-    return _Conv2DBackpropFilter(x, filter, dy, strides, pads, dilations, groups)
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64).
 
-_Conv2DBackpropInput = _pw.Conv2DBackpropInput
-
-
-def conv2d_backprop_input(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1):
-    """The backward op of Conv2D for its input: the transposed convolution of dy with filter.
-
-    Args:
-      x: A tensor-like of dtype T. Conv2D's input; only its shape is read.
-      filter: A tensor-like of dtype T. Conv2D's filter.
-      dy: A tensor-like of dtype T. The gradient with respect to Conv2D's
-        output.
-      strides: A sequence of ints or an int, default (1, 1). Conv2D's
-        strides.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). Conv2D's
-        pads.
-      dilations: A sequence of ints or an int, default (1, 1). Conv2D's
-        dilations.
-      groups: An int >= 1, default 1. Conv2D's groups.
-
-    Returns:
-      A Tensor `dx` of dtype T. The gradient with respect to x, with x's
-        shape.
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/conv_ops.cc:158 (op Conv2DBackpropInput).
-    """
-    return _Conv2DBackpropInput(x, filter, dy, strides, pads, dilations, groups)
+Declared at cpp/ops/conv_ops.cc:209 (op ConvTranspose2D).
+""")
 
 
-_ConvTranspose2D = _pw.ConvTranspose2D
+fused_conv2d = _pw.public_entry(_pw.FusedConv2D, "fused_conv2d", __name__, """fused_conv2d(x, filter, bias, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1, activation="none")
+--
 
+activation(Conv2D(x, filter) + bias) in one pass: the bias and the activation are applied to each output tile of the convolution's GEMM while it is in cache.
 
-def conv_transpose2d(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1, output_padding=(0, 0)):
-    """2-D transposed convolution over NCHW input, as torch.nn.functional.conv_transpose2d and ONNX ConvTranspose.
+Args:
+  x: A tensor-like of dtype T. The input, [batch, channels, height,
+    width].
+  filter: A tensor-like of dtype T. The weights, [out_channels, channels
+    / groups, kernel_height, kernel_width].
+  bias: A tensor-like of dtype T. Added per output channel,
+    [out_channels].
+  strides: A sequence of ints or an int, default (1, 1). As Conv2D's.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). As Conv2D's.
+  dilations: A sequence of ints or an int, default (1, 1). As Conv2D's.
+  groups: An int >= 1, default 1. As Conv2D's.
+  activation: A string, default "none". 'none', 'relu', 'sigmoid',
+    'silu' (x * sigmoid(x)) or 'hardswish' (x * clip(x / 6 + 0.5, 0,
+    1)).
 
-    The adjoint of Conv2D with the same filter and attrs: each input pixel
-    scatters filter-weighted copies into the output, so y =
-    Conv2DBackpropInput of a Conv2D whose input has y's shape. Runs as one
-    GEMM per (image, group) and a col2im scatter.
+Returns:
+  A Tensor `y` of dtype T. activation(Conv2D(x, filter) + bias[o]),
+    Conv2D's shape.
 
-    Args:
-      x: A tensor-like of dtype T. The input, [batch, in_channels, height,
-        width].
-      filter: A tensor-like of dtype T. The weights, [in_channels,
-        out_channels / groups, kernel_height, kernel_width] (PyTorch's
-        layout).
-      strides: A sequence of ints or an int, default (1, 1). The step of the
-        window on (height, width), each >= 1.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). Removed from
-        the full output (top, left, bottom, right), each >= 0.
-      dilations: A sequence of ints or an int, default (1, 1). The spacing
-        of the kernel taps on (height, width), each >= 1.
-      groups: An int >= 1, default 1. in_channels and out_channels split
-        into this many independent groups.
-      output_padding: A sequence of ints or an int, default (0, 0). Extra
-        rows / columns at the bottom / right, each below the stride.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Returns:
-      A Tensor `y` of dtype T. The output, [batch, out_channels, out_height,
-        out_width] with out = (in - 1) * stride - pad_begin - pad_end +
-        dilation * (k - 1) + output_padding + 1.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/conv_ops.cc:209 (op ConvTranspose2D).
-    """
-    return _ConvTranspose2D(x, filter, strides, pads, dilations, groups, output_padding)
-
-
-_FusedConv2D = _pw.FusedConv2D
-
-
-def fused_conv2d(x, filter, bias, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1, activation="none"):
-    """activation(Conv2D(x, filter) + bias) in one pass: the bias and the activation are applied to each output tile of the convolution's GEMM while it is in cache.
-
-    Args:
-      x: A tensor-like of dtype T. The input, [batch, channels, height,
-        width].
-      filter: A tensor-like of dtype T. The weights, [out_channels, channels
-        / groups, kernel_height, kernel_width].
-      bias: A tensor-like of dtype T. Added per output channel,
-        [out_channels].
-      strides: A sequence of ints or an int, default (1, 1). As Conv2D's.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). As Conv2D's.
-      dilations: A sequence of ints or an int, default (1, 1). As Conv2D's.
-      groups: An int >= 1, default 1. As Conv2D's.
-      activation: A string, default "none". 'none', 'relu', 'sigmoid',
-        'silu' (x * sigmoid(x)) or 'hardswish' (x * clip(x / 6 + 0.5, 0,
-        1)).
-
-    Returns:
-      A Tensor `y` of dtype T. activation(Conv2D(x, filter) + bias[o]),
-        Conv2D's shape.
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/conv_ops.cc:239 (op FusedConv2D).
-    """
-    return _FusedConv2D(x, filter, bias, strides, pads, dilations, groups, activation)
+Declared at cpp/ops/conv_ops.cc:239 (op FusedConv2D).
+""")

@@ -12,48 +12,46 @@ __all__ = [
 ]
 
 
-_NonMaxSuppression = _pw.NonMaxSuppression
+non_max_suppression = _pw.public_entry(_pw.NonMaxSuppression, "non_max_suppression", __name__, """non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold=0.0, score_threshold=0.0, use_score_threshold=False, center_point_box=0)
+--
 
+Greedy non-maximum suppression per batch and class (ONNX NonMaxSuppression).
 
-def non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold=0.0, score_threshold=0.0, use_score_threshold=False, center_point_box=0):
-    """Greedy non-maximum suppression per batch and class (ONNX NonMaxSuppression).
+For each batch b and class c, the boxes whose score exceeds
+score_threshold (when use_score_threshold) are taken in order of
+decreasing score (ties: the lower box index first); a box is kept unless
+its IoU with a kept box exceeds iou_threshold, up to
+max_output_boxes_per_class boxes. Rows [b, c, box] of the kept boxes
+fill `selected` in that order (b, then c, then selection); the rows past
+`count` are -1.
 
-    For each batch b and class c, the boxes whose score exceeds
-    score_threshold (when use_score_threshold) are taken in order of
-    decreasing score (ties: the lower box index first); a box is kept unless
-    its IoU with a kept box exceeds iou_threshold, up to
-    max_output_boxes_per_class boxes. Rows [b, c, box] of the kept boxes
-    fill `selected` in that order (b, then c, then selection); the rows past
-    `count` are -1.
+Args:
+  boxes: A tensor-like of dtype T. [batch, boxes, 4]: corners [y1, x1,
+    y2, x2] (either diagonal), or [x_center, y_center, width, height]
+    with center_point_box = 1.
+  scores: A tensor-like of dtype T. [batch, classes, boxes].
+  max_output_boxes_per_class: An int >= 0. The most boxes kept per batch
+    and class.
+  iou_threshold: A float, default 0.0. A box overlapping a kept one by
+    more than this is dropped.
+  score_threshold: A float, default 0.0. The score a box must exceed,
+    when use_score_threshold.
+  use_score_threshold: A bool, default False. Whether score_threshold
+    applies.
+  center_point_box: An int, default 0. 0 for corner boxes, 1 for
+    center-size boxes.
 
-    Args:
-      boxes: A tensor-like of dtype T. [batch, boxes, 4]: corners [y1, x1,
-        y2, x2] (either diagonal), or [x_center, y_center, width, height]
-        with center_point_box = 1.
-      scores: A tensor-like of dtype T. [batch, classes, boxes].
-      max_output_boxes_per_class: An int >= 0. The most boxes kept per batch
-        and class.
-      iou_threshold: A float, default 0.0. A box overlapping a kept one by
-        more than this is dropped.
-      score_threshold: A float, default 0.0. The score a box must exceed,
-        when use_score_threshold.
-      use_score_threshold: A bool, default False. Whether score_threshold
-        applies.
-      center_point_box: An int, default 0. 0 for corner boxes, 1 for
-        center-size boxes.
+Returns:
+  A tuple `(selected, count)`:
+    selected: A Tensor of dtype int64. [batch * classes *
+      min(max_output_boxes_per_class, boxes), 3].
+    count: A Tensor of dtype int64. The number of rows of `selected` in
+      use.
 
-    Returns:
-      A tuple `(selected, count)`:
-        selected: A Tensor of dtype int64. [batch * classes *
-          min(max_output_boxes_per_class, boxes), 3].
-        count: A Tensor of dtype int64. The number of rows of `selected` in
-          use.
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Kernels: cpu (float32, float64).
 
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/detection_ops.cc:31 (op NonMaxSuppression).
-    """
-    return _NonMaxSuppression(boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold, use_score_threshold, center_point_box)
+Declared at cpp/ops/detection_ops.cc:31 (op NonMaxSuppression).
+""")

@@ -12,32 +12,30 @@ __all__ = [
 ]
 
 
-_PythonFunction = _pw.PythonFunction
+python_function = _pw.public_entry(_pw.PythonFunction, "python_function", __name__, """python_function(xs, y, key, index=0)
+--
 
+Output `index` of an opforge.autograd.Function call: returns y unchanged.
 
-def python_function(xs, y, key, index=0):
-    """Output `index` of an opforge.autograd.Function call: returns y unchanged.
+xs are the Function's inputs that need gradients (so the tape and graphs
+link the output to them); key names the saved context of the call.
 
-    xs are the Function's inputs that need gradients (so the tape and graphs
-    link the output to them); key names the saved context of the call.
+Args:
+  xs: A sequence of at least 1 tensor-likes of dtype T. The inputs of
+    the call that need gradients.
+  y: A tensor-like of dtype U. The output computed by the Function's
+    forward.
+  key: An int. Identifies the call's context (ctx) in opforge.autograd.
+  index: An int, default 0. Which output of the Function this is.
 
-    Args:
-      xs: A sequence of at least 1 tensor-likes of dtype T. The inputs of
-        the call that need gradients.
-      y: A tensor-like of dtype U. The output computed by the Function's
-        forward.
-      key: An int. Identifies the call's context (ctx) in opforge.autograd.
-      index: An int, default 0. Which output of the Function this is.
+Returns:
+  A Tensor `out` of dtype U. y.
 
-    Returns:
-      A Tensor `out` of dtype U. y.
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
+  U in {float32, float64, int32, int64, bool}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
-      U in {float32, float64, int32, int64, bool}, inferred from the inputs.
+Kernels: cpu (float32, float64).
 
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/function_ops.cc:18 (op PythonFunction).
-    """
-    return _PythonFunction(xs, y, key, index)
+Declared at cpp/ops/function_ops.cc:18 (op PythonFunction).
+""")

@@ -12,38 +12,36 @@ __all__ = [
 ]
 
 
-_FusedElementwise = _pw.FusedElementwise
+fused_elementwise = _pw.public_entry(_pw.FusedElementwise, "fused_elementwise", __name__, """fused_elementwise(inputs, program, constants=())
+--
 
+Runs a tree of elementwise ops as one loop over the data.
 
-def fused_elementwise(inputs, program, constants=()):
-    """Runs a tree of elementwise ops as one loop over the data.
+The graph fusion pass makes these nodes from chains such as GELU's tanh
+form or x * sigmoid(x) when a graph is planned (OPFORGE_GRAPH_FUSION=0
+turns it off); calling it directly is for tests. `program` is a list of
+instructions of four ints {opcode, dst, a, b} over registers
+(opforge/fused_elementwise.h): load input a, load constant a, a unary op
+of register a, a binary op of registers a and b, or register a to the
+power constants[b]. Every register holds a value at the output shape;
+results equal those of the separate ops.
 
-    The graph fusion pass makes these nodes from chains such as GELU's tanh
-    form or x * sigmoid(x) when a graph is planned (OPFORGE_GRAPH_FUSION=0
-    turns it off); calling it directly is for tests. `program` is a list of
-    instructions of four ints {opcode, dst, a, b} over registers
-    (opforge/fused_elementwise.h): load input a, load constant a, a unary op
-    of register a, a binary op of registers a and b, or register a to the
-    power constants[b]. Every register holds a value at the output shape;
-    results equal those of the separate ops.
+Args:
+  inputs: A sequence of at least 1 tensor-likes of dtype T. The tensors
+    the program reads, broadcast against each other.
+  program: A sequence of ints or an int. The instructions, four ints
+    each; the last one's register is the result.
+  constants: A sequence of floats, default (). The scalar constants the
+    program reads.
 
-    Args:
-      inputs: A sequence of at least 1 tensor-likes of dtype T. The tensors
-        the program reads, broadcast against each other.
-      program: A sequence of ints or an int. The instructions, four ints
-        each; the last one's register is the result.
-      constants: A sequence of floats, default (). The scalar constants the
-        program reads.
+Returns:
+  A Tensor `y` of dtype T. The result, with the broadcast shape of the
+    inputs.
 
-    Returns:
-      A Tensor `y` of dtype T. The result, with the broadcast shape of the
-        inputs.
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Kernels: cpu (float32, float64).
 
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/fused_elementwise_ops.cc:63 (op FusedElementwise).
-    """
-    return _FusedElementwise(inputs, program, constants)
+Declared at cpp/ops/fused_elementwise_ops.cc:63 (op FusedElementwise).
+""")

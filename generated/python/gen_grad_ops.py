@@ -19,308 +19,292 @@ __all__ = [
 ]
 
 
-_ConcatGrad = _pw.ConcatGrad
-
-
-def concat_grad(grad, values, index, axis=0):
-    """The gradient of Concat(values, axis) with respect to values[index].
-
-    The block of grad that values[index] occupies in the concatenation, as
-    numpy's numpy.split(grad, numpy.cumsum(sizes)[:-1], axis)[index]. Only
-    the shapes of values are read.
-
-    Args:
-      grad: A tensor-like of dtype T. The gradient with respect to Concat's
-        output; it must have its shape.
-      values: A sequence of at least 1 tensor-likes of dtype T. Concat's
-        inputs; only their shapes are used.
-      index: An int >= 0. Which of values to return the gradient of, in [0,
-        N).
-      axis: An int, default 0. Concat's axis; negative values count from the
-        end.
+concat_grad = _pw.public_entry(_pw.ConcatGrad, "concat_grad", __name__, """concat_grad(grad, values, index, axis=0)
+--
+
+The gradient of Concat(values, axis) with respect to values[index].
+
+The block of grad that values[index] occupies in the concatenation, as
+numpy's numpy.split(grad, numpy.cumsum(sizes)[:-1], axis)[index]. Only
+the shapes of values are read.
+
+Args:
+  grad: A tensor-like of dtype T. The gradient with respect to Concat's
+    output; it must have its shape.
+  values: A sequence of at least 1 tensor-likes of dtype T. Concat's
+    inputs; only their shapes are used.
+  index: An int >= 0. Which of values to return the gradient of, in [0,
+    N).
+  axis: An int, default 0. Concat's axis; negative values count from the
+    end.
+
+Returns:
+  A Tensor `output` of dtype T. The gradient with respect to
+    values[index], with its shape.
+
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, float16, bfloat16).
+
+Declared at cpp/ops/grad_ops.cc:447 (op ConcatGrad).
+""")
+
+
+concat_grad_grad = _pw.public_entry(_pw.ConcatGradGrad, "concat_grad_grad", __name__, """concat_grad_grad(block, values, index, axis=0)
+--
+
+The gradient of ConcatGrad with respect to its grad: block padded with zeros to the concatenation's shape.
+
+Zeros of the shape of Concat(values, axis) with block written where
+values[index] sits, as numpy's numpy.concatenate([block if i == index
+else numpy.zeros_like(v) for i, v in enumerate(values)], axis). Only the
+shapes of values are read.
+
+Args:
+  block: A tensor-like of dtype T. The gradient with respect to
+    ConcatGrad's output; it must have values[index]'s shape.
+  values: A sequence of at least 1 tensor-likes of dtype T. Concat's
+    inputs; only their shapes are used.
+  index: An int >= 0. Which of values block stands for, in [0, N).
+  axis: An int, default 0. Concat's axis; negative values count from the
+    end.
+
+Returns:
+  A Tensor `output` of dtype T. Zeros of the concatenation's shape with
+    block at values[index]'s place.
+
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, float16, bfloat16).
+
+Declared at cpp/ops/grad_ops.cc:473 (op ConcatGradGrad).
+""")
+
+
+mat_mul_grad = _pw.public_entry(_pw.MatMulGrad, "mat_mul_grad", __name__, """mat_mul_grad(a, b, grad, transpose_a=False, transpose_b=False, compute_grad_a=True, compute_grad_b=True)
+--
+
+The gradients of MatMul(a, b, transpose_a, transpose_b) with respect to a and b.
+
+For matrices, grad_a = grad @ op(b).T (transposed back when transpose_a)
+and grad_b = op(a).T @ grad (transposed back when transpose_b), computed
+by the same GEMM as MatMul, reading transposed operands in place. 1-D
+operands follow MatMul's numpy.matmul rules, and gradients of broadcast
+batch dims are summed, so each result has exactly the shape of its
+operand. A result not asked for (compute_grad_a or compute_grad_b false)
+skips its GEMM and is zeros of its operand's shape, so the outputs and
+their shapes never depend on the flags.
+
+Args:
+  a: A tensor-like of dtype T. MatMul's left operand.
+  b: A tensor-like of dtype T. MatMul's right operand.
+  grad: A tensor-like of dtype T. The gradient of the loss with respect
+    to MatMul's product; it must have the product's shape.
+  transpose_a: A bool, default False. The transpose_a MatMul was called
+    with.
+  transpose_b: A bool, default False. The transpose_b MatMul was called
+    with.
+  compute_grad_a: A bool, default True. If false, grad_a is not computed
+    (no GEMM) and is zeros of a's shape: MatMul's gradient passes false
+    where a needs no gradient.
+  compute_grad_b: A bool, default True. If false, grad_b is not computed
+    (no GEMM) and is zeros of b's shape.
+
+Returns:
+  A tuple `(grad_a, grad_b)`:
+    grad_a: A Tensor of dtype T. The gradient with respect to a, with
+      a's shape (zeros if not compute_grad_a).
+    grad_b: A Tensor of dtype T. The gradient with respect to b, with
+      b's shape (zeros if not compute_grad_b).
+
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, float16, bfloat16).
+
+Declared at cpp/ops/grad_ops.cc:298 (op MatMulGrad).
+""")
+
+
+reduce_grad = _pw.public_entry(_pw.ReduceGrad, "reduce_grad", __name__, """reduce_grad(x, y, grad, reduction, axis=None, keepdims=False)
+--
+
+The gradient of a reduction (Sum, Mean, Max, Min, Prod) with respect to its input.
+
+"sum" broadcasts grad back to x's shape and "mean" also divides by the
+number of reduced elements (x's values are not read for either). "max"
+and "min" give grad to the elements of x equal to y, split equally among
+ties (a NaN result goes to the NaN elements). "prod" gives grad times
+the product of the other reduced elements, computed from prefix and
+suffix products, so zeros in x are exact and nothing is divided.
+
+Args:
+  x: A tensor-like of dtype T. The reduction's input.
+  y: A tensor-like of dtype T. The reduction's result (read only by
+    "max" and "min"), of the reduced shape.
+  grad: A tensor-like of dtype T. The gradient of the loss with respect
+    to y, of the reduced shape.
+  reduction: A string. Which reduction: "sum", "mean", "max", "min" or
+    "prod".
+  axis: A sequence of ints, an int, or None, default None. The
+    reduction's axes, with its rules: negative entries count from the
+    end; None reduces all axes; an empty list reduces none.
+  keepdims: A bool, default False. The reduction's keepdims: whether y
+    and grad keep reduced axes with length 1.
+
+Returns:
+  A Tensor `output` of dtype T. The gradient with respect to x, with x's
+    shape.
+
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, float16, bfloat16).
+
+Declared at cpp/ops/grad_ops.cc:344 (op ReduceGrad).
+""")
+
+
+reduce_grad_grad = _pw.public_entry(_pw.ReduceGradGrad, "reduce_grad_grad", __name__, """reduce_grad_grad(x, y, grad, directions, reduction, axis=None, keepdims=False)
+--
+
+Higher derivatives of a reduction: ReduceGrad's gradient with respect to x (one direction), and its gradients.
+
+For "sum" and "mean" ReduceGrad does not depend on x, and for "max" and
+"min" it is piecewise constant in x, so the result is zeros (x is not
+read). For "prod", element j gets grad * the sum, over distinct other
+elements i1, ..., iN of j's group, of directions[0][i1] * ... *
+directions[N-1][iN] * (the product of the rest of the group): with one
+direction, grad * sum over i != j of directions[0][i] * (the product of
+the group without i and j). It is computed in one pass each way with
+running sums in float64, so zeros need no special case and nothing is
+divided.
+
+Args:
+  x: A tensor-like of dtype T. The reduction's input.
+  y: A tensor-like of dtype T. The reduction's result, of the reduced
+    shape (not read).
+  grad: A tensor-like of dtype T. The gradient ReduceGrad was given, of
+    the reduced shape.
+  directions: A sequence of at least 1 tensor-likes of dtype T. One to
+    eight tensors of x's shape: the gradient flowing into ReduceGrad's
+    output, then those into this op's outputs.
+  reduction: A string. Which reduction: "sum", "mean", "max", "min" or
+    "prod".
+  axis: A sequence of ints, an int, or None, default None. The
+    reduction's axes (as ReduceGrad).
+  keepdims: A bool, default False. The reduction's keepdims (as
+    ReduceGrad).
+
+Returns:
+  A Tensor `output` of dtype T. The gradient with respect to x, with x's
+    shape.
+
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Returns:
-      A Tensor `output` of dtype T. The gradient with respect to
-        values[index], with its shape.
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/grad_ops.cc:447 (op ConcatGrad).
-    """
-    return _ConcatGrad(grad, values, index, axis)
-
-
-_ConcatGradGrad = _pw.ConcatGradGrad
-
-
-def concat_grad_grad(block, values, index, axis=0):
-    """The gradient of ConcatGrad with respect to its grad: block padded with zeros to the concatenation's shape.
-
-    Zeros of the shape of Concat(values, axis) with block written where
-    values[index] sits, as numpy's numpy.concatenate([block if i == index
-    else numpy.zeros_like(v) for i, v in enumerate(values)], axis). Only the
-    shapes of values are read.
-
-    Args:
-      block: A tensor-like of dtype T. The gradient with respect to
-        ConcatGrad's output; it must have values[index]'s shape.
-      values: A sequence of at least 1 tensor-likes of dtype T. Concat's
-        inputs; only their shapes are used.
-      index: An int >= 0. Which of values block stands for, in [0, N).
-      axis: An int, default 0. Concat's axis; negative values count from the
-        end.
-
-    Returns:
-      A Tensor `output` of dtype T. Zeros of the concatenation's shape with
-        block at values[index]'s place.
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/grad_ops.cc:473 (op ConcatGradGrad).
-    """
-    return _ConcatGradGrad(block, values, index, axis)
-
-
-_MatMulGrad = _pw.MatMulGrad
-
-
-def mat_mul_grad(a, b, grad, transpose_a=False, transpose_b=False, compute_grad_a=True, compute_grad_b=True):
-    """The gradients of MatMul(a, b, transpose_a, transpose_b) with respect to a and b.
-
-    For matrices, grad_a = grad @ op(b).T (transposed back when transpose_a)
-    and grad_b = op(a).T @ grad (transposed back when transpose_b), computed
-    by the same GEMM as MatMul, reading transposed operands in place. 1-D
-    operands follow MatMul's numpy.matmul rules, and gradients of broadcast
-    batch dims are summed, so each result has exactly the shape of its
-    operand. A result not asked for (compute_grad_a or compute_grad_b false)
-    skips its GEMM and is zeros of its operand's shape, so the outputs and
-    their shapes never depend on the flags.
-
-    Args:
-      a: A tensor-like of dtype T. MatMul's left operand.
-      b: A tensor-like of dtype T. MatMul's right operand.
-      grad: A tensor-like of dtype T. The gradient of the loss with respect
-        to MatMul's product; it must have the product's shape.
-      transpose_a: A bool, default False. The transpose_a MatMul was called
-        with.
-      transpose_b: A bool, default False. The transpose_b MatMul was called
-        with.
-      compute_grad_a: A bool, default True. If false, grad_a is not computed
-        (no GEMM) and is zeros of a's shape: MatMul's gradient passes false
-        where a needs no gradient.
-      compute_grad_b: A bool, default True. If false, grad_b is not computed
-        (no GEMM) and is zeros of b's shape.
-
-    Returns:
-      A tuple `(grad_a, grad_b)`:
-        grad_a: A Tensor of dtype T. The gradient with respect to a, with
-          a's shape (zeros if not compute_grad_a).
-        grad_b: A Tensor of dtype T. The gradient with respect to b, with
-          b's shape (zeros if not compute_grad_b).
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/grad_ops.cc:298 (op MatMulGrad).
-    """
-    return _MatMulGrad(a, b, grad, transpose_a, transpose_b, compute_grad_a, compute_grad_b)
-
-
-_ReduceGrad = _pw.ReduceGrad
-
-
-def reduce_grad(x, y, grad, reduction, axis=None, keepdims=False):
-    """The gradient of a reduction (Sum, Mean, Max, Min, Prod) with respect to its input.
-
-    "sum" broadcasts grad back to x's shape and "mean" also divides by the
-    number of reduced elements (x's values are not read for either). "max"
-    and "min" give grad to the elements of x equal to y, split equally among
-    ties (a NaN result goes to the NaN elements). "prod" gives grad times
-    the product of the other reduced elements, computed from prefix and
-    suffix products, so zeros in x are exact and nothing is divided.
-
-    Args:
-      x: A tensor-like of dtype T. The reduction's input.
-      y: A tensor-like of dtype T. The reduction's result (read only by
-        "max" and "min"), of the reduced shape.
-      grad: A tensor-like of dtype T. The gradient of the loss with respect
-        to y, of the reduced shape.
-      reduction: A string. Which reduction: "sum", "mean", "max", "min" or
-        "prod".
-      axis: A sequence of ints, an int, or None, default None. The
-        reduction's axes, with its rules: negative entries count from the
-        end; None reduces all axes; an empty list reduces none.
-      keepdims: A bool, default False. The reduction's keepdims: whether y
-        and grad keep reduced axes with length 1.
-
-    Returns:
-      A Tensor `output` of dtype T. The gradient with respect to x, with x's
-        shape.
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/grad_ops.cc:344 (op ReduceGrad).
-    """
-    return _ReduceGrad(x, y, grad, reduction, axis, keepdims)
-
-
-_ReduceGradGrad = _pw.ReduceGradGrad
-
-
-def reduce_grad_grad(x, y, grad, directions, reduction, axis=None, keepdims=False):
-    """Higher derivatives of a reduction: ReduceGrad's gradient with respect to x (one direction), and its gradients.
-
-    For "sum" and "mean" ReduceGrad does not depend on x, and for "max" and
-    "min" it is piecewise constant in x, so the result is zeros (x is not
-    read). For "prod", element j gets grad * the sum, over distinct other
-    elements i1, ..., iN of j's group, of directions[0][i1] * ... *
-    directions[N-1][iN] * (the product of the rest of the group): with one
-    direction, grad * sum over i != j of directions[0][i] * (the product of
-    the group without i and j). It is computed in one pass each way with
-    running sums in float64, so zeros need no special case and nothing is
-    divided.
-
-    Args:
-      x: A tensor-like of dtype T. The reduction's input.
-      y: A tensor-like of dtype T. The reduction's result, of the reduced
-        shape (not read).
-      grad: A tensor-like of dtype T. The gradient ReduceGrad was given, of
-        the reduced shape.
-      directions: A sequence of at least 1 tensor-likes of dtype T. One to
-        eight tensors of x's shape: the gradient flowing into ReduceGrad's
-        output, then those into this op's outputs.
-      reduction: A string. Which reduction: "sum", "mean", "max", "min" or
-        "prod".
-      axis: A sequence of ints, an int, or None, default None. The
-        reduction's axes (as ReduceGrad).
-      keepdims: A bool, default False. The reduction's keepdims (as
-        ReduceGrad).
-
-    Returns:
-      A Tensor `output` of dtype T. The gradient with respect to x, with x's
-        shape.
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/grad_ops.cc:379 (op ReduceGradGrad).
-    """
-    return _ReduceGradGrad(x, y, grad, directions, reduction, axis, keepdims)
-
-
-_RmsNormGrad = _pw.RmsNormGrad
-
-
-def rms_norm_grad(x, weight, grad, epsilon=1e-06):
-    """The gradients of RmsNorm(x, weight, epsilon) with respect to x and weight.
-
-    With r = 1 / sqrt(mean(x**2, -1, keepdims=True) + epsilon) and d =
-    x.shape[-1]: grad_x = r * grad * weight - x * r**3 / d * sum(grad *
-    weight * x, -1, keepdims=True), grad_weight = sum over all leading axes
-    of grad * x * r. Row sums are accumulated in float64 (as RmsNorm does),
-    and so is grad_weight; its sum over rows is split into blocks that
-    depend only on the shape, so the result does not depend on the thread
-    count.
-
-    Args:
-      x: A tensor-like of dtype T. The input of RmsNorm, of rank >= 1.
-      weight: A tensor-like of dtype T. The per-feature scale, a 1-D tensor
-        of length x.shape[-1].
-      grad: A tensor-like of dtype T. The gradient of the loss with respect
-        to RmsNorm's output; same shape as x.
-      epsilon: A float >= 0, default 1e-06. The epsilon RmsNorm was called
-        with; must be >= 0.
-
-    Returns:
-      A tuple `(grad_x, grad_weight)`:
-        grad_x: A Tensor of dtype T. The gradient with respect to x, with
-          x's shape.
-        grad_weight: A Tensor of dtype T. The gradient with respect to
-          weight, with weight's shape.
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/grad_ops.cc:251 (op RmsNormGrad).
-    """
-    return _RmsNormGrad(x, weight, grad, epsilon)
-
-
-_SliceGrad = _pw.SliceGrad
-
-
-def slice_grad(x, grad, begin, size):
-    """The gradient of Slice(x, begin, size) with respect to x.
-
-    Zeros of x's shape with grad written at the slice, as numpy's out =
-    zeros_like(x); out[b0:b0+s0, ...] = grad. Only x's shape is read.
-
-    Args:
-      x: A tensor-like of dtype T. Slice's input; only its shape is used.
-      grad: A tensor-like of dtype T. The gradient with respect to the
-        slice; it must have the slice's shape.
-      begin: A sequence of ints or an int. Slice's begin: the start index on
-        each axis, with 0 <= begin[i] <= x.shape[i].
-      size: A sequence of ints or an int. Slice's size: the length on each
-        axis, or -1 for everything from begin[i] to the end.
-
-    Returns:
-      A Tensor `output` of dtype T. The gradient with respect to x, with x's
-        shape.
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/grad_ops.cc:424 (op SliceGrad).
-    """
-    return _SliceGrad(x, grad, begin, size)
-
-
-_SoftmaxGrad = _pw.SoftmaxGrad
-
-
-def softmax_grad(softmax, grad, axis=-1):
-    """The gradient of Softmax with respect to its logits.
-
-    Equivalent to the numpy expression softmax * (grad - (grad *
-    softmax).sum(axis, keepdims=True)). Each slice along axis is read twice
-    and written once, with no temporary of the input's size; the dot product
-    is accumulated in float64. Empty tensors are allowed.
-
-    Args:
-      softmax: A tensor-like of dtype T. The output of Softmax(logits,
-        axis), of rank >= 1.
-      grad: A tensor-like of dtype T. The gradient of the loss with respect
-        to softmax; same shape.
-      axis: An int, default -1. The axis Softmax normalised over; negative
-        values count from the end.
-
-    Returns:
-      A Tensor `output` of dtype T. The gradient with respect to the logits,
-        with the shape of softmax.
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/grad_ops.cc:224 (op SoftmaxGrad).
-    """
-    return _SoftmaxGrad(softmax, grad, axis)
+Declared at cpp/ops/grad_ops.cc:379 (op ReduceGradGrad).
+""")
+
+
+rms_norm_grad = _pw.public_entry(_pw.RmsNormGrad, "rms_norm_grad", __name__, """rms_norm_grad(x, weight, grad, epsilon=1e-06)
+--
+
+The gradients of RmsNorm(x, weight, epsilon) with respect to x and weight.
+
+With r = 1 / sqrt(mean(x**2, -1, keepdims=True) + epsilon) and d =
+x.shape[-1]: grad_x = r * grad * weight - x * r**3 / d * sum(grad *
+weight * x, -1, keepdims=True), grad_weight = sum over all leading axes
+of grad * x * r. Row sums are accumulated in float64 (as RmsNorm does),
+and so is grad_weight; its sum over rows is split into blocks that
+depend only on the shape, so the result does not depend on the thread
+count.
+
+Args:
+  x: A tensor-like of dtype T. The input of RmsNorm, of rank >= 1.
+  weight: A tensor-like of dtype T. The per-feature scale, a 1-D tensor
+    of length x.shape[-1].
+  grad: A tensor-like of dtype T. The gradient of the loss with respect
+    to RmsNorm's output; same shape as x.
+  epsilon: A float >= 0, default 1e-06. The epsilon RmsNorm was called
+    with; must be >= 0.
+
+Returns:
+  A tuple `(grad_x, grad_weight)`:
+    grad_x: A Tensor of dtype T. The gradient with respect to x, with
+      x's shape.
+    grad_weight: A Tensor of dtype T. The gradient with respect to
+      weight, with weight's shape.
+
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, float16, bfloat16).
+
+Declared at cpp/ops/grad_ops.cc:251 (op RmsNormGrad).
+""")
+
+
+slice_grad = _pw.public_entry(_pw.SliceGrad, "slice_grad", __name__, """slice_grad(x, grad, begin, size)
+--
+
+The gradient of Slice(x, begin, size) with respect to x.
+
+Zeros of x's shape with grad written at the slice, as numpy's out =
+zeros_like(x); out[b0:b0+s0, ...] = grad. Only x's shape is read.
+
+Args:
+  x: A tensor-like of dtype T. Slice's input; only its shape is used.
+  grad: A tensor-like of dtype T. The gradient with respect to the
+    slice; it must have the slice's shape.
+  begin: A sequence of ints or an int. Slice's begin: the start index on
+    each axis, with 0 <= begin[i] <= x.shape[i].
+  size: A sequence of ints or an int. Slice's size: the length on each
+    axis, or -1 for everything from begin[i] to the end.
+
+Returns:
+  A Tensor `output` of dtype T. The gradient with respect to x, with x's
+    shape.
+
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, float16, bfloat16).
+
+Declared at cpp/ops/grad_ops.cc:424 (op SliceGrad).
+""")
+
+
+softmax_grad = _pw.public_entry(_pw.SoftmaxGrad, "softmax_grad", __name__, """softmax_grad(softmax, grad, axis=-1)
+--
+
+The gradient of Softmax with respect to its logits.
+
+Equivalent to the numpy expression softmax * (grad - (grad *
+softmax).sum(axis, keepdims=True)). Each slice along axis is read twice
+and written once, with no temporary of the input's size; the dot product
+is accumulated in float64. Empty tensors are allowed.
+
+Args:
+  softmax: A tensor-like of dtype T. The output of Softmax(logits,
+    axis), of rank >= 1.
+  grad: A tensor-like of dtype T. The gradient of the loss with respect
+    to softmax; same shape.
+  axis: An int, default -1. The axis Softmax normalised over; negative
+    values count from the end.
+
+Returns:
+  A Tensor `output` of dtype T. The gradient with respect to the logits,
+    with the shape of softmax.
+
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, float16, bfloat16).
+
+Declared at cpp/ops/grad_ops.cc:224 (op SoftmaxGrad).
+""")

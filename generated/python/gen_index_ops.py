@@ -17,189 +17,177 @@ __all__ = [
 ]
 
 
-_GatherElements = _pw.GatherElements
+gather_elements = _pw.public_entry(_pw.GatherElements, "gather_elements", __name__, """gather_elements(params, indices, axis=0)
+--
+
+Picks one element of params along axis per element of indices.
+
+Equivalent to np.take_along_axis(params, indices, axis) (ONNX
+GatherElements); negative indices count from the end.
+
+Args:
+  params: A tensor-like of dtype T. The data.
+  indices: A tensor-like of dtype Tindices. Of params' rank; the
+    positions along axis.
+  axis: An int, default 0. The axis indexed.
+
+Returns:
+  A Tensor `output` of dtype T. indices' shape.
+
+Type attrs:
+  T in {float32, float64, int32, int64, bool}, inferred from the inputs.
+  Tindices in {int32, int64}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, int32, int64, bool).
+
+Declared at cpp/ops/index_ops.cc:186 (op GatherElements).
+""")
 
 
-def gather_elements(params, indices, axis=0):
-    """Picks one element of params along axis per element of indices.
+gather_nd = _pw.public_entry(_pw.GatherND, "gather_nd", __name__, """gather_nd(params, indices)
+--
 
-    Equivalent to np.take_along_axis(params, indices, axis) (ONNX
-    GatherElements); negative indices count from the end.
+Gathers slices of params addressed by the index tuples in the last dim of indices.
 
-    Args:
-      params: A tensor-like of dtype T. The data.
-      indices: A tensor-like of dtype Tindices. Of params' rank; the
-        positions along axis.
-      axis: An int, default 0. The axis indexed.
+With k = indices.shape[-1], out[i...] = params[tuple(indices[i...])], a
+slice of shape params.shape[k:]: numpy's params[tuple(indices.T)],
+ONNX's GatherND with batch_dims 0. Negative indices count from the end.
 
-    Returns:
-      A Tensor `output` of dtype T. indices' shape.
+Args:
+  params: A tensor-like of dtype T. The data, of rank >= k.
+  indices: A tensor-like of dtype Tindices. Index tuples, shape [...,
+    k].
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool}, inferred from the inputs.
-      Tindices in {int32, int64}, inferred from the inputs.
+Returns:
+  A Tensor `output` of dtype T. Shape indices.shape[:-1] +
+    params.shape[k:].
 
-    Kernels: cpu (float32, float64, int32, int64, bool).
+Type attrs:
+  T in {float32, float64, int32, int64, bool}, inferred from the inputs.
+  Tindices in {int32, int64}, inferred from the inputs.
 
-    Declared at cpp/ops/index_ops.cc:186 (op GatherElements).
-    """
-    return _GatherElements(params, indices, axis)
+Kernels: cpu (float32, float64, int32, int64, bool).
 
-
-_GatherND = _pw.GatherND
-
-
-def gather_nd(params, indices):
-    """Gathers slices of params addressed by the index tuples in the last dim of indices.
-
-    With k = indices.shape[-1], out[i...] = params[tuple(indices[i...])], a
-    slice of shape params.shape[k:]: numpy's params[tuple(indices.T)],
-    ONNX's GatherND with batch_dims 0. Negative indices count from the end.
-
-    Args:
-      params: A tensor-like of dtype T. The data, of rank >= k.
-      indices: A tensor-like of dtype Tindices. Index tuples, shape [...,
-        k].
-
-    Returns:
-      A Tensor `output` of dtype T. Shape indices.shape[:-1] +
-        params.shape[k:].
-
-    Type attrs:
-      T in {float32, float64, int32, int64, bool}, inferred from the inputs.
-      Tindices in {int32, int64}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, int32, int64, bool).
-
-    Declared at cpp/ops/index_ops.cc:139 (op GatherND).
-    """
-    return _GatherND(params, indices)
+Declared at cpp/ops/index_ops.cc:139 (op GatherND).
+""")
 
 
-_NonZero = _pw.NonZero
+non_zero = _pw.public_entry(_pw.NonZero, "non_zero", __name__, """non_zero(x, count)
+--
+
+The positions of the nonzero elements of x, one column per element, in row-major order.
+
+Equivalent to np.array(np.nonzero(x)) (ONNX NonZero). The output's size
+depends on the values, so the caller gives the count of nonzeros
+(of.nonzero computes it); a count that does not match x is
+InvalidArgumentError.
+
+Args:
+  x: A tensor-like of dtype T. The input.
+  count: An int >= 0. The number of nonzero elements of x.
+
+Returns:
+  A Tensor `y` of dtype int64. Shape [rank(x), count], int64.
+
+Type attrs:
+  T in {float32, float64, int32, int64, bool}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, int32, int64, bool).
+
+Declared at cpp/ops/index_ops.cc:262 (op NonZero).
+""")
 
 
-def non_zero(x, count):
-    """The positions of the nonzero elements of x, one column per element, in row-major order.
+scatter_elements = _pw.public_entry(_pw.ScatterElements, "scatter_elements", __name__, """scatter_elements(data, indices, updates, axis=0, reduction="none")
+--
 
-    Equivalent to np.array(np.nonzero(x)) (ONNX NonZero). The output's size
-    depends on the values, so the caller gives the count of nonzeros
-    (of.nonzero computes it); a count that does not match x is
-    InvalidArgumentError.
+Returns a copy of data with updates written along axis at the positions indices give.
 
-    Args:
-      x: A tensor-like of dtype T. The input.
-      count: An int >= 0. The number of nonzero elements of x.
+The inverse of GatherElements (np.put_along_axis for reduction 'none';
+ONNX ScatterElements): out[i with i[axis] = indices[i]] = updates[i], in
+order; reduction 'add', 'mul', 'max' or 'min' combines instead.
 
-    Returns:
-      A Tensor `y` of dtype int64. Shape [rank(x), count], int64.
+Args:
+  data: A tensor-like of dtype T. The tensor to update.
+  indices: A tensor-like of dtype Tindices. Of data's rank; positions
+    along axis.
+  updates: A tensor-like of dtype T. indices' shape.
+  axis: An int, default 0. The axis written along.
+  reduction: A string, default "none". 'none' (replace), 'add', 'mul',
+    'max' or 'min'.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool}, inferred from the inputs.
+Returns:
+  A Tensor `output` of dtype T. data's shape and dtype.
 
-    Kernels: cpu (float32, float64, int32, int64, bool).
+Type attrs:
+  T in {float32, float64, int32, int64, bool}, inferred from the inputs.
+  Tindices in {int32, int64}, inferred from the inputs.
 
-    Declared at cpp/ops/index_ops.cc:262 (op NonZero).
-    """
-    return _NonZero(x, count)
+Kernels: cpu (float32, float64, int32, int64, bool).
 
-
-_ScatterElements = _pw.ScatterElements
-
-
-def scatter_elements(data, indices, updates, axis=0, reduction="none"):
-    """Returns a copy of data with updates written along axis at the positions indices give.
-
-    The inverse of GatherElements (np.put_along_axis for reduction 'none';
-    ONNX ScatterElements): out[i with i[axis] = indices[i]] = updates[i], in
-    order; reduction 'add', 'mul', 'max' or 'min' combines instead.
-
-    Args:
-      data: A tensor-like of dtype T. The tensor to update.
-      indices: A tensor-like of dtype Tindices. Of data's rank; positions
-        along axis.
-      updates: A tensor-like of dtype T. indices' shape.
-      axis: An int, default 0. The axis written along.
-      reduction: A string, default "none". 'none' (replace), 'add', 'mul',
-        'max' or 'min'.
-
-    Returns:
-      A Tensor `output` of dtype T. data's shape and dtype.
-
-    Type attrs:
-      T in {float32, float64, int32, int64, bool}, inferred from the inputs.
-      Tindices in {int32, int64}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, int32, int64, bool).
-
-    Declared at cpp/ops/index_ops.cc:208 (op ScatterElements).
-    """
-    return _ScatterElements(data, indices, updates, axis, reduction)
+Declared at cpp/ops/index_ops.cc:208 (op ScatterElements).
+""")
 
 
-_ScatterND = _pw.ScatterND
+scatter_nd = _pw.public_entry(_pw.ScatterND, "scatter_nd", __name__, """scatter_nd(data, indices, updates, reduction="none")
+--
+
+Returns a copy of data with the slices addressed by indices replaced by (or combined with) updates.
+
+The inverse of GatherND: out[tuple(indices[i...])] = updates[i...], in
+index order, so with repeated indices and reduction 'none' the last one
+wins. reduction 'add', 'mul', 'max' or 'min' combines instead (ONNX
+ScatterND).
+
+Args:
+  data: A tensor-like of dtype T. The tensor to update.
+  indices: A tensor-like of dtype Tindices. Index tuples, shape [...,
+    k], k <= rank(data).
+  updates: A tensor-like of dtype T. Shape indices.shape[:-1] +
+    data.shape[k:].
+  reduction: A string, default "none". 'none' (replace), 'add', 'mul',
+    'max' or 'min'.
+
+Returns:
+  A Tensor `output` of dtype T. data's shape and dtype.
+
+Type attrs:
+  T in {float32, float64, int32, int64, bool}, inferred from the inputs.
+  Tindices in {int32, int64}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, int32, int64, bool).
+
+Declared at cpp/ops/index_ops.cc:160 (op ScatterND).
+""")
 
 
-def scatter_nd(data, indices, updates, reduction="none"):
-    """Returns a copy of data with the slices addressed by indices replaced by (or combined with) updates.
+top_k = _pw.public_entry(_pw.TopK, "top_k", __name__, """top_k(x, k, axis=-1, largest=True, sorted=True)
+--
 
-    The inverse of GatherND: out[tuple(indices[i...])] = updates[i...], in
-    index order, so with repeated indices and reduction 'none' the last one
-    wins. reduction 'add', 'mul', 'max' or 'min' combines instead (ONNX
-    ScatterND).
+The k largest (or smallest) elements along axis and their positions.
 
-    Args:
-      data: A tensor-like of dtype T. The tensor to update.
-      indices: A tensor-like of dtype Tindices. Index tuples, shape [...,
-        k], k <= rank(data).
-      updates: A tensor-like of dtype T. Shape indices.shape[:-1] +
-        data.shape[k:].
-      reduction: A string, default "none". 'none' (replace), 'add', 'mul',
-        'max' or 'min'.
+As ONNX TopK: ties keep the lower index first; NaN counts as larger than
+every number. sorted=false still returns them sorted (allowed by ONNX).
 
-    Returns:
-      A Tensor `output` of dtype T. data's shape and dtype.
+Args:
+  x: A tensor-like of dtype T. The input, rank >= 1.
+  k: An int >= 0. How many to keep, at most x.shape[axis].
+  axis: An int, default -1. The axis searched.
+  largest: A bool, default True. True for the largest, false for the
+    smallest.
+  sorted: A bool, default True. Whether the result must be in order (it
+    always is).
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool}, inferred from the inputs.
-      Tindices in {int32, int64}, inferred from the inputs.
+Returns:
+  A tuple `(values, indices)`:
+    values: A Tensor of dtype T. The elements, x's shape with k along
+      axis.
+    indices: A Tensor of dtype int64. Their positions along axis.
 
-    Kernels: cpu (float32, float64, int32, int64, bool).
+Type attrs:
+  T in {float32, float64, int32, int64}, inferred from the inputs.
 
-    Declared at cpp/ops/index_ops.cc:160 (op ScatterND).
-    """
-    return _ScatterND(data, indices, updates, reduction)
+Kernels: cpu (float32, float64, int32, int64).
 
-
-_TopK = _pw.TopK
-
-
-def top_k(x, k, axis=-1, largest=True, sorted=True):
-    """The k largest (or smallest) elements along axis and their positions.
-
-    As ONNX TopK: ties keep the lower index first; NaN counts as larger than
-    every number. sorted=false still returns them sorted (allowed by ONNX).
-
-    Args:
-      x: A tensor-like of dtype T. The input, rank >= 1.
-      k: An int >= 0. How many to keep, at most x.shape[axis].
-      axis: An int, default -1. The axis searched.
-      largest: A bool, default True. True for the largest, false for the
-        smallest.
-      sorted: A bool, default True. Whether the result must be in order (it
-        always is).
-
-    Returns:
-      A tuple `(values, indices)`:
-        values: A Tensor of dtype T. The elements, x's shape with k along
-          axis.
-        indices: A Tensor of dtype int64. Their positions along axis.
-
-    Type attrs:
-      T in {float32, float64, int32, int64}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, int32, int64).
-
-    Declared at cpp/ops/index_ops.cc:236 (op TopK).
-    """
-    return _TopK(x, k, axis, largest, sorted)
+Declared at cpp/ops/index_ops.cc:236 (op TopK).
+""")

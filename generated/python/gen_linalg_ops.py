@@ -15,134 +15,126 @@ __all__ = [
 ]
 
 
-_FusedMatMul = _pw.FusedMatMul
+fused_mat_mul = _pw.public_entry(_pw.FusedMatMul, "fused_mat_mul", __name__, """fused_mat_mul(a, b, bias, transpose_a=False, transpose_b=False, activation="none")
+--
+
+activation(a @ b + bias) in one pass: the bias and the activation are applied to each output tile of the GEMM while it is still in cache.
+
+Args:
+  a: A tensor-like of dtype T. The rows, of shape [..., k] (leading axes
+    folded into rows), or [k, m] with transpose_a.
+  b: A tensor-like of dtype T. The matrix, of shape [k, n] (or [n, k]
+    with transpose_b).
+  bias: A tensor-like of dtype T. One value per output column, of shape
+    [n].
+  transpose_a: A bool, default False. If true, a is [k, m] (2-D only).
+  transpose_b: A bool, default False. If true, b is [n, k] (nn.Linear's
+    weight layout).
+  activation: A string, default "none". 'none', 'relu', 'gelu' (exact,
+    erf), 'silu' or 'sigmoid'.
+
+Returns:
+  A Tensor `y` of dtype T. activation(a @ b + bias), of shape
+    a.shape[:-1] + [n] (or [m, n] with transpose_a).
+
+Type attrs:
+  T in {float32}, inferred from the inputs.
+
+Kernels: cpu (float32).
+
+Declared at cpp/ops/linalg_ops.cc:116 (op FusedMatMul).
+""")
 
 
-def fused_mat_mul(a, b, bias, transpose_a=False, transpose_b=False, activation="none"):
-    """activation(a @ b + bias) in one pass: the bias and the activation are applied to each output tile of the GEMM while it is still in cache.
+fused_mat_mul_activation_grad = _pw.public_entry(_pw.FusedMatMulActivationGrad, "fused_mat_mul_activation_grad", __name__, """fused_mat_mul_activation_grad(dy, y, a, b, bias, transpose_a=False, transpose_b=False, activation="none")
+--
 
-    Args:
-      a: A tensor-like of dtype T. The rows, of shape [..., k] (leading axes
-        folded into rows), or [k, m] with transpose_a.
-      b: A tensor-like of dtype T. The matrix, of shape [k, n] (or [n, k]
-        with transpose_b).
-      bias: A tensor-like of dtype T. One value per output column, of shape
-        [n].
-      transpose_a: A bool, default False. If true, a is [k, m] (2-D only).
-      transpose_b: A bool, default False. If true, b is [n, k] (nn.Linear's
-        weight layout).
-      activation: A string, default "none". 'none', 'relu', 'gelu' (exact,
-        erf), 'silu' or 'sigmoid'.
+The gradient of a FusedMatMul's pre-activation a @ b + bias, given the gradient dy of its output y: dy * activation'(pre). relu, sigmoid and none read y; gelu and silu recompute pre (one GEMM) from a, b and bias.
 
-    Returns:
-      A Tensor `y` of dtype T. activation(a @ b + bias), of shape
-        a.shape[:-1] + [n] (or [m, n] with transpose_a).
+Args:
+  dy: A tensor-like of dtype T. The gradient of y.
+  y: A tensor-like of dtype T. FusedMatMul's output.
+  a: A tensor-like of dtype T. FusedMatMul's a.
+  b: A tensor-like of dtype T. FusedMatMul's b.
+  bias: A tensor-like of dtype T. FusedMatMul's bias.
+  transpose_a: A bool, default False. As in the FusedMatMul.
+  transpose_b: A bool, default False. As in the FusedMatMul.
+  activation: A string, default "none". As in the FusedMatMul.
 
-    Type attrs:
-      T in {float32}, inferred from the inputs.
+Returns:
+  A Tensor `dpre` of dtype T. The gradient of a @ b + bias, of y's
+    shape.
 
-    Kernels: cpu (float32).
+Type attrs:
+  T in {float32}, inferred from the inputs.
 
-    Declared at cpp/ops/linalg_ops.cc:116 (op FusedMatMul).
-    """
-    return _FusedMatMul(a, b, bias, transpose_a, transpose_b, activation)
+Kernels: cpu (float32).
+
+Declared at cpp/ops/linalg_ops.cc:173 (op FusedMatMulActivationGrad).
+""")
 
 
-_FusedMatMulActivationGrad = _pw.FusedMatMulActivationGrad
+fused_mat_mul_activation_grad_grad = _pw.public_entry(_pw.FusedMatMulActivationGradGrad, "fused_mat_mul_activation_grad_grad", __name__, """fused_mat_mul_activation_grad_grad(ddpre, dy, y, a, b, bias, transpose_a=False, transpose_b=False, activation="none")
+--
+
+The second-order term of a FusedMatMul's gradient: the gradient of FusedMatMulActivationGrad's dpre = dy * act'(pre) with respect to the pre-activation pre = a @ b + bias, ddpre * dy * act''(pre). Exactly zero for 'none' and 'relu' (act'' is 0 almost everywhere); 'gelu', 'silu' and 'sigmoid' raise UnimplementedError (their second derivatives through the fused op are not implemented; the unfused ops have them).
+
+Args:
+  ddpre: A tensor-like of dtype T. The gradient of
+    FusedMatMulActivationGrad's dpre.
+  dy: A tensor-like of dtype T. FusedMatMulActivationGrad's dy.
+  y: A tensor-like of dtype T. FusedMatMul's output.
+  a: A tensor-like of dtype T. FusedMatMul's a.
+  b: A tensor-like of dtype T. FusedMatMul's b.
+  bias: A tensor-like of dtype T. FusedMatMul's bias.
+  transpose_a: A bool, default False. As in the FusedMatMul.
+  transpose_b: A bool, default False. As in the FusedMatMul.
+  activation: A string, default "none". As in the FusedMatMul.
+
+Returns:
+  A Tensor `dpre2` of dtype T. The gradient with respect to pre, of y's
+    shape.
+
+Type attrs:
+  T in {float32}, inferred from the inputs.
+
+Kernels: cpu (float32).
+
+Declared at cpp/ops/linalg_ops.cc:220 (op FusedMatMulActivationGradGrad).
+""")
 
 
-def fused_mat_mul_activation_grad(dy, y, a, b, bias, transpose_a=False, transpose_b=False, activation="none"):
-    """The gradient of a FusedMatMul's pre-activation a @ b + bias, given the gradient dy of its output y: dy * activation'(pre). relu, sigmoid and none read y; gelu and silu recompute pre (one GEMM) from a, b and bias.
+mat_mul = _pw.public_entry(_pw.MatMul, "mat_mul", __name__, """mat_mul(a, b, transpose_a=False, transpose_b=False)
+--
 
-    Args:
-      dy: A tensor-like of dtype T. The gradient of y.
-      y: A tensor-like of dtype T. FusedMatMul's output.
-      a: A tensor-like of dtype T. FusedMatMul's a.
-      b: A tensor-like of dtype T. FusedMatMul's b.
-      bias: A tensor-like of dtype T. FusedMatMul's bias.
-      transpose_a: A bool, default False. As in the FusedMatMul.
-      transpose_b: A bool, default False. As in the FusedMatMul.
-      activation: A string, default "none". As in the FusedMatMul.
+Multiplies matrices, with numpy.matmul semantics.
 
-    Returns:
-      A Tensor `dpre` of dtype T. The gradient of a @ b + bias, of y's
-        shape.
+Operands of rank >= 2 are stacks of matrices in their last two axes; the
+leading (batch) axes broadcast like numpy. A 1-D a is treated as a row
+vector [1, k] and a 1-D b as a column vector [k, 1]; the added axis is
+removed from the result, so two 1-D operands give their 0-d dot product.
+0-d operands are an error (use multiply). An inner dimension of 0 gives
+a result of zeros. Integer products wrap on overflow like numpy.
 
-    Type attrs:
-      T in {float32}, inferred from the inputs.
+Args:
+  a: A tensor-like of dtype T. The left operand, of shape [..., m, k]
+    (or [..., k, m] with transpose_a), or [k].
+  b: A tensor-like of dtype T. The right operand, of shape [..., k, n]
+    (or [..., n, k] with transpose_b), or [k].
+  transpose_a: A bool, default False. If true, multiply by the transpose
+    of each matrix of a (ignored for a 1-D a).
+  transpose_b: A bool, default False. If true, multiply by the transpose
+    of each matrix of b (ignored for a 1-D b).
 
-    Kernels: cpu (float32).
+Returns:
+  A Tensor `product` of dtype T. The product, of shape
+    broadcast(batch(a), batch(b)) + [m, n], minus the axes added for 1-D
+    operands.
 
-    Declared at cpp/ops/linalg_ops.cc:173 (op FusedMatMulActivationGrad).
-    """
-    return _FusedMatMulActivationGrad(dy, y, a, b, bias, transpose_a, transpose_b, activation)
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-_FusedMatMulActivationGradGrad = _pw.FusedMatMulActivationGradGrad
-
-
-def fused_mat_mul_activation_grad_grad(ddpre, dy, y, a, b, bias, transpose_a=False, transpose_b=False, activation="none"):
-    """The second-order term of a FusedMatMul's gradient: the gradient of FusedMatMulActivationGrad's dpre = dy * act'(pre) with respect to the pre-activation pre = a @ b + bias, ddpre * dy * act''(pre). Exactly zero for 'none' and 'relu' (act'' is 0 almost everywhere); 'gelu', 'silu' and 'sigmoid' raise UnimplementedError (their second derivatives through the fused op are not implemented; the unfused ops have them).
-
-    Args:
-      ddpre: A tensor-like of dtype T. The gradient of
-        FusedMatMulActivationGrad's dpre.
-      dy: A tensor-like of dtype T. FusedMatMulActivationGrad's dy.
-      y: A tensor-like of dtype T. FusedMatMul's output.
-      a: A tensor-like of dtype T. FusedMatMul's a.
-      b: A tensor-like of dtype T. FusedMatMul's b.
-      bias: A tensor-like of dtype T. FusedMatMul's bias.
-      transpose_a: A bool, default False. As in the FusedMatMul.
-      transpose_b: A bool, default False. As in the FusedMatMul.
-      activation: A string, default "none". As in the FusedMatMul.
-
-    Returns:
-      A Tensor `dpre2` of dtype T. The gradient with respect to pre, of y's
-        shape.
-
-    Type attrs:
-      T in {float32}, inferred from the inputs.
-
-    Kernels: cpu (float32).
-
-    Declared at cpp/ops/linalg_ops.cc:220 (op FusedMatMulActivationGradGrad).
-    """
-    return _FusedMatMulActivationGradGrad(ddpre, dy, y, a, b, bias, transpose_a, transpose_b, activation)
-
-
-_MatMul = _pw.MatMul
-
-
-def mat_mul(a, b, transpose_a=False, transpose_b=False):
-    """Multiplies matrices, with numpy.matmul semantics.
-
-    Operands of rank >= 2 are stacks of matrices in their last two axes; the
-    leading (batch) axes broadcast like numpy. A 1-D a is treated as a row
-    vector [1, k] and a 1-D b as a column vector [k, 1]; the added axis is
-    removed from the result, so two 1-D operands give their 0-d dot product.
-    0-d operands are an error (use multiply). An inner dimension of 0 gives
-    a result of zeros. Integer products wrap on overflow like numpy.
-
-    Args:
-      a: A tensor-like of dtype T. The left operand, of shape [..., m, k]
-        (or [..., k, m] with transpose_a), or [k].
-      b: A tensor-like of dtype T. The right operand, of shape [..., k, n]
-        (or [..., n, k] with transpose_b), or [k].
-      transpose_a: A bool, default False. If true, multiply by the transpose
-        of each matrix of a (ignored for a 1-D a).
-      transpose_b: A bool, default False. If true, multiply by the transpose
-        of each matrix of b (ignored for a 1-D b).
-
-    Returns:
-      A Tensor `product` of dtype T. The product, of shape
-        broadcast(batch(a), batch(b)) + [m, n], minus the axes added for 1-D
-        operands.
-
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
-
-    Declared at cpp/ops/linalg_ops.cc:256 (op MatMul).
-    """
-    return _MatMul(a, b, transpose_a, transpose_b)
+Declared at cpp/ops/linalg_ops.cc:256 (op MatMul).
+""")

@@ -39,750 +39,694 @@ __all__ = [
 ]
 
 
-_Abs = _pw.Abs
+abs = _pw.public_entry(_pw.Abs, "abs", __name__, """abs(x)
+--
 
+Returns the absolute value of x element-wise.
 
-def abs(x):
-    """Returns the absolute value of x element-wise.
+Equivalent to `np.abs(x)`. For integers the absolute value of the most
+negative value wraps around to itself, as in numpy; abs(NaN) is NaN.
 
-    Equivalent to `np.abs(x)`. For integers the absolute value of the most
-    negative value wraps around to itself, as in numpy; abs(NaN) is NaN.
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+Returns:
+  A Tensor `y` of dtype T. The absolute values, with the shape and dtype
+    of `x`.
 
-    Returns:
-      A Tensor `y` of dtype T. The absolute values, with the shape and dtype
-        of `x`.
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
+Declared at cpp/ops/math_ops.cc:173 (op Abs).
+""")
 
-    Declared at cpp/ops/math_ops.cc:173 (op Abs).
-    """
-    return _Abs(x)
 
+add = _pw.public_entry(_pw.Add, "add", __name__, """add(x, y)
+--
 
-_Add = _pw.Add
+Returns x + y element-wise, with numpy broadcasting.
 
+Equivalent to `np.add(x, y)` for operands of one dtype. Integer sums
+wrap around on overflow, as in numpy.
 
-def add(x, y):
-    """Returns x + y element-wise, with numpy broadcasting.
+Args:
+  x: A tensor-like of dtype T. The first operand.
+  y: A tensor-like of dtype T. The second operand, of the same dtype as
+    `x`; broadcast against `x`.
 
-    Equivalent to `np.add(x, y)` for operands of one dtype. Integer sums
-    wrap around on overflow, as in numpy.
+Returns:
+  A Tensor `z` of dtype T. The sum, with the broadcast shape of `x` and
+    `y`.
 
-    Args:
-      x: A tensor-like of dtype T. The first operand.
-      y: A tensor-like of dtype T. The second operand, of the same dtype as
-        `x`; broadcast against `x`.
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-    Returns:
-      A Tensor `z` of dtype T. The sum, with the broadcast shape of `x` and
-        `y`.
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
+Declared at cpp/ops/math_ops.cc:10 (op Add).
+""")
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-    Declared at cpp/ops/math_ops.cc:10 (op Add).
-    """
-    return _Add(x, y)
+cos = _pw.public_entry(_pw.Cos, "cos", __name__, """cos(x)
+--
 
+Returns the cosine of x element-wise.
 
-_Cos = _pw.Cos
+Equivalent to `np.cos(x)`; the angle is in radians, and cos(inf) is NaN.
 
+Args:
+  x: A tensor-like of dtype T. The angle in radians, float32 or float64.
 
-def cos(x):
-    """Returns the cosine of x element-wise.
+Returns:
+  A Tensor `y` of dtype T. The cosine, with the shape and dtype of `x`.
 
-    Equivalent to `np.cos(x)`; the angle is in radians, and cos(inf) is NaN.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Args:
-      x: A tensor-like of dtype T. The angle in radians, float32 or float64.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Returns:
-      A Tensor `y` of dtype T. The cosine, with the shape and dtype of `x`.
+Declared at cpp/ops/math_ops.cc:289 (op Cos).
+""")
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+div = _pw.public_entry(_pw.Div, "div", __name__, """div(x, y)
+--
 
-    Declared at cpp/ops/math_ops.cc:289 (op Cos).
-    """
-    return _Cos(x)
+Returns x / y element-wise (true division), with numpy broadcasting.
 
+Equivalent to `np.true_divide(x, y)` for floating operands of one dtype.
+Division by zero gives inf or NaN as IEEE 754 says, without a warning.
+Integer tensors are not supported: cast them to a floating dtype first.
 
-_Div = _pw.Div
+Args:
+  x: A tensor-like of dtype T. The dividend, float32 or float64.
+  y: A tensor-like of dtype T. The divisor, of the same dtype as `x`;
+    broadcast against `x`.
 
+Returns:
+  A Tensor `z` of dtype T. The quotient, with the broadcast shape of `x`
+    and `y`.
 
-def div(x, y):
-    """Returns x / y element-wise (true division), with numpy broadcasting.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Equivalent to `np.true_divide(x, y)` for floating operands of one dtype.
-    Division by zero gives inf or NaN as IEEE 754 says, without a warning.
-    Integer tensors are not supported: cast them to a floating dtype first.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Args:
-      x: A tensor-like of dtype T. The dividend, float32 or float64.
-      y: A tensor-like of dtype T. The divisor, of the same dtype as `x`;
-        broadcast against `x`.
+Declared at cpp/ops/math_ops.cc:70 (op Div).
+""")
 
-    Returns:
-      A Tensor `z` of dtype T. The quotient, with the broadcast shape of `x`
-        and `y`.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+equal = _pw.public_entry(_pw.Equal, "equal", __name__, """equal(x, y)
+--
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Returns the truth value of x == y element-wise, with numpy broadcasting.
 
-    Declared at cpp/ops/math_ops.cc:70 (op Div).
-    """
-    return _Div(x, y)
+Equivalent to `np.equal(x, y)` for operands of one dtype; NaN equals
+nothing, not even NaN.
 
+Args:
+  x: A tensor-like of dtype T. The first operand.
+  y: A tensor-like of dtype T. The second operand, of the same dtype as
+    `x`; broadcast against `x`.
 
-_Equal = _pw.Equal
+Returns:
+  A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
+    `x` and `y`.
 
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-def equal(x, y):
-    """Returns the truth value of x == y element-wise, with numpy broadcasting.
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Equivalent to `np.equal(x, y)` for operands of one dtype; NaN equals
-    nothing, not even NaN.
+Declared at cpp/ops/math_ops.cc:340 (op Equal).
+""")
 
-    Args:
-      x: A tensor-like of dtype T. The first operand.
-      y: A tensor-like of dtype T. The second operand, of the same dtype as
-        `x`; broadcast against `x`.
 
-    Returns:
-      A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
-        `x` and `y`.
+exp = _pw.public_entry(_pw.Exp, "exp", __name__, """exp(x)
+--
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Returns e raised to the power x element-wise.
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Equivalent to `np.exp(x)`: overflows to inf and underflows to 0 without
+a warning.
 
-    Declared at cpp/ops/math_ops.cc:340 (op Equal).
-    """
-    return _Equal(x, y)
+Args:
+  x: A tensor-like of dtype T. The exponent, float32 or float64.
 
+Returns:
+  A Tensor `y` of dtype T. The result, with the shape and dtype of `x`.
 
-_Exp = _pw.Exp
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-def exp(x):
-    """Returns e raised to the power x element-wise.
+Declared at cpp/ops/math_ops.cc:222 (op Exp).
+""")
 
-    Equivalent to `np.exp(x)`: overflows to inf and underflows to 0 without
-    a warning.
 
-    Args:
-      x: A tensor-like of dtype T. The exponent, float32 or float64.
+greater = _pw.public_entry(_pw.Greater, "greater", __name__, """greater(x, y)
+--
 
-    Returns:
-      A Tensor `y` of dtype T. The result, with the shape and dtype of `x`.
+Returns the truth value of x > y element-wise, with numpy broadcasting.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Equivalent to `np.greater(x, y)` for operands of one dtype; any
+comparison with NaN is False. For bool, False < True.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Args:
+  x: A tensor-like of dtype T. The first operand.
+  y: A tensor-like of dtype T. The second operand, of the same dtype as
+    `x`; broadcast against `x`.
 
-    Declared at cpp/ops/math_ops.cc:222 (op Exp).
-    """
-    return _Exp(x)
+Returns:
+  A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
+    `x` and `y`.
 
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-_Greater = _pw.Greater
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
+Declared at cpp/ops/math_ops.cc:416 (op Greater).
+""")
 
-def greater(x, y):
-    """Returns the truth value of x > y element-wise, with numpy broadcasting.
 
-    Equivalent to `np.greater(x, y)` for operands of one dtype; any
-    comparison with NaN is False. For bool, False < True.
+greater_equal = _pw.public_entry(_pw.GreaterEqual, "greater_equal", __name__, """greater_equal(x, y)
+--
 
-    Args:
-      x: A tensor-like of dtype T. The first operand.
-      y: A tensor-like of dtype T. The second operand, of the same dtype as
-        `x`; broadcast against `x`.
+Returns the truth value of x >= y element-wise, with numpy broadcasting.
 
-    Returns:
-      A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
-        `x` and `y`.
+Equivalent to `np.greater_equal(x, y)` for operands of one dtype; any
+comparison with NaN is False. For bool, False < True.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Args:
+  x: A tensor-like of dtype T. The first operand.
+  y: A tensor-like of dtype T. The second operand, of the same dtype as
+    `x`; broadcast against `x`.
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Returns:
+  A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
+    `x` and `y`.
 
-    Declared at cpp/ops/math_ops.cc:416 (op Greater).
-    """
-    return _Greater(x, y)
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-_GreaterEqual = _pw.GreaterEqual
+Declared at cpp/ops/math_ops.cc:435 (op GreaterEqual).
+""")
 
 
-def greater_equal(x, y):
-    """Returns the truth value of x >= y element-wise, with numpy broadcasting.
+less = _pw.public_entry(_pw.Less, "less", __name__, """less(x, y)
+--
 
-    Equivalent to `np.greater_equal(x, y)` for operands of one dtype; any
-    comparison with NaN is False. For bool, False < True.
+Returns the truth value of x < y element-wise, with numpy broadcasting.
 
-    Args:
-      x: A tensor-like of dtype T. The first operand.
-      y: A tensor-like of dtype T. The second operand, of the same dtype as
-        `x`; broadcast against `x`.
+Equivalent to `np.less(x, y)` for operands of one dtype; any comparison
+with NaN is False. For bool, False < True.
 
-    Returns:
-      A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
-        `x` and `y`.
+Args:
+  x: A tensor-like of dtype T. The first operand.
+  y: A tensor-like of dtype T. The second operand, of the same dtype as
+    `x`; broadcast against `x`.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Returns:
+  A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
+    `x` and `y`.
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Declared at cpp/ops/math_ops.cc:435 (op GreaterEqual).
-    """
-    return _GreaterEqual(x, y)
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
+Declared at cpp/ops/math_ops.cc:378 (op Less).
+""")
 
-_Less = _pw.Less
 
+less_equal = _pw.public_entry(_pw.LessEqual, "less_equal", __name__, """less_equal(x, y)
+--
 
-def less(x, y):
-    """Returns the truth value of x < y element-wise, with numpy broadcasting.
+Returns the truth value of x <= y element-wise, with numpy broadcasting.
 
-    Equivalent to `np.less(x, y)` for operands of one dtype; any comparison
-    with NaN is False. For bool, False < True.
+Equivalent to `np.less_equal(x, y)` for operands of one dtype; any
+comparison with NaN is False. For bool, False < True.
 
-    Args:
-      x: A tensor-like of dtype T. The first operand.
-      y: A tensor-like of dtype T. The second operand, of the same dtype as
-        `x`; broadcast against `x`.
+Args:
+  x: A tensor-like of dtype T. The first operand.
+  y: A tensor-like of dtype T. The second operand, of the same dtype as
+    `x`; broadcast against `x`.
 
-    Returns:
-      A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
-        `x` and `y`.
+Returns:
+  A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
+    `x` and `y`.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Declared at cpp/ops/math_ops.cc:378 (op Less).
-    """
-    return _Less(x, y)
+Declared at cpp/ops/math_ops.cc:397 (op LessEqual).
+""")
 
 
-_LessEqual = _pw.LessEqual
+log = _pw.public_entry(_pw.Log, "log", __name__, """log(x)
+--
 
+Returns the natural logarithm of x element-wise.
 
-def less_equal(x, y):
-    """Returns the truth value of x <= y element-wise, with numpy broadcasting.
+Equivalent to `np.log(x)`: log(0) is -inf and the log of a negative
+number is NaN, without a warning.
 
-    Equivalent to `np.less_equal(x, y)` for operands of one dtype; any
-    comparison with NaN is False. For bool, False < True.
+Args:
+  x: A tensor-like of dtype T. The input tensor, float32 or float64.
 
-    Args:
-      x: A tensor-like of dtype T. The first operand.
-      y: A tensor-like of dtype T. The second operand, of the same dtype as
-        `x`; broadcast against `x`.
+Returns:
+  A Tensor `y` of dtype T. The logarithm, with the shape and dtype of
+    `x`.
 
-    Returns:
-      A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
-        `x` and `y`.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Declared at cpp/ops/math_ops.cc:239 (op Log).
+""")
 
-    Declared at cpp/ops/math_ops.cc:397 (op LessEqual).
-    """
-    return _LessEqual(x, y)
 
+logical_and = _pw.public_entry(_pw.LogicalAnd, "logical_and", __name__, """logical_and(x, y)
+--
 
-_Log = _pw.Log
+Returns the truth value of x AND y element-wise, with numpy broadcasting.
 
+Equivalent to `np.logical_and(x, y)` for bool operands (cast or compare
+other dtypes first).
 
-def log(x):
-    """Returns the natural logarithm of x element-wise.
+Args:
+  x: A tensor-like of dtype bool. The first bool operand.
+  y: A tensor-like of dtype bool. The second bool operand, broadcast
+    against `x`.
 
-    Equivalent to `np.log(x)`: log(0) is -inf and the log of a negative
-    number is NaN, without a warning.
+Returns:
+  A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
+    `x` and `y`.
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor, float32 or float64.
+Kernels: cpu (bool).
 
-    Returns:
-      A Tensor `y` of dtype T. The logarithm, with the shape and dtype of
-        `x`.
+Declared at cpp/ops/math_ops.cc:456 (op LogicalAnd).
+""")
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+logical_not = _pw.public_entry(_pw.LogicalNot, "logical_not", __name__, """logical_not(x)
+--
 
-    Declared at cpp/ops/math_ops.cc:239 (op Log).
-    """
-    return _Log(x)
+Returns the truth value of NOT x element-wise.
 
+Equivalent to `np.logical_not(x)` for a bool operand.
 
-_LogicalAnd = _pw.LogicalAnd
+Args:
+  x: A tensor-like of dtype bool. The bool input tensor.
 
+Returns:
+  A Tensor `y` of dtype bool. The negation, a bool tensor with the shape
+    of `x`.
 
-def logical_and(x, y):
-    """Returns the truth value of x AND y element-wise, with numpy broadcasting.
+Kernels: cpu (bool).
 
-    Equivalent to `np.logical_and(x, y)` for bool operands (cast or compare
-    other dtypes first).
+Declared at cpp/ops/math_ops.cc:492 (op LogicalNot).
+""")
 
-    Args:
-      x: A tensor-like of dtype bool. The first bool operand.
-      y: A tensor-like of dtype bool. The second bool operand, broadcast
-        against `x`.
 
-    Returns:
-      A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
-        `x` and `y`.
+logical_or = _pw.public_entry(_pw.LogicalOr, "logical_or", __name__, """logical_or(x, y)
+--
 
-    Kernels: cpu (bool).
+Returns the truth value of x OR y element-wise, with numpy broadcasting.
 
-    Declared at cpp/ops/math_ops.cc:456 (op LogicalAnd).
-    """
-    return _LogicalAnd(x, y)
+Equivalent to `np.logical_or(x, y)` for bool operands (cast or compare
+other dtypes first).
 
+Args:
+  x: A tensor-like of dtype bool. The first bool operand.
+  y: A tensor-like of dtype bool. The second bool operand, broadcast
+    against `x`.
 
-_LogicalNot = _pw.LogicalNot
+Returns:
+  A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
+    `x` and `y`.
 
+Kernels: cpu (bool).
 
-def logical_not(x):
-    """Returns the truth value of NOT x element-wise.
+Declared at cpp/ops/math_ops.cc:474 (op LogicalOr).
+""")
 
-    Equivalent to `np.logical_not(x)` for a bool operand.
 
-    Args:
-      x: A tensor-like of dtype bool. The bool input tensor.
+maximum = _pw.public_entry(_pw.Maximum, "maximum", __name__, """maximum(x, y)
+--
 
-    Returns:
-      A Tensor `y` of dtype bool. The negation, a bool tensor with the shape
-        of `x`.
+Returns the element-wise maximum of x and y, with numpy broadcasting.
 
-    Kernels: cpu (bool).
+Equivalent to `np.maximum(x, y)`: where either operand is NaN the result
+is NaN (use a comparison and `select` to ignore NaNs instead).
 
-    Declared at cpp/ops/math_ops.cc:492 (op LogicalNot).
-    """
-    return _LogicalNot(x)
+Args:
+  x: A tensor-like of dtype T. The first operand.
+  y: A tensor-like of dtype T. The second operand, of the same dtype as
+    `x`; broadcast against `x`.
 
+Returns:
+  A Tensor `z` of dtype T. The larger of each pair, with the broadcast
+    shape of `x` and `y`.
 
-_LogicalOr = _pw.LogicalOr
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-def logical_or(x, y):
-    """Returns the truth value of x OR y element-wise, with numpy broadcasting.
+Declared at cpp/ops/math_ops.cc:91 (op Maximum).
+""")
 
-    Equivalent to `np.logical_or(x, y)` for bool operands (cast or compare
-    other dtypes first).
 
-    Args:
-      x: A tensor-like of dtype bool. The first bool operand.
-      y: A tensor-like of dtype bool. The second bool operand, broadcast
-        against `x`.
+minimum = _pw.public_entry(_pw.Minimum, "minimum", __name__, """minimum(x, y)
+--
 
-    Returns:
-      A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
-        `x` and `y`.
+Returns the element-wise minimum of x and y, with numpy broadcasting.
 
-    Kernels: cpu (bool).
+Equivalent to `np.minimum(x, y)`: where either operand is NaN the result
+is NaN (use a comparison and `select` to ignore NaNs instead).
 
-    Declared at cpp/ops/math_ops.cc:474 (op LogicalOr).
-    """
-    return _LogicalOr(x, y)
+Args:
+  x: A tensor-like of dtype T. The first operand.
+  y: A tensor-like of dtype T. The second operand, of the same dtype as
+    `x`; broadcast against `x`.
 
+Returns:
+  A Tensor `z` of dtype T. The smaller of each pair, with the broadcast
+    shape of `x` and `y`.
 
-_Maximum = _pw.Maximum
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-def maximum(x, y):
-    """Returns the element-wise maximum of x and y, with numpy broadcasting.
+Declared at cpp/ops/math_ops.cc:111 (op Minimum).
+""")
 
-    Equivalent to `np.maximum(x, y)`: where either operand is NaN the result
-    is NaN (use a comparison and `select` to ignore NaNs instead).
 
-    Args:
-      x: A tensor-like of dtype T. The first operand.
-      y: A tensor-like of dtype T. The second operand, of the same dtype as
-        `x`; broadcast against `x`.
+mul = _pw.public_entry(_pw.Mul, "mul", __name__, """mul(x, y)
+--
 
-    Returns:
-      A Tensor `z` of dtype T. The larger of each pair, with the broadcast
-        shape of `x` and `y`.
+Returns x * y element-wise, with numpy broadcasting.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
+Equivalent to `np.multiply(x, y)` for operands of one dtype. Integer
+products wrap around on overflow, as in numpy.
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
+Args:
+  x: A tensor-like of dtype T. The first factor.
+  y: A tensor-like of dtype T. The second factor, of the same dtype as
+    `x`; broadcast against `x`.
 
-    Declared at cpp/ops/math_ops.cc:91 (op Maximum).
-    """
-    return _Maximum(x, y)
+Returns:
+  A Tensor `z` of dtype T. The product, with the broadcast shape of `x`
+    and `y`.
 
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-_Minimum = _pw.Minimum
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
+Declared at cpp/ops/math_ops.cc:50 (op Mul).
+""")
 
-def minimum(x, y):
-    """Returns the element-wise minimum of x and y, with numpy broadcasting.
 
-    Equivalent to `np.minimum(x, y)`: where either operand is NaN the result
-    is NaN (use a comparison and `select` to ignore NaNs instead).
+neg = _pw.public_entry(_pw.Neg, "neg", __name__, """neg(x)
+--
 
-    Args:
-      x: A tensor-like of dtype T. The first operand.
-      y: A tensor-like of dtype T. The second operand, of the same dtype as
-        `x`; broadcast against `x`.
+Returns -x element-wise.
 
-    Returns:
-      A Tensor `z` of dtype T. The smaller of each pair, with the broadcast
-        shape of `x` and `y`.
+Equivalent to `np.negative(x)`. For integers the negation of the most
+negative value wraps around to itself, as in numpy.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
+Returns:
+  A Tensor `y` of dtype T. The negation, with the shape and dtype of
+    `x`.
 
-    Declared at cpp/ops/math_ops.cc:111 (op Minimum).
-    """
-    return _Minimum(x, y)
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-_Mul = _pw.Mul
+Declared at cpp/ops/math_ops.cc:156 (op Neg).
+""")
 
 
-def mul(x, y):
-    """Returns x * y element-wise, with numpy broadcasting.
+not_equal = _pw.public_entry(_pw.NotEqual, "not_equal", __name__, """not_equal(x, y)
+--
 
-    Equivalent to `np.multiply(x, y)` for operands of one dtype. Integer
-    products wrap around on overflow, as in numpy.
+Returns the truth value of x != y element-wise, with numpy broadcasting.
 
-    Args:
-      x: A tensor-like of dtype T. The first factor.
-      y: A tensor-like of dtype T. The second factor, of the same dtype as
-        `x`; broadcast against `x`.
+Equivalent to `np.not_equal(x, y)` for operands of one dtype; NaN is not
+equal to anything, so a NaN operand gives True.
 
-    Returns:
-      A Tensor `z` of dtype T. The product, with the broadcast shape of `x`
-        and `y`.
+Args:
+  x: A tensor-like of dtype T. The first operand.
+  y: A tensor-like of dtype T. The second operand, of the same dtype as
+    `x`; broadcast against `x`.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
+Returns:
+  A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
+    `x` and `y`.
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Declared at cpp/ops/math_ops.cc:50 (op Mul).
-    """
-    return _Mul(x, y)
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
+Declared at cpp/ops/math_ops.cc:359 (op NotEqual).
+""")
 
-_Neg = _pw.Neg
 
+pow = _pw.public_entry(_pw.Pow, "pow", __name__, """pow(x, y)
+--
 
-def neg(x):
-    """Returns -x element-wise.
+Returns x raised to the power y element-wise, with numpy broadcasting.
 
-    Equivalent to `np.negative(x)`. For integers the negation of the most
-    negative value wraps around to itself, as in numpy.
+Equivalent to `np.power(x, y)` for operands of one dtype. For integer
+dtypes a negative exponent is an InvalidArgumentError, as numpy raises
+ValueError (cast to a floating dtype first); integer results wrap around
+on overflow and 0 ** 0 is 1. Floating results follow C `pow`: a negative
+base with a non-integral exponent gives NaN.
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+Args:
+  x: A tensor-like of dtype T. The base.
+  y: A tensor-like of dtype T. The exponent, of the same dtype as `x`;
+    broadcast against `x`.
 
-    Returns:
-      A Tensor `y` of dtype T. The negation, with the shape and dtype of
-        `x`.
+Returns:
+  A Tensor `z` of dtype T. The power, with the broadcast shape of `x`
+    and `y`.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-    Declared at cpp/ops/math_ops.cc:156 (op Neg).
-    """
-    return _Neg(x)
+Declared at cpp/ops/math_ops.cc:131 (op Pow).
+""")
 
 
-_NotEqual = _pw.NotEqual
+relu = _pw.public_entry(_pw.Relu, "relu", __name__, """relu(x)
+--
 
+Returns the rectified linear unit max(x, 0) element-wise.
 
-def not_equal(x, y):
-    """Returns the truth value of x != y element-wise, with numpy broadcasting.
+Equivalent to `np.maximum(x, 0)`, so NaN inputs stay NaN.
 
-    Equivalent to `np.not_equal(x, y)` for operands of one dtype; NaN is not
-    equal to anything, so a NaN operand gives True.
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-    Args:
-      x: A tensor-like of dtype T. The first operand.
-      y: A tensor-like of dtype T. The second operand, of the same dtype as
-        `x`; broadcast against `x`.
+Returns:
+  A Tensor `y` of dtype T. The rectified values, with the shape and
+    dtype of `x`.
 
-    Returns:
-      A Tensor `z` of dtype bool. A bool tensor with the broadcast shape of
-        `x` and `y`.
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Declared at cpp/ops/math_ops.cc:206 (op Relu).
+""")
 
-    Declared at cpp/ops/math_ops.cc:359 (op NotEqual).
-    """
-    return _NotEqual(x, y)
 
+select = _pw.public_entry(_pw.Select, "select", __name__, """select(condition, x, y)
+--
 
-_Pow = _pw.Pow
+Picks elements from x where condition is True and from y elsewhere.
 
+Equivalent to the three-argument `np.where(condition, x, y)`: the three
+inputs broadcast together like numpy. The facade also exposes it as
+`opforge.where`.
 
-def pow(x, y):
-    """Returns x raised to the power y element-wise, with numpy broadcasting.
+Args:
+  condition: A tensor-like of dtype bool. A bool tensor; True selects
+    from `x`, False from `y`.
+  x: A tensor-like of dtype T. The values taken where `condition` is
+    True.
+  y: A tensor-like of dtype T. The values taken where `condition` is
+    False, of the same dtype as `x`.
 
-    Equivalent to `np.power(x, y)` for operands of one dtype. For integer
-    dtypes a negative exponent is an InvalidArgumentError, as numpy raises
-    ValueError (cast to a floating dtype first); integer results wrap around
-    on overflow and 0 ** 0 is 1. Floating results follow C `pow`: a negative
-    base with a non-integral exponent gives NaN.
+Returns:
+  A Tensor `output` of dtype T. A tensor with the dtype of `x` and the
+    broadcast shape of all three inputs.
 
-    Args:
-      x: A tensor-like of dtype T. The base.
-      y: A tensor-like of dtype T. The exponent, of the same dtype as `x`;
-        broadcast against `x`.
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Returns:
-      A Tensor `z` of dtype T. The power, with the broadcast shape of `x`
-        and `y`.
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
+Declared at cpp/ops/math_ops.cc:509 (op Select).
+""")
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-    Declared at cpp/ops/math_ops.cc:131 (op Pow).
-    """
-    return _Pow(x, y)
+sigmoid = _pw.public_entry(_pw.Sigmoid, "sigmoid", __name__, """sigmoid(x)
+--
 
+Returns the logistic sigmoid 1 / (1 + exp(-x)) element-wise.
 
-_Relu = _pw.Relu
+Equivalent to `scipy.special.expit(x)`. Computed stably: no overflow for
+large |x|, sigmoid(inf) is 1, sigmoid(-inf) is 0 and NaN stays NaN.
 
+Args:
+  x: A tensor-like of dtype T. The input tensor, float32 or float64.
 
-def relu(x):
-    """Returns the rectified linear unit max(x, 0) element-wise.
+Returns:
+  A Tensor `y` of dtype T. The sigmoid, in [0, 1], with the shape and
+    dtype of `x`.
 
-    Equivalent to `np.maximum(x, 0)`, so NaN inputs stay NaN.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Returns:
-      A Tensor `y` of dtype T. The rectified values, with the shape and
-        dtype of `x`.
+Declared at cpp/ops/math_ops.cc:321 (op Sigmoid).
+""")
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
+sin = _pw.public_entry(_pw.Sin, "sin", __name__, """sin(x)
+--
 
-    Declared at cpp/ops/math_ops.cc:206 (op Relu).
-    """
-    return _Relu(x)
+Returns the sine of x element-wise.
 
+Equivalent to `np.sin(x)`; the angle is in radians, and sin(inf) is NaN.
 
-_Select = _pw.Select
+Args:
+  x: A tensor-like of dtype T. The angle in radians, float32 or float64.
 
+Returns:
+  A Tensor `y` of dtype T. The sine, with the shape and dtype of `x`.
 
-def select(condition, x, y):
-    """Picks elements from x where condition is True and from y elsewhere.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Equivalent to the three-argument `np.where(condition, x, y)`: the three
-    inputs broadcast together like numpy. The facade also exposes it as
-    `opforge.where`.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Args:
-      condition: A tensor-like of dtype bool. A bool tensor; True selects
-        from `x`, False from `y`.
-      x: A tensor-like of dtype T. The values taken where `condition` is
-        True.
-      y: A tensor-like of dtype T. The values taken where `condition` is
-        False, of the same dtype as `x`.
+Declared at cpp/ops/math_ops.cc:273 (op Sin).
+""")
 
-    Returns:
-      A Tensor `output` of dtype T. A tensor with the dtype of `x` and the
-        broadcast shape of all three inputs.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+sqrt = _pw.public_entry(_pw.Sqrt, "sqrt", __name__, """sqrt(x)
+--
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Returns the non-negative square root of x element-wise.
 
-    Declared at cpp/ops/math_ops.cc:509 (op Select).
-    """
-    return _Select(condition, x, y)
+Equivalent to `np.sqrt(x)`: the square root of a negative number is NaN,
+without a warning.
 
+Args:
+  x: A tensor-like of dtype T. The input tensor, float32 or float64.
 
-_Sigmoid = _pw.Sigmoid
+Returns:
+  A Tensor `y` of dtype T. The square root, with the shape and dtype of
+    `x`.
 
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-def sigmoid(x):
-    """Returns the logistic sigmoid 1 / (1 + exp(-x)) element-wise.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Equivalent to `scipy.special.expit(x)`. Computed stably: no overflow for
-    large |x|, sigmoid(inf) is 1, sigmoid(-inf) is 0 and NaN stays NaN.
+Declared at cpp/ops/math_ops.cc:256 (op Sqrt).
+""")
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor, float32 or float64.
 
-    Returns:
-      A Tensor `y` of dtype T. The sigmoid, in [0, 1], with the shape and
-        dtype of `x`.
+square = _pw.public_entry(_pw.Square, "square", __name__, """square(x)
+--
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Returns x * x element-wise.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Equivalent to `np.square(x)`. Integer squares wrap around on overflow.
 
-    Declared at cpp/ops/math_ops.cc:321 (op Sigmoid).
-    """
-    return _Sigmoid(x)
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
+Returns:
+  A Tensor `y` of dtype T. The squares, with the shape and dtype of `x`.
 
-_Sin = _pw.Sin
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-def sin(x):
-    """Returns the sine of x element-wise.
+Declared at cpp/ops/math_ops.cc:190 (op Square).
+""")
 
-    Equivalent to `np.sin(x)`; the angle is in radians, and sin(inf) is NaN.
 
-    Args:
-      x: A tensor-like of dtype T. The angle in radians, float32 or float64.
+sub = _pw.public_entry(_pw.Sub, "sub", __name__, """sub(x, y)
+--
 
-    Returns:
-      A Tensor `y` of dtype T. The sine, with the shape and dtype of `x`.
+Returns x - y element-wise, with numpy broadcasting.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Equivalent to `np.subtract(x, y)` for operands of one dtype. Integer
+differences wrap around on overflow, as in numpy.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Args:
+  x: A tensor-like of dtype T. The minuend.
+  y: A tensor-like of dtype T. The subtrahend, of the same dtype as `x`;
+    broadcast against `x`.
 
-    Declared at cpp/ops/math_ops.cc:273 (op Sin).
-    """
-    return _Sin(x)
+Returns:
+  A Tensor `z` of dtype T. The difference, with the broadcast shape of
+    `x` and `y`.
 
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-_Sqrt = _pw.Sqrt
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
+Declared at cpp/ops/math_ops.cc:30 (op Sub).
+""")
 
-def sqrt(x):
-    """Returns the non-negative square root of x element-wise.
 
-    Equivalent to `np.sqrt(x)`: the square root of a negative number is NaN,
-    without a warning.
+tanh = _pw.public_entry(_pw.Tanh, "tanh", __name__, """tanh(x)
+--
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor, float32 or float64.
+Returns the hyperbolic tangent of x element-wise.
 
-    Returns:
-      A Tensor `y` of dtype T. The square root, with the shape and dtype of
-        `x`.
+Equivalent to `np.tanh(x)`; the result lies in [-1, 1].
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Args:
+  x: A tensor-like of dtype T. The input tensor, float32 or float64.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Returns:
+  A Tensor `y` of dtype T. The hyperbolic tangent, with the shape and
+    dtype of `x`.
 
-    Declared at cpp/ops/math_ops.cc:256 (op Sqrt).
-    """
-    return _Sqrt(x)
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-_Square = _pw.Square
-
-
-def square(x):
-    """Returns x * x element-wise.
-
-    Equivalent to `np.square(x)`. Integer squares wrap around on overflow.
-
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
-
-    Returns:
-      A Tensor `y` of dtype T. The squares, with the shape and dtype of `x`.
-
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
-
-    Declared at cpp/ops/math_ops.cc:190 (op Square).
-    """
-    return _Square(x)
-
-
-_Sub = _pw.Sub
-
-
-def sub(x, y):
-    """Returns x - y element-wise, with numpy broadcasting.
-
-    Equivalent to `np.subtract(x, y)` for operands of one dtype. Integer
-    differences wrap around on overflow, as in numpy.
-
-    Args:
-      x: A tensor-like of dtype T. The minuend.
-      y: A tensor-like of dtype T. The subtrahend, of the same dtype as `x`;
-        broadcast against `x`.
-
-    Returns:
-      A Tensor `z` of dtype T. The difference, with the broadcast shape of
-        `x` and `y`.
-
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
-
-    Declared at cpp/ops/math_ops.cc:30 (op Sub).
-    """
-    return _Sub(x, y)
-
-
-_Tanh = _pw.Tanh
-
-
-def tanh(x):
-    """Returns the hyperbolic tangent of x element-wise.
-
-    Equivalent to `np.tanh(x)`; the result lies in [-1, 1].
-
-    Args:
-      x: A tensor-like of dtype T. The input tensor, float32 or float64.
-
-    Returns:
-      A Tensor `y` of dtype T. The hyperbolic tangent, with the shape and
-        dtype of `x`.
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/math_ops.cc:305 (op Tanh).
-    """
-    return _Tanh(x)
+Declared at cpp/ops/math_ops.cc:305 (op Tanh).
+""")

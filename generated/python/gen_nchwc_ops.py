@@ -16,145 +16,135 @@ __all__ = [
 ]
 
 
-_Conv2DNchwc = _pw.Conv2DNchwc
+conv2d_nchwc = _pw.public_entry(_pw.Conv2DNchwc, "conv2d_nchwc", __name__, """conv2d_nchwc(x, filter, bias, residual, scale, filter_shape, block, groups=1, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), activation="none", input_layout="nchwc")
+--
+
+activation(Conv2D(x * scale, W) + bias + residual) in the NCHWc layout: y is [N, ceil(O / block), OH, OW, block].
+
+One group (dense, any kernel size; x NCHWc or, for a network's first
+conv, plain NCHW), or depthwise (groups = out_channels, one input
+channel each). Padding lanes of y come out as activation(0 + residual);
+those of x are read against zero weights.
+
+Args:
+  x: A tensor-like of dtype T. [N, ceil(C / block), H, W, block]
+    (input_layout 'nchwc') or [N, C, H, W] ('nchw').
+  filter: A tensor-like of dtype T. W [O, C / groups, kh, kw] laid out
+    flat: dense NCHWc [ceil(O/block), ceil(C/block), kh, kw, block (in),
+    block (out)]; dense NCHW [ceil(O/block), kh, kw, C, block (out)];
+    depthwise [ceil(O/block), kh, kw, block]; zeros past O and C.
+  bias: A tensor-like of dtype T. ceil(O / block) * block values (zeros
+    past O), or empty.
+  residual: A tensor-like of dtype T. Added before the activation: y's
+    shape, or empty.
+  scale: A tensor-like of dtype T. Empty, or [N, ceil(C / block), 1, 1,
+    block] (dense, NCHWc input): x's channels multiplied per image
+    before the conv (a squeeze-and-excitation block's Mul).
+  filter_shape: A sequence of ints or an int. W's shape [out_channels,
+    in_channels / groups, kernel_height, kernel_width].
+  block: An int. Channels per block, 8 or 16.
+  groups: An int, default 1. 1, or out_channels (depthwise).
+  strides: A sequence of ints or an int, default (1, 1). Stride along
+    height and width.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). Zero padding
+    [top, left, bottom, right].
+  dilations: A sequence of ints or an int, default (1, 1). Dilation
+    along height and width.
+  activation: A string, default "none". 'none', 'relu', 'sigmoid',
+    'silu' or 'hardswish'.
+  input_layout: A string, default "nchwc". 'nchwc' or 'nchw' (dense
+    only).
+
+Returns:
+  A Tensor `y` of dtype T. The blocked output.
+
+Type attrs:
+  T in {float32}, inferred from the inputs.
+
+Kernels: cpu (float32).
+
+Declared at cpp/ops/nchwc_ops.cc:211 (op Conv2DNchwc).
+""")
 
 
-def conv2d_nchwc(x, filter, bias, residual, scale, filter_shape, block, groups=1, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), activation="none", input_layout="nchwc"):
-    """activation(Conv2D(x * scale, W) + bias + residual) in the NCHWc layout: y is [N, ceil(O / block), OH, OW, block].
+global_average_pool_nchwc = _pw.public_entry(_pw.GlobalAveragePoolNchwc, "global_average_pool_nchwc", __name__, """global_average_pool_nchwc(x, block)
+--
 
-    One group (dense, any kernel size; x NCHWc or, for a network's first
-    conv, plain NCHW), or depthwise (groups = out_channels, one input
-    channel each). Padding lanes of y come out as activation(0 + residual);
-    those of x are read against zero weights.
+The mean over height and width of an NCHWc tensor: [N, Cb, H, W, block] -> [N, Cb, 1, 1, block].
 
-    Args:
-      x: A tensor-like of dtype T. [N, ceil(C / block), H, W, block]
-        (input_layout 'nchwc') or [N, C, H, W] ('nchw').
-      filter: A tensor-like of dtype T. W [O, C / groups, kh, kw] laid out
-        flat: dense NCHWc [ceil(O/block), ceil(C/block), kh, kw, block (in),
-        block (out)]; dense NCHW [ceil(O/block), kh, kw, C, block (out)];
-        depthwise [ceil(O/block), kh, kw, block]; zeros past O and C.
-      bias: A tensor-like of dtype T. ceil(O / block) * block values (zeros
-        past O), or empty.
-      residual: A tensor-like of dtype T. Added before the activation: y's
-        shape, or empty.
-      scale: A tensor-like of dtype T. Empty, or [N, ceil(C / block), 1, 1,
-        block] (dense, NCHWc input): x's channels multiplied per image
-        before the conv (a squeeze-and-excitation block's Mul).
-      filter_shape: A sequence of ints or an int. W's shape [out_channels,
-        in_channels / groups, kernel_height, kernel_width].
-      block: An int. Channels per block, 8 or 16.
-      groups: An int, default 1. 1, or out_channels (depthwise).
-      strides: A sequence of ints or an int, default (1, 1). Stride along
-        height and width.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). Zero padding
-        [top, left, bottom, right].
-      dilations: A sequence of ints or an int, default (1, 1). Dilation
-        along height and width.
-      activation: A string, default "none". 'none', 'relu', 'sigmoid',
-        'silu' or 'hardswish'.
-      input_layout: A string, default "nchwc". 'nchwc' or 'nchw' (dense
-        only).
+Args:
+  x: A tensor-like of dtype T. The blocked tensor.
+  block: An int. Channels per block, 8 or 16 (x's last dim).
 
-    Returns:
-      A Tensor `y` of dtype T. The blocked output.
+Returns:
+  A Tensor `y` of dtype T. The blocked means.
 
-    Type attrs:
-      T in {float32}, inferred from the inputs.
+Type attrs:
+  T in {float32}, inferred from the inputs.
 
-    Kernels: cpu (float32).
+Kernels: cpu (float32).
 
-    Declared at cpp/ops/nchwc_ops.cc:211 (op Conv2DNchwc).
-    """
-    return _Conv2DNchwc(x, filter, bias, residual, scale, filter_shape, block, groups, strides, pads, dilations, activation, input_layout)
+Declared at cpp/ops/nchwc_ops.cc:253 (op GlobalAveragePoolNchwc).
+""")
 
 
-_GlobalAveragePoolNchwc = _pw.GlobalAveragePoolNchwc
+nchwc_block_size = _pw.public_entry(_pw.NchwcBlockSize, "nchwc_block_size", __name__, """nchwc_block_size()
+--
+
+The channel block of the NCHWc layout on this CPU: 16 on AVX-512, else 8.
+
+It follows the instruction set the kernels use (OPFORGE_SIMD caps it).
+Every NCHWc op takes either block on any CPU; this one is just the fast
+one.
+
+Returns:
+  A Tensor `block` of dtype int64. 16 or 8 (a scalar).
+
+Kernels: cpu (int64).
+
+Declared at cpp/ops/nchwc_ops.cc:163 (op NchwcBlockSize).
+""")
 
 
-def global_average_pool_nchwc(x, block):
-    """The mean over height and width of an NCHWc tensor: [N, Cb, H, W, block] -> [N, Cb, 1, 1, block].
+reorder_from_nchwc = _pw.public_entry(_pw.ReorderFromNchwc, "reorder_from_nchwc", __name__, """reorder_from_nchwc(x, channels, block)
+--
 
-    Args:
-      x: A tensor-like of dtype T. The blocked tensor.
-      block: An int. Channels per block, 8 or 16 (x's last dim).
+NCHWc -> NCHW: [N, ceil(C / block), H, W, block] to [N, C, H, W], the padding lanes dropped.
 
-    Returns:
-      A Tensor `y` of dtype T. The blocked means.
+Args:
+  x: A tensor-like of dtype T. The blocked tensor.
+  channels: An int. C, the number of channels kept.
+  block: An int. Channels per block, 8 or 16 (x's last dim).
 
-    Type attrs:
-      T in {float32}, inferred from the inputs.
+Returns:
+  A Tensor `y` of dtype T. [batch, channels, height, width].
 
-    Kernels: cpu (float32).
+Type attrs:
+  T in {float32}, inferred from the inputs.
 
-    Declared at cpp/ops/nchwc_ops.cc:253 (op GlobalAveragePoolNchwc).
-    """
-    return _GlobalAveragePoolNchwc(x, block)
+Kernels: cpu (float32).
 
-
-_NchwcBlockSize = _pw.NchwcBlockSize
-
-
-def nchwc_block_size():
-    """The channel block of the NCHWc layout on this CPU: 16 on AVX-512, else 8.
-
-    It follows the instruction set the kernels use (OPFORGE_SIMD caps it).
-    Every NCHWc op takes either block on any CPU; this one is just the fast
-    one.
-
-    Returns:
-      A Tensor `block` of dtype int64. 16 or 8 (a scalar).
-
-    Kernels: cpu (int64).
-
-    Declared at cpp/ops/nchwc_ops.cc:163 (op NchwcBlockSize).
-    """
-    return _NchwcBlockSize()
+Declared at cpp/ops/nchwc_ops.cc:194 (op ReorderFromNchwc).
+""")
 
 
-_ReorderFromNchwc = _pw.ReorderFromNchwc
+reorder_to_nchwc = _pw.public_entry(_pw.ReorderToNchwc, "reorder_to_nchwc", __name__, """reorder_to_nchwc(x, block)
+--
 
+NCHW -> NCHWc: [N, C, H, W] to [N, ceil(C / block), H, W, block], the lanes past C zero.
 
-def reorder_from_nchwc(x, channels, block):
-    """NCHWc -> NCHW: [N, ceil(C / block), H, W, block] to [N, C, H, W], the padding lanes dropped.
+Args:
+  x: A tensor-like of dtype T. The input, [batch, channels, height,
+    width].
+  block: An int. Channels per block, 8 or 16.
 
-    Args:
-      x: A tensor-like of dtype T. The blocked tensor.
-      channels: An int. C, the number of channels kept.
-      block: An int. Channels per block, 8 or 16 (x's last dim).
+Returns:
+  A Tensor `y` of dtype T. The blocked tensor.
 
-    Returns:
-      A Tensor `y` of dtype T. [batch, channels, height, width].
+Type attrs:
+  T in {float32}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32}, inferred from the inputs.
+Kernels: cpu (float32).
 
-    Kernels: cpu (float32).
-
-    Declared at cpp/ops/nchwc_ops.cc:194 (op ReorderFromNchwc).
-    """
-    return _ReorderFromNchwc(x, channels, block)
-
-
-_ReorderToNchwc = _pw.ReorderToNchwc
-
-
-def reorder_to_nchwc(x, block):
-    """NCHW -> NCHWc: [N, C, H, W] to [N, ceil(C / block), H, W, block], the lanes past C zero.
-
-    Args:
-      x: A tensor-like of dtype T. The input, [batch, channels, height,
-        width].
-      block: An int. Channels per block, 8 or 16.
-
-    Returns:
-      A Tensor `y` of dtype T. The blocked tensor.
-
-    Type attrs:
-      T in {float32}, inferred from the inputs.
-
-    Kernels: cpu (float32).
-
-    Declared at cpp/ops/nchwc_ops.cc:179 (op ReorderToNchwc).
-    """
-    return _ReorderToNchwc(x, block)
+Declared at cpp/ops/nchwc_ops.cc:179 (op ReorderToNchwc).
+""")

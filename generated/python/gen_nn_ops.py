@@ -23,369 +23,345 @@ __all__ = [
 ]
 
 
-_DropoutMask = _pw.DropoutMask
+dropout_mask = _pw.public_entry(_pw.DropoutMask, "dropout_mask", __name__, """dropout_mask(x, rate, seed=0)
+--
 
+A dropout mask for x: each element is 0 with probability rate, else 1 / (1 - rate).
 
-def dropout_mask(x, rate, seed=0):
-    """A dropout mask for x: each element is 0 with probability rate, else 1 / (1 - rate).
+Only x's shape and dtype are read. The mask is a pure function of (seed,
+element index): the same seed gives the same mask on any number of
+threads. Dropout is x * mask.
 
-    Only x's shape and dtype are read. The mask is a pure function of (seed,
-    element index): the same seed gives the same mask on any number of
-    threads. Dropout is x * mask.
+Args:
+  x: A tensor-like of dtype T. The tensor the mask is for.
+  rate: A float. The probability of dropping an element, in [0, 1).
+  seed: An int, default 0. Picks the mask; change it every step.
 
-    Args:
-      x: A tensor-like of dtype T. The tensor the mask is for.
-      rate: A float. The probability of dropping an element, in [0, 1).
-      seed: An int, default 0. Picks the mask; change it every step.
+Returns:
+  A Tensor `mask` of dtype T. The scaled keep mask, with the shape and
+    dtype of x.
 
-    Returns:
-      A Tensor `mask` of dtype T. The scaled keep mask, with the shape and
-        dtype of x.
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Kernels: cpu (float32, float64).
 
-    Kernels: cpu (float32, float64).
+Declared at cpp/ops/nn_ops.cc:419 (op DropoutMask).
+""")
 
-    Declared at cpp/ops/nn_ops.cc:419 (op DropoutMask).
-    """
-    return _DropoutMask(x, rate, seed)
 
+gather = _pw.public_entry(_pw.Gather, "gather", __name__, """gather(params, indices)
+--
 
-_Gather = _pw.Gather
+Gathers rows of params (axis 0) at the given indices: an embedding lookup.
 
+Equivalent to params[indices] in numpy, but negative indices are an
+error rather than counting from the end: every index must be in [0,
+params.shape[0]), else InvalidArgumentError names the first one out of
+range.
 
-def gather(params, indices):
-    """Gathers rows of params (axis 0) at the given indices: an embedding lookup.
+Args:
+  params: A tensor-like of dtype T. The table, of rank >= 1.
+  indices: A tensor-like of dtype Tindices. Row numbers, of any shape.
 
-    Equivalent to params[indices] in numpy, but negative indices are an
-    error rather than counting from the end: every index must be in [0,
-    params.shape[0]), else InvalidArgumentError names the first one out of
-    range.
+Returns:
+  A Tensor `output` of dtype T. Shape indices.shape + params.shape[1:].
 
-    Args:
-      params: A tensor-like of dtype T. The table, of rank >= 1.
-      indices: A tensor-like of dtype Tindices. Row numbers, of any shape.
+Type attrs:
+  T in {float32, float64, int32, int64, uint8, int8, float16, bfloat16}, inferred from the inputs.
+  Tindices in {int32, int64}, inferred from the inputs.
 
-    Returns:
-      A Tensor `output` of dtype T. Shape indices.shape + params.shape[1:].
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16, int8, uint8).
 
-    Type attrs:
-      T in {float32, float64, int32, int64, uint8, int8, float16, bfloat16}, inferred from the inputs.
-      Tindices in {int32, int64}, inferred from the inputs.
+Declared at cpp/ops/nn_ops.cc:346 (op Gather).
+""")
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16, int8, uint8).
 
-    Declared at cpp/ops/nn_ops.cc:346 (op Gather).
-    """
-    return _Gather(params, indices)
+gather_grad = _pw.public_entry(_pw.GatherGrad, "gather_grad", __name__, """gather_grad(params, indices, dy)
+--
 
+The backward op of Gather: scatter-adds the rows of dy into a zero tensor of params' shape.
 
-_GatherGrad = _pw.GatherGrad
+Equivalent to d = numpy.zeros_like(params); numpy.add.at(d, indices,
+dy). Only params' shape is read. Indices are bounds-checked as in
+Gather.
 
+Args:
+  params: A tensor-like of dtype T. Gather's table (its values are not
+    read).
+  indices: A tensor-like of dtype Tindices. Gather's indices.
+  dy: A tensor-like of dtype T. The gradient with respect to Gather's
+    output.
 
-def gather_grad(params, indices, dy):
-    """The backward op of Gather: scatter-adds the rows of dy into a zero tensor of params' shape.
+Returns:
+  A Tensor `dparams` of dtype T. The gradient with respect to params.
 
-    Equivalent to d = numpy.zeros_like(params); numpy.add.at(d, indices,
-    dy). Only params' shape is read. Indices are bounds-checked as in
-    Gather.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+  Tindices in {int32, int64}, inferred from the inputs.
 
-    Args:
-      params: A tensor-like of dtype T. Gather's table (its values are not
-        read).
-      indices: A tensor-like of dtype Tindices. Gather's indices.
-      dy: A tensor-like of dtype T. The gradient with respect to Gather's
-        output.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Returns:
-      A Tensor `dparams` of dtype T. The gradient with respect to params.
+Declared at cpp/ops/nn_ops.cc:367 (op GatherGrad).
+""")
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-      Tindices in {int32, int64}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+gelu = _pw.public_entry(_pw.Gelu, "gelu", __name__, """gelu(x)
+--
 
-    Declared at cpp/ops/nn_ops.cc:367 (op GatherGrad).
-    """
-    return _GatherGrad(params, indices, dy)
+Computes the exact (erf-based) Gaussian error linear unit element-wise.
 
+Equivalent to x * 0.5 * (1 + erf(x / sqrt(2))) (scipy.special.erf), the
+form PyTorch's GELU uses by default.
 
-_Gelu = _pw.Gelu
+Args:
+  x: A tensor-like of dtype T. The input.
 
+Returns:
+  A Tensor `y` of dtype T. The activations, with the shape and dtype of
+    x.
 
-def gelu(x):
-    """Computes the exact (erf-based) Gaussian error linear unit element-wise.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Equivalent to x * 0.5 * (1 + erf(x / sqrt(2))) (scipy.special.erf), the
-    form PyTorch's GELU uses by default.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Args:
-      x: A tensor-like of dtype T. The input.
+Declared at cpp/ops/nn_ops.cc:221 (op Gelu).
+""")
 
-    Returns:
-      A Tensor `y` of dtype T. The activations, with the shape and dtype of
-        x.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+gelu_grad = _pw.public_entry(_pw.GeluGrad, "gelu_grad", __name__, """gelu_grad(dy, x)
+--
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+The backward op of Gelu: dy * (Phi(x) + x * phi(x)), Phi and phi the standard normal CDF and density.
 
-    Declared at cpp/ops/nn_ops.cc:221 (op Gelu).
-    """
-    return _Gelu(x)
+Args:
+  dy: A tensor-like of dtype T. The gradient of the loss with respect to
+    Gelu's output.
+  x: A tensor-like of dtype T. Gelu's input, of dy's shape.
 
+Returns:
+  A Tensor `dx` of dtype T. The gradient with respect to x.
 
-_GeluGrad = _pw.GeluGrad
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-def gelu_grad(dy, x):
-    """The backward op of Gelu: dy * (Phi(x) + x * phi(x)), Phi and phi the standard normal CDF and density.
+Declared at cpp/ops/nn_ops.cc:259 (op GeluGrad).
+""")
 
-    Args:
-      dy: A tensor-like of dtype T. The gradient of the loss with respect to
-        Gelu's output.
-      x: A tensor-like of dtype T. Gelu's input, of dy's shape.
 
-    Returns:
-      A Tensor `dx` of dtype T. The gradient with respect to x.
+gelu_tanh = _pw.public_entry(_pw.GeluTanh, "gelu_tanh", __name__, """gelu_tanh(x)
+--
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+The tanh approximation of GELU in one pass: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Computed as x * sigmoid(2 sqrt(2/pi) x (1 + 0.044715 x^2)), the same
+value (onnx Gelu with approximate='tanh', PyTorch's
+gelu(approximate='tanh')). The ONNX importer runs GPT-2's exported
+eight-node form as this op.
 
-    Declared at cpp/ops/nn_ops.cc:259 (op GeluGrad).
-    """
-    return _GeluGrad(dy, x)
+Args:
+  x: A tensor-like of dtype T. The input.
 
+Returns:
+  A Tensor `y` of dtype T. The activations, with the shape and dtype of
+    x.
 
-_GeluTanh = _pw.GeluTanh
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
+Kernels: cpu (float32, float64).
 
-def gelu_tanh(x):
-    """The tanh approximation of GELU in one pass: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Declared at cpp/ops/nn_ops.cc:238 (op GeluTanh).
+""")
 
-    Computed as x * sigmoid(2 sqrt(2/pi) x (1 + 0.044715 x^2)), the same
-    value (onnx Gelu with approximate='tanh', PyTorch's
-    gelu(approximate='tanh')). The ONNX importer runs GPT-2's exported
-    eight-node form as this op.
 
-    Args:
-      x: A tensor-like of dtype T. The input.
+layer_norm = _pw.public_entry(_pw.LayerNorm, "layer_norm", __name__, """layer_norm(x, weight, bias, epsilon=1e-05)
+--
 
-    Returns:
-      A Tensor `y` of dtype T. The activations, with the shape and dtype of
-        x.
+Normalises over the last axis to zero mean and unit variance, then scales and shifts per feature.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Equivalent to (x - mean) / numpy.sqrt(var + epsilon) * weight + bias
+with mean and the (biased) var taken over axis -1; the statistics are
+accumulated in float64.
 
-    Kernels: cpu (float32, float64).
+Args:
+  x: A tensor-like of dtype T. The input, of rank >= 1; its last axis
+    holds the features.
+  weight: A tensor-like of dtype T. The per-feature scale, a 1-D tensor
+    of length x.shape[-1].
+  bias: A tensor-like of dtype T. The per-feature shift, a 1-D tensor of
+    length x.shape[-1].
+  epsilon: A float >= 0, default 1e-05. Added to the variance before the
+    square root; must be >= 0.
 
-    Declared at cpp/ops/nn_ops.cc:238 (op GeluTanh).
-    """
-    return _GeluTanh(x)
+Returns:
+  A Tensor `y` of dtype T. The normalised tensor, with the shape and
+    dtype of x.
 
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-_LayerNorm = _pw.LayerNorm
+Kernels: cpu (float32, float64, float16, bfloat16).
 
+Declared at cpp/ops/nn_ops.cc:277 (op LayerNorm).
+""")
 
-def layer_norm(x, weight, bias, epsilon=1e-05):
-    """Normalises over the last axis to zero mean and unit variance, then scales and shifts per feature.
 
-    Equivalent to (x - mean) / numpy.sqrt(var + epsilon) * weight + bias
-    with mean and the (biased) var taken over axis -1; the statistics are
-    accumulated in float64.
+layer_norm_grad = _pw.public_entry(_pw.LayerNormGrad, "layer_norm_grad", __name__, """layer_norm_grad(dy, x, weight, epsilon=1e-05)
+--
 
-    Args:
-      x: A tensor-like of dtype T. The input, of rank >= 1; its last axis
-        holds the features.
-      weight: A tensor-like of dtype T. The per-feature scale, a 1-D tensor
-        of length x.shape[-1].
-      bias: A tensor-like of dtype T. The per-feature shift, a 1-D tensor of
-        length x.shape[-1].
-      epsilon: A float >= 0, default 1e-05. Added to the variance before the
-        square root; must be >= 0.
+The backward op of LayerNorm: the gradients with respect to x, weight and bias, in one pass over the rows.
 
-    Returns:
-      A Tensor `y` of dtype T. The normalised tensor, with the shape and
-        dtype of x.
+Args:
+  dy: A tensor-like of dtype T. The gradient of the loss with respect to
+    LayerNorm's output.
+  x: A tensor-like of dtype T. LayerNorm's input, of dy's shape.
+  weight: A tensor-like of dtype T. LayerNorm's scale.
+  epsilon: A float >= 0, default 1e-05. LayerNorm's epsilon.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Returns:
+  A tuple `(dx, dweight, dbias)`:
+    dx: A Tensor of dtype T. The gradient with respect to x.
+    dweight: A Tensor of dtype T. The gradient with respect to weight
+      (summed over all rows).
+    dbias: A Tensor of dtype T. The gradient with respect to bias
+      (summed over all rows).
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Declared at cpp/ops/nn_ops.cc:277 (op LayerNorm).
-    """
-    return _LayerNorm(x, weight, bias, epsilon)
+Kernels: cpu (float32, float64, float16, bfloat16).
 
+Declared at cpp/ops/nn_ops.cc:301 (op LayerNormGrad).
+""")
 
-_LayerNormGrad = _pw.LayerNormGrad
 
+log_softmax = _pw.public_entry(_pw.LogSoftmax, "log_softmax", __name__, """log_softmax(logits, axis=-1)
+--
 
-def layer_norm_grad(dy, x, weight, epsilon=1e-05):
-    """The backward op of LayerNorm: the gradients with respect to x, weight and bias, in one pass over the rows.
+Computes log(softmax(logits)) along one axis, without forming softmax.
 
-    Args:
-      dy: A tensor-like of dtype T. The gradient of the loss with respect to
-        LayerNorm's output.
-      x: A tensor-like of dtype T. LayerNorm's input, of dy's shape.
-      weight: A tensor-like of dtype T. LayerNorm's scale.
-      epsilon: A float >= 0, default 1e-05. LayerNorm's epsilon.
+Equivalent to the numpy expression s = logits - logits.max(axis,
+keepdims=True); s - numpy.log(numpy.exp(s).sum(axis, keepdims=True)).
+Subtracting the maximum first keeps exp from overflowing, and working in
+log space keeps tiny probabilities finite (log(softmax) would give
+-inf). The sum is kept in double. NaN and infinities propagate as in
+that expression; a -inf logit gives -inf. Empty tensors are allowed; 0-d
+tensors are an error.
 
-    Returns:
-      A tuple `(dx, dweight, dbias)`:
-        dx: A Tensor of dtype T. The gradient with respect to x.
-        dweight: A Tensor of dtype T. The gradient with respect to weight
-          (summed over all rows).
-        dbias: A Tensor of dtype T. The gradient with respect to bias
-          (summed over all rows).
+Args:
+  logits: A tensor-like of dtype T. The unnormalised log-probabilities,
+    of rank >= 1.
+  axis: An int, default -1. The axis to normalise over; negative values
+    count from the end. Defaults to the last axis.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Returns:
+  A Tensor `logsoftmax` of dtype T. Log-probabilities with the shape and
+    dtype of logits; exp of each slice along axis sums to 1.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Declared at cpp/ops/nn_ops.cc:301 (op LayerNormGrad).
-    """
-    return _LayerNormGrad(dy, x, weight, epsilon)
+Kernels: cpu (float32, float64, float16, bfloat16).
 
+Declared at cpp/ops/nn_ops.cc:59 (op LogSoftmax).
+""")
 
-_LogSoftmax = _pw.LogSoftmax
 
+rms_norm = _pw.public_entry(_pw.RmsNorm, "rms_norm", __name__, """rms_norm(x, weight, epsilon=1e-06)
+--
 
-def log_softmax(logits, axis=-1):
-    """Computes log(softmax(logits)) along one axis, without forming softmax.
+Applies root-mean-square normalisation over the last axis, then a per-feature scale.
 
-    Equivalent to the numpy expression s = logits - logits.max(axis,
-    keepdims=True); s - numpy.log(numpy.exp(s).sum(axis, keepdims=True)).
-    Subtracting the maximum first keeps exp from overflowing, and working in
-    log space keeps tiny probabilities finite (log(softmax) would give
-    -inf). The sum is kept in double. NaN and infinities propagate as in
-    that expression; a -inf logit gives -inf. Empty tensors are allowed; 0-d
-    tensors are an error.
+Equivalent to the numpy expression x / numpy.sqrt(numpy.mean(x**2,
+axis=-1, keepdims=True) + epsilon) * weight. The mean of squares is
+accumulated in float64, so float32 input does not lose precision on long
+rows. An all-zero row with epsilon 0 gives NaN, as in numpy.
 
-    Args:
-      logits: A tensor-like of dtype T. The unnormalised log-probabilities,
-        of rank >= 1.
-      axis: An int, default -1. The axis to normalise over; negative values
-        count from the end. Defaults to the last axis.
+Args:
+  x: A tensor-like of dtype T. The input, of rank >= 1; its last axis
+    holds the features.
+  weight: A tensor-like of dtype T. The per-feature scale, a 1-D tensor
+    of length x.shape[-1].
+  epsilon: A float >= 0, default 1e-06. Added to the mean of squares
+    before the square root, for stability; must be >= 0.
 
-    Returns:
-      A Tensor `logsoftmax` of dtype T. Log-probabilities with the shape and
-        dtype of logits; exp of each slice along axis sums to 1.
+Returns:
+  A Tensor `y` of dtype T. The normalised, scaled tensor, with the shape
+    and dtype of x.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Declared at cpp/ops/nn_ops.cc:59 (op LogSoftmax).
-    """
-    return _LogSoftmax(logits, axis)
+Declared at cpp/ops/nn_ops.cc:82 (op RmsNorm).
+""")
 
 
-_RmsNorm = _pw.RmsNorm
+softmax = _pw.public_entry(_pw.Softmax, "softmax", __name__, """softmax(logits, axis=-1)
+--
 
+Computes softmax along one axis: exp(logits) normalised to sum to 1.
 
-def rms_norm(x, weight, epsilon=1e-06):
-    """Applies root-mean-square normalisation over the last axis, then a per-feature scale.
+Equivalent to the numpy expression e = numpy.exp(logits -
+logits.max(axis, keepdims=True)); e / e.sum(axis, keepdims=True). The
+maximum is subtracted first, so large logits do not overflow. A NaN in a
+slice makes that whole slice NaN, as does a slice whose maximum is
+infinite. A -inf logit gets probability exactly 0; in float32, terms
+under exp(-87) relative to the slice maximum also become 0 rather than
+subnormal. Empty tensors are allowed; 0-d tensors are an error.
 
-    Equivalent to the numpy expression x / numpy.sqrt(numpy.mean(x**2,
-    axis=-1, keepdims=True) + epsilon) * weight. The mean of squares is
-    accumulated in float64, so float32 input does not lose precision on long
-    rows. An all-zero row with epsilon 0 gives NaN, as in numpy.
+Args:
+  logits: A tensor-like of dtype T. The unnormalised log-probabilities,
+    of rank >= 1.
+  axis: An int, default -1. The axis to normalise over; negative values
+    count from the end. Defaults to the last axis.
 
-    Args:
-      x: A tensor-like of dtype T. The input, of rank >= 1; its last axis
-        holds the features.
-      weight: A tensor-like of dtype T. The per-feature scale, a 1-D tensor
-        of length x.shape[-1].
-      epsilon: A float >= 0, default 1e-06. Added to the mean of squares
-        before the square root, for stability; must be >= 0.
+Returns:
+  A Tensor `softmax` of dtype T. Probabilities with the shape and dtype
+    of logits; each slice along axis sums to 1.
 
-    Returns:
-      A Tensor `y` of dtype T. The normalised, scaled tensor, with the shape
-        and dtype of x.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Declared at cpp/ops/nn_ops.cc:35 (op Softmax).
+""")
 
-    Declared at cpp/ops/nn_ops.cc:82 (op RmsNorm).
-    """
-    return _RmsNorm(x, weight, epsilon)
 
+sparse_softmax_cross_entropy_with_logits = _pw.public_entry(_pw.SparseSoftmaxCrossEntropyWithLogits, "sparse_softmax_cross_entropy_with_logits", __name__, """sparse_softmax_cross_entropy_with_logits(features, labels)
+--
 
-_Softmax = _pw.Softmax
+Softmax cross-entropy with integer class labels, per example, and its gradient, in one numerically stable pass.
 
+loss[i] = logsumexp(features[i]) - features[i, labels[i]] (the maximum
+is subtracted first, so large logits do not overflow); backprop[i] =
+softmax(features[i]) - onehot(labels[i]), the gradient of loss[i] with
+respect to features[i]. Every label must be in [0, classes), else
+InvalidArgumentError names the first one out of range.
 
-def softmax(logits, axis=-1):
-    """Computes softmax along one axis: exp(logits) normalised to sum to 1.
+Args:
+  features: A tensor-like of dtype T. Unnormalised log-probabilities,
+    [batch, classes].
+  labels: A tensor-like of dtype Tlabels. The class of each example,
+    [batch].
 
-    Equivalent to the numpy expression e = numpy.exp(logits -
-    logits.max(axis, keepdims=True)); e / e.sum(axis, keepdims=True). The
-    maximum is subtracted first, so large logits do not overflow. A NaN in a
-    slice makes that whole slice NaN, as does a slice whose maximum is
-    infinite. A -inf logit gets probability exactly 0; in float32, terms
-    under exp(-87) relative to the slice maximum also become 0 rather than
-    subnormal. Empty tensors are allowed; 0-d tensors are an error.
+Returns:
+  A tuple `(loss, backprop)`:
+    loss: A Tensor of dtype T. The per-example loss, [batch].
+    backprop: A Tensor of dtype T. The gradient of loss with respect to
+      features, [batch, classes].
 
-    Args:
-      logits: A tensor-like of dtype T. The unnormalised log-probabilities,
-        of rank >= 1.
-      axis: An int, default -1. The axis to normalise over; negative values
-        count from the end. Defaults to the last axis.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+  Tlabels in {int32, int64}, inferred from the inputs.
 
-    Returns:
-      A Tensor `softmax` of dtype T. Probabilities with the shape and dtype
-        of logits; each slice along axis sums to 1.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/nn_ops.cc:35 (op Softmax).
-    """
-    return _Softmax(logits, axis)
-
-
-_SparseSoftmaxCrossEntropyWithLogits = _pw.SparseSoftmaxCrossEntropyWithLogits
-
-
-def sparse_softmax_cross_entropy_with_logits(features, labels):
-    """Softmax cross-entropy with integer class labels, per example, and its gradient, in one numerically stable pass.
-
-    loss[i] = logsumexp(features[i]) - features[i, labels[i]] (the maximum
-    is subtracted first, so large logits do not overflow); backprop[i] =
-    softmax(features[i]) - onehot(labels[i]), the gradient of loss[i] with
-    respect to features[i]. Every label must be in [0, classes), else
-    InvalidArgumentError names the first one out of range.
-
-    Args:
-      features: A tensor-like of dtype T. Unnormalised log-probabilities,
-        [batch, classes].
-      labels: A tensor-like of dtype Tlabels. The class of each example,
-        [batch].
-
-    Returns:
-      A tuple `(loss, backprop)`:
-        loss: A Tensor of dtype T. The per-example loss, [batch].
-        backprop: A Tensor of dtype T. The gradient of loss with respect to
-          features, [batch, classes].
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-      Tlabels in {int32, int64}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/nn_ops.cc:391 (op SparseSoftmaxCrossEntropyWithLogits).
-    """
-    return _SparseSoftmaxCrossEntropyWithLogits(features, labels)
+Declared at cpp/ops/nn_ops.cc:391 (op SparseSoftmaxCrossEntropyWithLogits).
+""")

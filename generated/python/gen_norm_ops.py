@@ -13,94 +13,90 @@ __all__ = [
 ]
 
 
-_BatchNorm = _pw.BatchNorm
+batch_norm = _pw.public_entry(_pw.BatchNorm, "batch_norm", __name__, """batch_norm(x, scale, offset, mean, variance, epsilon=1e-05, training=False)
+--
+
+Batch normalization over axis 1 of [N, C, ...] input, as torch.nn.functional.batch_norm and ONNX BatchNormalization.
+
+y = (x - m) / sqrt(v + epsilon) * scale + offset per channel, where m
+and v are the batch's mean and (biased) variance over every axis but 1
+when training, else the given mean and variance. One pass per channel;
+the statistics are accumulated in float64.
+
+Args:
+  x: A tensor-like of dtype T. The input, [batch, channels, ...] (rank
+    >= 2).
+  scale: A tensor-like of dtype T. The per-channel scale (gamma),
+    [channels].
+  offset: A tensor-like of dtype T. The per-channel shift (beta),
+    [channels].
+  mean: A tensor-like of dtype T. The statistics used when not training
+    (running mean), [channels].
+  variance: A tensor-like of dtype T. The statistics used when not
+    training (running variance), [channels].
+  epsilon: A float >= 0, default 1e-05. Added to the variance before the
+    square root, >= 0.
+  training: A bool, default False. Normalise with the batch statistics
+    (true) or the given ones (false).
+
+Returns:
+  A tuple `(y, batch_mean, batch_var)`:
+    y: A Tensor of dtype T. The normalised tensor, with x's shape.
+    batch_mean: A Tensor of dtype T. The mean used: the batch mean when
+      training, else `mean`.
+    batch_var: A Tensor of dtype T. The biased variance used: the batch
+      variance when training, else `variance`.
+
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
+
+Kernels: cpu (float32, float64).
+
+Declared at cpp/ops/norm_ops.cc:67 (op BatchNorm).
+""")
 
 
-def batch_norm(x, scale, offset, mean, variance, epsilon=1e-05, training=False):
-    """Batch normalization over axis 1 of [N, C, ...] input, as torch.nn.functional.batch_norm and ONNX BatchNormalization.
+batch_norm_grad = _pw.public_entry(_pw.BatchNormGrad, "batch_norm_grad", __name__, """batch_norm_grad(dy, x, scale, mean, variance, dbatch_mean, dbatch_var, epsilon=1e-05, training=False)
+--
 
-    y = (x - m) / sqrt(v + epsilon) * scale + offset per channel, where m
-    and v are the batch's mean and (biased) variance over every axis but 1
-    when training, else the given mean and variance. One pass per channel;
-    the statistics are accumulated in float64.
+The backward op of BatchNorm: the gradients of x, scale, offset, mean and variance.
 
-    Args:
-      x: A tensor-like of dtype T. The input, [batch, channels, ...] (rank
-        >= 2).
-      scale: A tensor-like of dtype T. The per-channel scale (gamma),
-        [channels].
-      offset: A tensor-like of dtype T. The per-channel shift (beta),
-        [channels].
-      mean: A tensor-like of dtype T. The statistics used when not training
-        (running mean), [channels].
-      variance: A tensor-like of dtype T. The statistics used when not
-        training (running variance), [channels].
-      epsilon: A float >= 0, default 1e-05. Added to the variance before the
-        square root, >= 0.
-      training: A bool, default False. Normalise with the batch statistics
-        (true) or the given ones (false).
+When training, with h = (x - m) r, r = 1 / sqrt(v + epsilon) and means
+over the M elements of a channel, dx = scale r (dy - mean(dy) - h
+mean(dy h)) + dbatch_mean / M + 2 dbatch_var (x - m) / M; dmean =
+dvariance = 0 (the given statistics are not used); otherwise dx = dy
+scale r, dmean = dbatch_mean - scale r sum(dy), dvariance = dbatch_var -
+scale r**3 sum(dy (x - m)) / 2. In both cases dscale = sum(dy h),
+doffset = sum(dy).
 
-    Returns:
-      A tuple `(y, batch_mean, batch_var)`:
-        y: A Tensor of dtype T. The normalised tensor, with x's shape.
-        batch_mean: A Tensor of dtype T. The mean used: the batch mean when
-          training, else `mean`.
-        batch_var: A Tensor of dtype T. The biased variance used: the batch
-          variance when training, else `variance`.
+Args:
+  dy: A tensor-like of dtype T. The gradient with respect to BatchNorm's
+    y.
+  x: A tensor-like of dtype T. BatchNorm's input.
+  scale: A tensor-like of dtype T. BatchNorm's scale.
+  mean: A tensor-like of dtype T. BatchNorm's batch_mean output.
+  variance: A tensor-like of dtype T. BatchNorm's batch_var output.
+  dbatch_mean: A tensor-like of dtype T. The gradient with respect to
+    BatchNorm's batch_mean.
+  dbatch_var: A tensor-like of dtype T. The gradient with respect to
+    BatchNorm's batch_var.
+  epsilon: A float >= 0, default 1e-05. BatchNorm's epsilon.
+  training: A bool, default False. BatchNorm's training.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Returns:
+  A tuple `(dx, dscale, doffset, dmean, dvariance)`:
+    dx: A Tensor of dtype T. The gradient with respect to x.
+    dscale: A Tensor of dtype T. The gradient with respect to scale.
+    doffset: A Tensor of dtype T. The gradient with respect to offset.
+    dmean: A Tensor of dtype T. The gradient with respect to BatchNorm's
+      mean input.
+    dvariance: A Tensor of dtype T. The gradient with respect to
+      BatchNorm's variance input.
 
-    Kernels: cpu (float32, float64).
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Declared at cpp/ops/norm_ops.cc:67 (op BatchNorm).
-    """
-    return _BatchNorm(x, scale, offset, mean, variance, epsilon, training)
+Kernels: cpu (float32, float64).
 
-
-_BatchNormGrad = _pw.BatchNormGrad
-
-
-def batch_norm_grad(dy, x, scale, mean, variance, dbatch_mean, dbatch_var, epsilon=1e-05, training=False):
-    """The backward op of BatchNorm: the gradients of x, scale, offset, mean and variance.
-
-    When training, with h = (x - m) r, r = 1 / sqrt(v + epsilon) and means
-    over the M elements of a channel, dx = scale r (dy - mean(dy) - h
-    mean(dy h)) + dbatch_mean / M + 2 dbatch_var (x - m) / M; dmean =
-    dvariance = 0 (the given statistics are not used); otherwise dx = dy
-    scale r, dmean = dbatch_mean - scale r sum(dy), dvariance = dbatch_var -
-    scale r**3 sum(dy (x - m)) / 2. In both cases dscale = sum(dy h),
-    doffset = sum(dy).
-
-    Args:
-      dy: A tensor-like of dtype T. The gradient with respect to BatchNorm's
-        y.
-      x: A tensor-like of dtype T. BatchNorm's input.
-      scale: A tensor-like of dtype T. BatchNorm's scale.
-      mean: A tensor-like of dtype T. BatchNorm's batch_mean output.
-      variance: A tensor-like of dtype T. BatchNorm's batch_var output.
-      dbatch_mean: A tensor-like of dtype T. The gradient with respect to
-        BatchNorm's batch_mean.
-      dbatch_var: A tensor-like of dtype T. The gradient with respect to
-        BatchNorm's batch_var.
-      epsilon: A float >= 0, default 1e-05. BatchNorm's epsilon.
-      training: A bool, default False. BatchNorm's training.
-
-    Returns:
-      A tuple `(dx, dscale, doffset, dmean, dvariance)`:
-        dx: A Tensor of dtype T. The gradient with respect to x.
-        dscale: A Tensor of dtype T. The gradient with respect to scale.
-        doffset: A Tensor of dtype T. The gradient with respect to offset.
-        dmean: A Tensor of dtype T. The gradient with respect to BatchNorm's
-          mean input.
-        dvariance: A Tensor of dtype T. The gradient with respect to
-          BatchNorm's variance input.
-
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/norm_ops.cc:102 (op BatchNormGrad).
-    """
-    return _BatchNormGrad(dy, x, scale, mean, variance, dbatch_mean, dbatch_var, epsilon, training)
+Declared at cpp/ops/norm_ops.cc:102 (op BatchNormGrad).
+""")

@@ -14,110 +14,104 @@ __all__ = [
 ]
 
 
-_ApplyAdam = _pw.ApplyAdam
+apply_adam = _pw.public_entry(_pw.ApplyAdam, "apply_adam", __name__, """apply_adam(var, m, v, grad, lr, step=1, beta1=0.9, beta2=0.999, epsilon=1e-08, weight_decay=0.0)
+--
+
+One Adam step (PyTorch's rule, bias-corrected), var, m and v updated in place in one pass.
+
+g = grad + weight_decay * var; m = beta1 * m + (1 - beta1) * g; v =
+beta2 * v + (1 - beta2) * g * g; var -= lr * (m / (1 - beta1**step)) /
+(sqrt(v / (1 - beta2**step)) + epsilon). Start m and v at zero and step
+at 1.
+
+Args:
+  var: A tensor-like of dtype T. The parameter; updated in place (must
+    be writable).
+  m: A tensor-like of dtype T. The first-moment slot, var's shape;
+    updated in place.
+  v: A tensor-like of dtype T. The second-moment slot, var's shape;
+    updated in place.
+  grad: A tensor-like of dtype T. The gradient of the loss with respect
+    to var.
+  lr: A float. The learning rate, >= 0.
+  step: An int >= 1, default 1. The 1-based number of this step, for the
+    bias correction.
+  beta1: A float, default 0.9. Decay of the first moment, in [0, 1).
+  beta2: A float, default 0.999. Decay of the second moment, in [0, 1).
+  epsilon: A float, default 1e-08. Added to the denominator, >= 0.
+  weight_decay: A float, default 0.0. L2 penalty coefficient added to
+    the gradient, >= 0.
+
+Returns:
+  A Tensor `out` of dtype T. var itself (the same storage), after the
+    update.
+
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
+
+Kernels: cpu (float32, float64).
+
+Declared at cpp/ops/optim_ops.cc:107 (op ApplyAdam).
+""")
 
 
-def apply_adam(var, m, v, grad, lr, step=1, beta1=0.9, beta2=0.999, epsilon=1e-08, weight_decay=0.0):
-    """One Adam step (PyTorch's rule, bias-corrected), var, m and v updated in place in one pass.
+apply_gradient_descent = _pw.public_entry(_pw.ApplyGradientDescent, "apply_gradient_descent", __name__, """apply_gradient_descent(var, grad, lr, weight_decay=0.0)
+--
 
-    g = grad + weight_decay * var; m = beta1 * m + (1 - beta1) * g; v =
-    beta2 * v + (1 - beta2) * g * g; var -= lr * (m / (1 - beta1**step)) /
-    (sqrt(v / (1 - beta2**step)) + epsilon). Start m and v at zero and step
-    at 1.
+Plain SGD step, updated in place: var -= lr * (grad + weight_decay * var).
 
-    Args:
-      var: A tensor-like of dtype T. The parameter; updated in place (must
-        be writable).
-      m: A tensor-like of dtype T. The first-moment slot, var's shape;
-        updated in place.
-      v: A tensor-like of dtype T. The second-moment slot, var's shape;
-        updated in place.
-      grad: A tensor-like of dtype T. The gradient of the loss with respect
-        to var.
-      lr: A float. The learning rate, >= 0.
-      step: An int >= 1, default 1. The 1-based number of this step, for the
-        bias correction.
-      beta1: A float, default 0.9. Decay of the first moment, in [0, 1).
-      beta2: A float, default 0.999. Decay of the second moment, in [0, 1).
-      epsilon: A float, default 1e-08. Added to the denominator, >= 0.
-      weight_decay: A float, default 0.0. L2 penalty coefficient added to
-        the gradient, >= 0.
+Args:
+  var: A tensor-like of dtype T. The parameter; updated in place (must
+    be writable).
+  grad: A tensor-like of dtype T. The gradient of the loss with respect
+    to var.
+  lr: A float. The learning rate, >= 0.
+  weight_decay: A float, default 0.0. L2 penalty coefficient added to
+    the gradient, >= 0.
 
-    Returns:
-      A Tensor `out` of dtype T. var itself (the same storage), after the
-        update.
+Returns:
+  A Tensor `out` of dtype T. var itself (the same storage), after the
+    update.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64).
+Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/optim_ops.cc:107 (op ApplyAdam).
-    """
-    return _ApplyAdam(var, m, v, grad, lr, step, beta1, beta2, epsilon, weight_decay)
+Declared at cpp/ops/optim_ops.cc:59 (op ApplyGradientDescent).
+""")
 
 
-_ApplyGradientDescent = _pw.ApplyGradientDescent
+apply_momentum = _pw.public_entry(_pw.ApplyMomentum, "apply_momentum", __name__, """apply_momentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=False)
+--
 
+SGD with momentum (PyTorch's rule), var and accum updated in place.
 
-def apply_gradient_descent(var, grad, lr, weight_decay=0.0):
-    """Plain SGD step, updated in place: var -= lr * (grad + weight_decay * var).
+g = grad + weight_decay * var; accum = momentum * accum + g; var -= lr *
+(g + momentum * accum if nesterov else accum). Start accum at zero: the
+first step then equals PyTorch's.
 
-    Args:
-      var: A tensor-like of dtype T. The parameter; updated in place (must
-        be writable).
-      grad: A tensor-like of dtype T. The gradient of the loss with respect
-        to var.
-      lr: A float. The learning rate, >= 0.
-      weight_decay: A float, default 0.0. L2 penalty coefficient added to
-        the gradient, >= 0.
+Args:
+  var: A tensor-like of dtype T. The parameter; updated in place (must
+    be writable).
+  accum: A tensor-like of dtype T. The momentum buffer, var's shape;
+    updated in place.
+  grad: A tensor-like of dtype T. The gradient of the loss with respect
+    to var.
+  lr: A float. The learning rate, >= 0.
+  momentum: A float. The momentum factor, >= 0.
+  weight_decay: A float, default 0.0. L2 penalty coefficient added to
+    the gradient, >= 0.
+  nesterov: A bool, default False. Use Nesterov momentum.
 
-    Returns:
-      A Tensor `out` of dtype T. var itself (the same storage), after the
-        update.
+Returns:
+  A Tensor `out` of dtype T. var itself (the same storage), after the
+    update.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64).
+Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/optim_ops.cc:59 (op ApplyGradientDescent).
-    """
-    return _ApplyGradientDescent(var, grad, lr, weight_decay)
-
-
-_ApplyMomentum = _pw.ApplyMomentum
-
-
-def apply_momentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=False):
-    """SGD with momentum (PyTorch's rule), var and accum updated in place.
-
-    g = grad + weight_decay * var; accum = momentum * accum + g; var -= lr *
-    (g + momentum * accum if nesterov else accum). Start accum at zero: the
-    first step then equals PyTorch's.
-
-    Args:
-      var: A tensor-like of dtype T. The parameter; updated in place (must
-        be writable).
-      accum: A tensor-like of dtype T. The momentum buffer, var's shape;
-        updated in place.
-      grad: A tensor-like of dtype T. The gradient of the loss with respect
-        to var.
-      lr: A float. The learning rate, >= 0.
-      momentum: A float. The momentum factor, >= 0.
-      weight_decay: A float, default 0.0. L2 penalty coefficient added to
-        the gradient, >= 0.
-      nesterov: A bool, default False. Use Nesterov momentum.
-
-    Returns:
-      A Tensor `out` of dtype T. var itself (the same storage), after the
-        update.
-
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/optim_ops.cc:78 (op ApplyMomentum).
-    """
-    return _ApplyMomentum(var, accum, grad, lr, momentum, weight_decay, nesterov)
+Declared at cpp/ops/optim_ops.cc:78 (op ApplyMomentum).
+""")

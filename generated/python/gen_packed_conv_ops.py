@@ -15,174 +15,166 @@ __all__ = [
 ]
 
 
-_Conv2DPacked = _pw.Conv2DPacked
+conv2d_packed = _pw.public_entry(_pw.Conv2DPacked, "conv2d_packed", __name__, """conv2d_packed(x, packed, bias, filter_shape, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), activation="none")
+--
+
+activation(Conv2D(x, filter) + bias) over a filter packed once by PackConv2DFilter (one group).
+
+The same result as FusedConv2D (Conv2D when bias is empty and activation
+is 'none'), without re-packing or re-transforming the filter on every
+call.
+
+Args:
+  x: A tensor-like of dtype T. The input, [batch, in_channels, height,
+    width].
+  packed: A tensor-like of dtype uint8. The filter, from
+    PackConv2DFilter (checked against filter_shape).
+  bias: A tensor-like of dtype T. One value per output channel, or empty
+    for none.
+  filter_shape: A sequence of ints or an int. The filter's shape
+    [out_channels, in_channels, kernel_height, kernel_width].
+  strides: A sequence of ints or an int, default (1, 1). Stride along
+    height and width.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). Zero padding
+    [top, left, bottom, right].
+  dilations: A sequence of ints or an int, default (1, 1). Dilation
+    along height and width.
+  activation: A string, default "none". 'none', 'relu', 'sigmoid',
+    'silu' (x * sigmoid(x)) or 'hardswish'.
+
+Returns:
+  A Tensor `y` of dtype T. The output, [batch, out_channels, out_height,
+    out_width].
+
+Type attrs:
+  T in {float32}, inferred from the inputs.
+
+Kernels: cpu (float32).
+
+Declared at cpp/ops/packed_conv_ops.cc:210 (op Conv2DPacked).
+""")
 
 
-def conv2d_packed(x, packed, bias, filter_shape, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), activation="none"):
-    """activation(Conv2D(x, filter) + bias) over a filter packed once by PackConv2DFilter (one group).
+conv2d_packed_add = _pw.public_entry(_pw.Conv2DPackedAdd, "conv2d_packed_add", __name__, """conv2d_packed_add(x, packed, bias, residual, filter_shape, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), activation="none")
+--
 
-    The same result as FusedConv2D (Conv2D when bias is empty and activation
-    is 'none'), without re-packing or re-transforming the filter on every
-    call.
+activation(Conv2D(x, filter) + bias + residual) over a filter packed once by PackConv2DFilter (one group).
 
-    Args:
-      x: A tensor-like of dtype T. The input, [batch, in_channels, height,
-        width].
-      packed: A tensor-like of dtype uint8. The filter, from
-        PackConv2DFilter (checked against filter_shape).
-      bias: A tensor-like of dtype T. One value per output channel, or empty
-        for none.
-      filter_shape: A sequence of ints or an int. The filter's shape
-        [out_channels, in_channels, kernel_height, kernel_width].
-      strides: A sequence of ints or an int, default (1, 1). Stride along
-        height and width.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). Zero padding
-        [top, left, bottom, right].
-      dilations: A sequence of ints or an int, default (1, 1). Dilation
-        along height and width.
-      activation: A string, default "none". 'none', 'relu', 'sigmoid',
-        'silu' (x * sigmoid(x)) or 'hardswish'.
+A ResNet block's Conv -> BatchNorm (folded) -> Add(identity) -> Relu as
+one op. The residual is added to the GEMM's accumulators with the bias,
+before the activation, so the sum is never stored and read back.
 
-    Returns:
-      A Tensor `y` of dtype T. The output, [batch, out_channels, out_height,
-        out_width].
+Args:
+  x: A tensor-like of dtype T. The input, [batch, in_channels, height,
+    width].
+  packed: A tensor-like of dtype uint8. The filter, from
+    PackConv2DFilter (checked against filter_shape).
+  bias: A tensor-like of dtype T. One value per output channel, or empty
+    for none.
+  residual: A tensor-like of dtype T. Added before the activation;
+    exactly the output's shape [batch, out_channels, out_height,
+    out_width].
+  filter_shape: A sequence of ints or an int. The filter's shape
+    [out_channels, in_channels, kernel_height, kernel_width].
+  strides: A sequence of ints or an int, default (1, 1). Stride along
+    height and width.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). Zero padding
+    [top, left, bottom, right].
+  dilations: A sequence of ints or an int, default (1, 1). Dilation
+    along height and width.
+  activation: A string, default "none". 'none', 'relu', 'sigmoid',
+    'silu' (x * sigmoid(x)) or 'hardswish'.
 
-    Type attrs:
-      T in {float32}, inferred from the inputs.
+Returns:
+  A Tensor `y` of dtype T. The output, [batch, out_channels, out_height,
+    out_width].
 
-    Kernels: cpu (float32).
+Type attrs:
+  T in {float32}, inferred from the inputs.
 
-    Declared at cpp/ops/packed_conv_ops.cc:210 (op Conv2DPacked).
-    """
-    return _Conv2DPacked(x, packed, bias, filter_shape, strides, pads, dilations, activation)
+Kernels: cpu (float32).
 
-
-_Conv2DPackedAdd = _pw.Conv2DPackedAdd
-
-
-def conv2d_packed_add(x, packed, bias, residual, filter_shape, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), activation="none"):
-    """activation(Conv2D(x, filter) + bias + residual) over a filter packed once by PackConv2DFilter (one group).
-
-    A ResNet block's Conv -> BatchNorm (folded) -> Add(identity) -> Relu as
-    one op. The residual is added to the GEMM's accumulators with the bias,
-    before the activation, so the sum is never stored and read back.
-
-    Args:
-      x: A tensor-like of dtype T. The input, [batch, in_channels, height,
-        width].
-      packed: A tensor-like of dtype uint8. The filter, from
-        PackConv2DFilter (checked against filter_shape).
-      bias: A tensor-like of dtype T. One value per output channel, or empty
-        for none.
-      residual: A tensor-like of dtype T. Added before the activation;
-        exactly the output's shape [batch, out_channels, out_height,
-        out_width].
-      filter_shape: A sequence of ints or an int. The filter's shape
-        [out_channels, in_channels, kernel_height, kernel_width].
-      strides: A sequence of ints or an int, default (1, 1). Stride along
-        height and width.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). Zero padding
-        [top, left, bottom, right].
-      dilations: A sequence of ints or an int, default (1, 1). Dilation
-        along height and width.
-      activation: A string, default "none". 'none', 'relu', 'sigmoid',
-        'silu' (x * sigmoid(x)) or 'hardswish'.
-
-    Returns:
-      A Tensor `y` of dtype T. The output, [batch, out_channels, out_height,
-        out_width].
-
-    Type attrs:
-      T in {float32}, inferred from the inputs.
-
-    Kernels: cpu (float32).
-
-    Declared at cpp/ops/packed_conv_ops.cc:242 (op Conv2DPackedAdd).
-    """
-    return _Conv2DPackedAdd(x, packed, bias, residual, filter_shape, strides, pads, dilations, activation)
+Declared at cpp/ops/packed_conv_ops.cc:242 (op Conv2DPackedAdd).
+""")
 
 
-_Conv2DPackedConcat = _pw.Conv2DPackedConcat
+conv2d_packed_concat = _pw.public_entry(_pw.Conv2DPackedConcat, "conv2d_packed_concat", __name__, """conv2d_packed_concat(x, packed, bias, filter_shapes, strides, pads, dilations, activation="none")
+--
+
+Concat([activation(Conv2D(x, filter_i) + bias_i) for each packed filter], axis=1) with no Concat.
+
+Each convolution writes straight into its channel slice of the output (a
+SqueezeNet fire module's 1x1 and 3x3 expand convolutions over one
+input), so the pieces are never stored apart and copied together.
+
+Args:
+  x: A tensor-like of dtype T. The input, [batch, in_channels, height,
+    width], read by every filter.
+  packed: A sequence of at least 1 tensor-likes of dtype uint8. The
+    filters, each from PackConv2DFilter (checked against its
+    filter_shapes entry).
+  bias: A tensor-like of dtype T. All filters' biases one after another
+    (sum of out_channels values), or empty for none.
+  filter_shapes: A sequence of ints or an int. 4 ints per filter,
+    [out_channels, in_channels, kernel_height, kernel_width].
+  strides: A sequence of ints or an int. 2 ints per filter: stride along
+    height and width.
+  pads: A sequence of ints or an int. 4 ints per filter: zero padding
+    [top, left, bottom, right].
+  dilations: A sequence of ints or an int. 2 ints per filter: dilation
+    along height and width.
+  activation: A string, default "none". 'none', 'relu', 'sigmoid',
+    'silu' (x * sigmoid(x)) or 'hardswish', for every filter.
+
+Returns:
+  A Tensor `y` of dtype T. The output, [batch, sum of out_channels,
+    out_height, out_width]; every filter's out_height x out_width must
+    agree.
+
+Type attrs:
+  T in {float32}, inferred from the inputs.
+
+Kernels: cpu (float32).
+
+Declared at cpp/ops/packed_conv_ops.cc:275 (op Conv2DPackedConcat).
+""")
 
 
-def conv2d_packed_concat(x, packed, bias, filter_shapes, strides, pads, dilations, activation="none"):
-    """Concat([activation(Conv2D(x, filter_i) + bias_i) for each packed filter], axis=1) with no Concat.
+pack_conv2d_filter = _pw.public_entry(_pw.PackConv2DFilter, "pack_conv2d_filter", __name__, """pack_conv2d_filter(filter, winograd=True, panels=True, columns=False)
+--
 
-    Each convolution writes straight into its channel slice of the output (a
-    SqueezeNet fire module's 1x1 and 3x3 expand convolutions over one
-    input), so the pieces are never stored apart and copied together.
+Packs a constant Conv2D filter once for Conv2DPacked.
 
-    Args:
-      x: A tensor-like of dtype T. The input, [batch, in_channels, height,
-        width], read by every filter.
-      packed: A sequence of at least 1 tensor-likes of dtype uint8. The
-        filters, each from PackConv2DFilter (checked against its
-        filter_shapes entry).
-      bias: A tensor-like of dtype T. All filters' biases one after another
-        (sum of out_channels values), or empty for none.
-      filter_shapes: A sequence of ints or an int. 4 ints per filter,
-        [out_channels, in_channels, kernel_height, kernel_width].
-      strides: A sequence of ints or an int. 2 ints per filter: stride along
-        height and width.
-      pads: A sequence of ints or an int. 4 ints per filter: zero padding
-        [top, left, bottom, right].
-      dilations: A sequence of ints or an int. 2 ints per filter: dilation
-        along height and width.
-      activation: A string, default "none". 'none', 'relu', 'sigmoid',
-        'silu' (x * sigmoid(x)) or 'hardswish', for every filter.
+The blob holds the filter as the float32 GEMM's panels for this CPU's
+ISA and, for a 3x3 filter with 16 or more input and output channels
+(when winograd is true), its Winograd F(4x4, 3x3) transform, behind a
+checked header. It is valid in this process (and processes on the same
+ISA); a blob from another ISA is refused.
 
-    Returns:
-      A Tensor `y` of dtype T. The output, [batch, sum of out_channels,
-        out_height, out_width]; every filter's out_height x out_width must
-        agree.
+Args:
+  filter: A tensor-like of dtype T. The weights, [out_channels,
+    in_channels, kernel_height, kernel_width] (one group).
+  winograd: A bool, default True. Also store the Winograd transform of a
+    3x3 filter (4x the filter's size), used where the convolution takes
+    that path.
+  panels: A bool, default True. Store the GEMM panels. False (only with
+    the Winograd transform stored) keeps the transform alone, for a
+    filter whose every call takes the Winograd path; Conv2DPacked
+    refuses such a blob on a call that does not.
+  columns: A bool, default False. Store the panels for the transposed
+    product (output channels across the microkernel's columns, the
+    output pixels down its rows), for a filter whose calls have few
+    output pixels (batch 1 at 14x14 or 7x7): a 49-pixel output then
+    wastes no column of the register tile. Any call may use such a blob.
 
-    Type attrs:
-      T in {float32}, inferred from the inputs.
+Returns:
+  A Tensor `packed` of dtype uint8. The opaque packed filter (uint8
+    bytes).
 
-    Kernels: cpu (float32).
+Type attrs:
+  T in {float32}, inferred from the inputs.
 
-    Declared at cpp/ops/packed_conv_ops.cc:275 (op Conv2DPackedConcat).
-    """
-    return _Conv2DPackedConcat(x, packed, bias, filter_shapes, strides, pads, dilations, activation)
+Kernels: cpu (float32).
 
-
-_PackConv2DFilter = _pw.PackConv2DFilter
-
-
-def pack_conv2d_filter(filter, winograd=True, panels=True, columns=False):
-    """Packs a constant Conv2D filter once for Conv2DPacked.
-
-    The blob holds the filter as the float32 GEMM's panels for this CPU's
-    ISA and, for a 3x3 filter with 16 or more input and output channels
-    (when winograd is true), its Winograd F(4x4, 3x3) transform, behind a
-    checked header. It is valid in this process (and processes on the same
-    ISA); a blob from another ISA is refused.
-
-    Args:
-      filter: A tensor-like of dtype T. The weights, [out_channels,
-        in_channels, kernel_height, kernel_width] (one group).
-      winograd: A bool, default True. Also store the Winograd transform of a
-        3x3 filter (4x the filter's size), used where the convolution takes
-        that path.
-      panels: A bool, default True. Store the GEMM panels. False (only with
-        the Winograd transform stored) keeps the transform alone, for a
-        filter whose every call takes the Winograd path; Conv2DPacked
-        refuses such a blob on a call that does not.
-      columns: A bool, default False. Store the panels for the transposed
-        product (output channels across the microkernel's columns, the
-        output pixels down its rows), for a filter whose calls have few
-        output pixels (batch 1 at 14x14 or 7x7): a 49-pixel output then
-        wastes no column of the register tile. Any call may use such a blob.
-
-    Returns:
-      A Tensor `packed` of dtype uint8. The opaque packed filter (uint8
-        bytes).
-
-    Type attrs:
-      T in {float32}, inferred from the inputs.
-
-    Kernels: cpu (float32).
-
-    Declared at cpp/ops/packed_conv_ops.cc:185 (op PackConv2DFilter).
-    """
-    return _PackConv2DFilter(filter, winograd, panels, columns)
+Declared at cpp/ops/packed_conv_ops.cc:185 (op PackConv2DFilter).
+""")

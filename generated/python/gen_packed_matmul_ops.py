@@ -13,63 +13,59 @@ __all__ = [
 ]
 
 
-_FusedMatMulPacked = _pw.FusedMatMulPacked
+fused_mat_mul_packed = _pw.public_entry(_pw.FusedMatMulPacked, "fused_mat_mul_packed", __name__, """fused_mat_mul_packed(a, packed, bias, n, activation="none")
+--
+
+activation(a @ b + bias) with b prepacked by PackMatMulWeight: FusedMatMul without packing b per call.
+
+Args:
+  a: A tensor-like of dtype T. The rows, [..., k] (leading axes folded
+    into rows).
+  packed: A tensor-like of dtype uint8. The weight, from
+    PackMatMulWeight.
+  bias: A tensor-like of dtype T. One value per column, or empty for
+    none.
+  n: An int >= 1. The number of columns of the weight (checked against
+    the blob).
+  activation: A string, default "none". 'none', 'relu', 'gelu' (exact,
+    erf), 'silu' or 'sigmoid'.
+
+Returns:
+  A Tensor `y` of dtype T. activation(a @ b + bias), of shape
+    a.shape[:-1] + [n].
+
+Type attrs:
+  T in {float32}, inferred from the inputs.
+
+Kernels: cpu (float32).
+
+Declared at cpp/ops/packed_matmul_ops.cc:83 (op FusedMatMulPacked).
+""")
 
 
-def fused_mat_mul_packed(a, packed, bias, n, activation="none"):
-    """activation(a @ b + bias) with b prepacked by PackMatMulWeight: FusedMatMul without packing b per call.
+pack_mat_mul_weight = _pw.public_entry(_pw.PackMatMulWeight, "pack_mat_mul_weight", __name__, """pack_mat_mul_weight(b, transpose_b=False)
+--
 
-    Args:
-      a: A tensor-like of dtype T. The rows, [..., k] (leading axes folded
-        into rows).
-      packed: A tensor-like of dtype uint8. The weight, from
-        PackMatMulWeight.
-      bias: A tensor-like of dtype T. One value per column, or empty for
-        none.
-      n: An int >= 1. The number of columns of the weight (checked against
-        the blob).
-      activation: A string, default "none". 'none', 'relu', 'gelu' (exact,
-        erf), 'silu' or 'sigmoid'.
+Packs a constant float32 weight once for FusedMatMulPacked: the GEMM microkernel's B panels.
 
-    Returns:
-      A Tensor `y` of dtype T. activation(a @ b + bias), of shape
-        a.shape[:-1] + [n].
+The blob holds b in panels of this CPU's microkernel width over the
+whole depth, behind a checked header. It is valid in this process (and
+processes on the same ISA); a blob from another ISA is refused.
 
-    Type attrs:
-      T in {float32}, inferred from the inputs.
+Args:
+  b: A tensor-like of dtype T. The weight, [k, n] (or [n, k] with
+    transpose_b).
+  transpose_b: A bool, default False. If true, b is [n, k] (a Linear
+    weight, ONNX Gemm's transB).
 
-    Kernels: cpu (float32).
+Returns:
+  A Tensor `packed` of dtype uint8. The opaque packed weight (uint8
+    bytes).
 
-    Declared at cpp/ops/packed_matmul_ops.cc:83 (op FusedMatMulPacked).
-    """
-    return _FusedMatMulPacked(a, packed, bias, n, activation)
+Type attrs:
+  T in {float32}, inferred from the inputs.
 
+Kernels: cpu (float32).
 
-_PackMatMulWeight = _pw.PackMatMulWeight
-
-
-def pack_mat_mul_weight(b, transpose_b=False):
-    """Packs a constant float32 weight once for FusedMatMulPacked: the GEMM microkernel's B panels.
-
-    The blob holds b in panels of this CPU's microkernel width over the
-    whole depth, behind a checked header. It is valid in this process (and
-    processes on the same ISA); a blob from another ISA is refused.
-
-    Args:
-      b: A tensor-like of dtype T. The weight, [k, n] (or [n, k] with
-        transpose_b).
-      transpose_b: A bool, default False. If true, b is [n, k] (a Linear
-        weight, ONNX Gemm's transB).
-
-    Returns:
-      A Tensor `packed` of dtype uint8. The opaque packed weight (uint8
-        bytes).
-
-    Type attrs:
-      T in {float32}, inferred from the inputs.
-
-    Kernels: cpu (float32).
-
-    Declared at cpp/ops/packed_matmul_ops.cc:64 (op PackMatMulWeight).
-    """
-    return _PackMatMulWeight(b, transpose_b)
+Declared at cpp/ops/packed_matmul_ops.cc:64 (op PackMatMulWeight).
+""")

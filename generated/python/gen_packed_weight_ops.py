@@ -16,159 +16,149 @@ __all__ = [
 ]
 
 
-_DynamicQuantizeMatMul = _pw.DynamicQuantizeMatMul
+dynamic_quantize_mat_mul = _pw.public_entry(_pw.DynamicQuantizeMatMul, "dynamic_quantize_mat_mul", __name__, """dynamic_quantize_mat_mul(x, packed, b_scale, bias, n, activation="none")
+--
+
+DynamicQuantizeLinear, MatMulInteger with a prepacked weight, and the float rescale in one op (onnxruntime's DynamicQuantizeMatMul).
+
+x is quantized per tensor to uint8 as DynamicQuantizeLinear does (scale
+(max(x, 0) - min(x, 0)) / 255), multiplied in int32 by the packed int8
+weight, and each output tile is rescaled while in cache: y =
+activation(acc * (x_scale * b_scale) + bias).
+
+Args:
+  x: A tensor-like of dtype T. The float32 rows, [..., k].
+  packed: A tensor-like of dtype uint8. The int8 (or uint8) weight and
+    its zero points, from PackMatMulIntegerWeight.
+  b_scale: A tensor-like of dtype float32. The weight's scale: a scalar
+    or one per column.
+  bias: A tensor-like of dtype float32. One value per column, or empty
+    for none.
+  n: An int >= 1. The number of columns of the weight (checked against
+    the blob).
+  activation: A string, default "none". 'none' or 'relu'.
+
+Returns:
+  A Tensor `y` of dtype T. The float32 result, x.shape[:-1] + [n].
+
+Type attrs:
+  T in {float32}, inferred from the inputs.
+
+Kernels: cpu (float32).
+
+Declared at cpp/ops/packed_weight_ops.cc:150 (op DynamicQuantizeMatMul).
+""")
 
 
-def dynamic_quantize_mat_mul(x, packed, b_scale, bias, n, activation="none"):
-    """DynamicQuantizeLinear, MatMulInteger with a prepacked weight, and the float rescale in one op (onnxruntime's DynamicQuantizeMatMul).
+half_mat_mul_packed = _pw.public_entry(_pw.HalfMatMulPacked, "half_mat_mul_packed", __name__, """half_mat_mul_packed(a, packed, bias, n, activation="none")
+--
 
-    x is quantized per tensor to uint8 as DynamicQuantizeLinear does (scale
-    (max(x, 0) - min(x, 0)) / 255), multiplied in int32 by the packed int8
-    weight, and each output tile is rescaled while in cache: y =
-    activation(acc * (x_scale * b_scale) + bias).
+activation(a @ b + bias) in float16 with float32 accumulation, b prepacked by PackHalfMatMulWeight.
 
-    Args:
-      x: A tensor-like of dtype T. The float32 rows, [..., k].
-      packed: A tensor-like of dtype uint8. The int8 (or uint8) weight and
-        its zero points, from PackMatMulIntegerWeight.
-      b_scale: A tensor-like of dtype float32. The weight's scale: a scalar
-        or one per column.
-      bias: A tensor-like of dtype float32. One value per column, or empty
-        for none.
-      n: An int >= 1. The number of columns of the weight (checked against
-        the blob).
-      activation: A string, default "none". 'none' or 'relu'.
+a is widened to float32 while it is packed (F16C), each output
+accumulates all of k in float32 and is rounded to float16 once, after
+the bias and the activation (as MatMul followed by Add and Relu computed
+in float32 would).
 
-    Returns:
-      A Tensor `y` of dtype T. The float32 result, x.shape[:-1] + [n].
+Args:
+  a: A tensor-like of dtype T. The rows, [..., k].
+  packed: A tensor-like of dtype uint8. The weight, from
+    PackHalfMatMulWeight.
+  bias: A tensor-like of dtype T. One value per column, or empty for
+    none.
+  n: An int >= 1. The number of columns of the weight (checked against
+    the blob).
+  activation: A string, default "none". 'none' or 'relu'.
 
-    Type attrs:
-      T in {float32}, inferred from the inputs.
+Returns:
+  A Tensor `y` of dtype T. The float16 result, a.shape[:-1] + [n].
 
-    Kernels: cpu (float32).
+Type attrs:
+  T in {float16}, inferred from the inputs.
 
-    Declared at cpp/ops/packed_weight_ops.cc:150 (op DynamicQuantizeMatMul).
-    """
-    return _DynamicQuantizeMatMul(x, packed, b_scale, bias, n, activation)
+Kernels: cpu (float16).
 
-
-_HalfMatMulPacked = _pw.HalfMatMulPacked
+Declared at cpp/ops/packed_weight_ops.cc:197 (op HalfMatMulPacked).
+""")
 
 
-def half_mat_mul_packed(a, packed, bias, n, activation="none"):
-    """activation(a @ b + bias) in float16 with float32 accumulation, b prepacked by PackHalfMatMulWeight.
+mat_mul_integer_packed = _pw.public_entry(_pw.MatMulIntegerPacked, "mat_mul_integer_packed", __name__, """mat_mul_integer_packed(a, a_zero_point, packed, n)
+--
 
-    a is widened to float32 while it is packed (F16C), each output
-    accumulates all of k in float32 and is rounded to float16 once, after
-    the bias and the activation (as MatMul followed by Add and Relu computed
-    in float32 would).
+MatMulInteger with a prepacked B: y = (a - a_zero_point) @ (b - b_zero_point) in int32.
 
-    Args:
-      a: A tensor-like of dtype T. The rows, [..., k].
-      packed: A tensor-like of dtype uint8. The weight, from
-        PackHalfMatMulWeight.
-      bias: A tensor-like of dtype T. One value per column, or empty for
-        none.
-      n: An int >= 1. The number of columns of the weight (checked against
-        the blob).
-      activation: A string, default "none". 'none' or 'relu'.
+Args:
+  a: A tensor-like of dtype T. The rows, [..., k] (leading axes folded
+    into rows).
+  a_zero_point: A tensor-like of dtype T. The zero point of a (a scalar
+    of a's type).
+  packed: A tensor-like of dtype uint8. b and its zero points, packed by
+    PackMatMulIntegerWeight.
+  n: An int >= 1. The number of columns of b (checked against the blob).
 
-    Returns:
-      A Tensor `y` of dtype T. The float16 result, a.shape[:-1] + [n].
+Returns:
+  A Tensor `y` of dtype int32. The int32 products, a.shape[:-1] + [n].
 
-    Type attrs:
-      T in {float16}, inferred from the inputs.
+Type attrs:
+  T in {uint8, int8}, inferred from the inputs.
 
-    Kernels: cpu (float16).
+Kernels: cpu (int8, uint8).
 
-    Declared at cpp/ops/packed_weight_ops.cc:197 (op HalfMatMulPacked).
-    """
-    return _HalfMatMulPacked(a, packed, bias, n, activation)
+Declared at cpp/ops/packed_weight_ops.cc:131 (op MatMulIntegerPacked).
+""")
 
 
-_MatMulIntegerPacked = _pw.MatMulIntegerPacked
+pack_half_mat_mul_weight = _pw.public_entry(_pw.PackHalfMatMulWeight, "pack_half_mat_mul_weight", __name__, """pack_half_mat_mul_weight(b, transpose_b=False)
+--
+
+Packs a constant float16 weight once for HalfMatMulPacked: widened to float32 panels of 32 columns.
+
+The layout does not depend on the ISA, so a blob is valid in any process
+of the same format version.
+
+Args:
+  b: A tensor-like of dtype T. The weight, [k, n] (or [n, k] with
+    transpose_b).
+  transpose_b: A bool, default False. If true, b is [n, k] (a Linear
+    weight, ONNX Gemm's transB).
+
+Returns:
+  A Tensor `packed` of dtype uint8. The opaque packed weight (uint8
+    bytes).
+
+Type attrs:
+  T in {float16}, inferred from the inputs.
+
+Kernels: cpu (float16).
+
+Declared at cpp/ops/packed_weight_ops.cc:179 (op PackHalfMatMulWeight).
+""")
 
 
-def mat_mul_integer_packed(a, a_zero_point, packed, n):
-    """MatMulInteger with a prepacked B: y = (a - a_zero_point) @ (b - b_zero_point) in int32.
+pack_mat_mul_integer_weight = _pw.public_entry(_pw.PackMatMulIntegerWeight, "pack_mat_mul_integer_weight", __name__, """pack_mat_mul_integer_weight(b, b_zero_point)
+--
 
-    Args:
-      a: A tensor-like of dtype T. The rows, [..., k] (leading axes folded
-        into rows).
-      a_zero_point: A tensor-like of dtype T. The zero point of a (a scalar
-        of a's type).
-      packed: A tensor-like of dtype uint8. b and its zero points, packed by
-        PackMatMulIntegerWeight.
-      n: An int >= 1. The number of columns of b (checked against the blob).
+Packs a constant 8-bit weight once for MatMulIntegerPacked and DynamicQuantizeMatMul.
 
-    Returns:
-      A Tensor `y` of dtype int32. The int32 products, a.shape[:-1] + [n].
+The blob holds the 8-bit GEMM's panels for this CPU's ISA with each
+column's zero point and sum, behind a checked header. It is valid in
+this process (and processes on the same ISA); a blob from another ISA is
+refused.
 
-    Type attrs:
-      T in {uint8, int8}, inferred from the inputs.
+Args:
+  b: A tensor-like of dtype T. The weight, [k, n] (a Linear weight
+    transposed, as ONNX MatMulInteger's B).
+  b_zero_point: A tensor-like of dtype T. A scalar, or one zero point
+    per column of b.
 
-    Kernels: cpu (int8, uint8).
+Returns:
+  A Tensor `packed` of dtype uint8. The opaque packed weight (uint8
+    bytes).
 
-    Declared at cpp/ops/packed_weight_ops.cc:131 (op MatMulIntegerPacked).
-    """
-    return _MatMulIntegerPacked(a, a_zero_point, packed, n)
+Type attrs:
+  T in {uint8, int8}, inferred from the inputs.
 
+Kernels: cpu (int8, uint8).
 
-_PackHalfMatMulWeight = _pw.PackHalfMatMulWeight
-
-
-def pack_half_mat_mul_weight(b, transpose_b=False):
-    """Packs a constant float16 weight once for HalfMatMulPacked: widened to float32 panels of 32 columns.
-
-    The layout does not depend on the ISA, so a blob is valid in any process
-    of the same format version.
-
-    Args:
-      b: A tensor-like of dtype T. The weight, [k, n] (or [n, k] with
-        transpose_b).
-      transpose_b: A bool, default False. If true, b is [n, k] (a Linear
-        weight, ONNX Gemm's transB).
-
-    Returns:
-      A Tensor `packed` of dtype uint8. The opaque packed weight (uint8
-        bytes).
-
-    Type attrs:
-      T in {float16}, inferred from the inputs.
-
-    Kernels: cpu (float16).
-
-    Declared at cpp/ops/packed_weight_ops.cc:179 (op PackHalfMatMulWeight).
-    """
-    return _PackHalfMatMulWeight(b, transpose_b)
-
-
-_PackMatMulIntegerWeight = _pw.PackMatMulIntegerWeight
-
-
-def pack_mat_mul_integer_weight(b, b_zero_point):
-    """Packs a constant 8-bit weight once for MatMulIntegerPacked and DynamicQuantizeMatMul.
-
-    The blob holds the 8-bit GEMM's panels for this CPU's ISA with each
-    column's zero point and sum, behind a checked header. It is valid in
-    this process (and processes on the same ISA); a blob from another ISA is
-    refused.
-
-    Args:
-      b: A tensor-like of dtype T. The weight, [k, n] (a Linear weight
-        transposed, as ONNX MatMulInteger's B).
-      b_zero_point: A tensor-like of dtype T. A scalar, or one zero point
-        per column of b.
-
-    Returns:
-      A Tensor `packed` of dtype uint8. The opaque packed weight (uint8
-        bytes).
-
-    Type attrs:
-      T in {uint8, int8}, inferred from the inputs.
-
-    Kernels: cpu (int8, uint8).
-
-    Declared at cpp/ops/packed_weight_ops.cc:112 (op PackMatMulIntegerWeight).
-    """
-    return _PackMatMulIntegerWeight(b, b_zero_point)
+Declared at cpp/ops/packed_weight_ops.cc:112 (op PackMatMulIntegerWeight).
+""")

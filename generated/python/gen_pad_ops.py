@@ -13,62 +13,58 @@ __all__ = [
 ]
 
 
-_Pad = _pw.Pad
+pad = _pw.public_entry(_pw.Pad, "pad", __name__, """pad(x, pads, mode="constant", constant_value=0.0)
+--
+
+Pads every axis of x, as ONNX Pad and numpy.pad with mode 'constant', 'reflect', 'edge' or 'wrap'.
+
+For axis a, pads[a] elements go before and pads[a + rank] after.
+'constant' fills them with constant_value; 'reflect' mirrors x without
+repeating the border (pads below the axis size); 'edge' repeats the
+border; 'wrap' takes them from the other end (pads up to the axis size).
+
+Args:
+  x: A tensor-like of dtype T. The input, of any rank.
+  pads: A sequence of ints or an int. 2 * rank(x) ints >= 0: all the
+    begins, then all the ends (ONNX's order).
+  mode: A string, default "constant". 'constant', 'reflect', 'edge' or
+    'wrap'.
+  constant_value: A float, default 0.0. The fill of mode 'constant'
+    (cast to x's dtype).
+
+Returns:
+  A Tensor `y` of dtype T. The padded tensor, with y.shape[a] =
+    x.shape[a] + pads[a] + pads[a + rank].
+
+Type attrs:
+  T in {float32, float64, float16, bfloat16, int32, int64}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
+
+Declared at cpp/ops/pad_ops.cc:80 (op Pad).
+""")
 
 
-def pad(x, pads, mode="constant", constant_value=0.0):
-    """Pads every axis of x, as ONNX Pad and numpy.pad with mode 'constant', 'reflect', 'edge' or 'wrap'.
+pad_grad = _pw.public_entry(_pw.PadGrad, "pad_grad", __name__, """pad_grad(x, dy, pads, mode="constant")
+--
 
-    For axis a, pads[a] elements go before and pads[a + rank] after.
-    'constant' fills them with constant_value; 'reflect' mirrors x without
-    repeating the border (pads below the axis size); 'edge' repeats the
-    border; 'wrap' takes them from the other end (pads up to the axis size).
+The backward op of Pad: each element of dy is added to the element of x it was copied from (constant fill is dropped).
 
-    Args:
-      x: A tensor-like of dtype T. The input, of any rank.
-      pads: A sequence of ints or an int. 2 * rank(x) ints >= 0: all the
-        begins, then all the ends (ONNX's order).
-      mode: A string, default "constant". 'constant', 'reflect', 'edge' or
-        'wrap'.
-      constant_value: A float, default 0.0. The fill of mode 'constant'
-        (cast to x's dtype).
+Args:
+  x: A tensor-like of dtype T. Pad's input; only its shape is read.
+  dy: A tensor-like of dtype T. The gradient with respect to Pad's
+    output.
+  pads: A sequence of ints or an int. Pad's pads.
+  mode: A string, default "constant". Pad's mode.
 
-    Returns:
-      A Tensor `y` of dtype T. The padded tensor, with y.shape[a] =
-        x.shape[a] + pads[a] + pads[a + rank].
+Returns:
+  A Tensor `dx` of dtype T. The gradient with respect to x, with x's
+    shape.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16, int32, int64}, inferred from the inputs.
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
+Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/pad_ops.cc:80 (op Pad).
-    """
-    return _Pad(x, pads, mode, constant_value)
-
-
-_PadGrad = _pw.PadGrad
-
-
-def pad_grad(x, dy, pads, mode="constant"):
-    """The backward op of Pad: each element of dy is added to the element of x it was copied from (constant fill is dropped).
-
-    Args:
-      x: A tensor-like of dtype T. Pad's input; only its shape is read.
-      dy: A tensor-like of dtype T. The gradient with respect to Pad's
-        output.
-      pads: A sequence of ints or an int. Pad's pads.
-      mode: A string, default "constant". Pad's mode.
-
-    Returns:
-      A Tensor `dx` of dtype T. The gradient with respect to x, with x's
-        shape.
-
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/pad_ops.cc:104 (op PadGrad).
-    """
-    return _PadGrad(x, dy, pads, mode)
+Declared at cpp/ops/pad_ops.cc:104 (op PadGrad).
+""")

@@ -17,198 +17,186 @@ __all__ = [
 ]
 
 
-_AdaptiveAvgPool2D = _pw.AdaptiveAvgPool2D
+adaptive_avg_pool2d = _pw.public_entry(_pw.AdaptiveAvgPool2D, "adaptive_avg_pool2d", __name__, """adaptive_avg_pool2d(x, output_size)
+--
+
+Average pooling to a given output size, as torch.nn.functional.adaptive_avg_pool2d.
+
+Output row i averages input rows floor(i * H / OH) to ceil((i + 1) * H /
+OH) (exclusive), and likewise for columns.
+
+Args:
+  x: A tensor-like of dtype T. The input, [batch, channels, height,
+    width] with height, width >= 1.
+  output_size: A sequence of ints or an int. The output (height, width),
+    each >= 1.
+
+Returns:
+  A Tensor `y` of dtype T. The pooled output, [batch, channels,
+    output_size[0], output_size[1]].
+
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, float16, bfloat16).
+
+Declared at cpp/ops/pool_ops.cc:244 (op AdaptiveAvgPool2D).
+""")
 
 
-def adaptive_avg_pool2d(x, output_size):
-    """Average pooling to a given output size, as torch.nn.functional.adaptive_avg_pool2d.
+adaptive_avg_pool2d_grad = _pw.public_entry(_pw.AdaptiveAvgPool2DGrad, "adaptive_avg_pool2d_grad", __name__, """adaptive_avg_pool2d_grad(x, dy, output_size)
+--
 
-    Output row i averages input rows floor(i * H / OH) to ceil((i + 1) * H /
-    OH) (exclusive), and likewise for columns.
+The backward op of AdaptiveAvgPool2D: each dy spread evenly over its window.
 
-    Args:
-      x: A tensor-like of dtype T. The input, [batch, channels, height,
-        width] with height, width >= 1.
-      output_size: A sequence of ints or an int. The output (height, width),
-        each >= 1.
+Args:
+  x: A tensor-like of dtype T. AdaptiveAvgPool2D's input; only its shape
+    is read.
+  dy: A tensor-like of dtype T. The gradient with respect to
+    AdaptiveAvgPool2D's output.
+  output_size: A sequence of ints or an int. AdaptiveAvgPool2D's
+    output_size.
 
-    Returns:
-      A Tensor `y` of dtype T. The pooled output, [batch, channels,
-        output_size[0], output_size[1]].
+Returns:
+  A Tensor `dx` of dtype T. The gradient with respect to x, with x's
+    shape.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/pool_ops.cc:244 (op AdaptiveAvgPool2D).
-    """
-    return _AdaptiveAvgPool2D(x, output_size)
-
-
-_AdaptiveAvgPool2DGrad = _pw.AdaptiveAvgPool2DGrad
+Declared at cpp/ops/pool_ops.cc:262 (op AdaptiveAvgPool2DGrad).
+""")
 
 
-def adaptive_avg_pool2d_grad(x, dy, output_size):
-    """The backward op of AdaptiveAvgPool2D: each dy spread evenly over its window.
+avg_pool2d = _pw.public_entry(_pw.AvgPool2D, "avg_pool2d", __name__, """avg_pool2d(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, count_include_pad=False)
+--
 
-    Args:
-      x: A tensor-like of dtype T. AdaptiveAvgPool2D's input; only its shape
-        is read.
-      dy: A tensor-like of dtype T. The gradient with respect to
-        AdaptiveAvgPool2D's output.
-      output_size: A sequence of ints or an int. AdaptiveAvgPool2D's
-        output_size.
+2-D average pooling over NCHW input, as torch.nn.functional.avg_pool2d and ONNX AveragePool.
 
-    Returns:
-      A Tensor `dx` of dtype T. The gradient with respect to x, with x's
-        shape.
+With count_include_pad the divisor counts the zero padding (but never
+the part of a ceil_mode window past the end padding), as PyTorch;
+without it, only the input pixels in the window.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Args:
+  x: A tensor-like of dtype T. The input, [batch, channels, height,
+    width].
+  ksize: A sequence of ints or an int. The window (height, width).
+  strides: A sequence of ints or an int, default (1, 1). The step of the
+    window on (height, width), each >= 1.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). Zero padding
+    (top, left, bottom, right), each smaller than the window.
+  ceil_mode: A bool, default False. Round the output size up (a last
+    window starting in the end padding is dropped).
+  count_include_pad: A bool, default False. Whether padding counts in
+    the divisor.
 
-    Kernels: cpu (float32, float64).
+Returns:
+  A Tensor `y` of dtype T. The pooled output, [batch, channels,
+    out_height, out_width].
 
-    Declared at cpp/ops/pool_ops.cc:262 (op AdaptiveAvgPool2DGrad).
-    """
-    return _AdaptiveAvgPool2DGrad(x, dy, output_size)
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-_AvgPool2D = _pw.AvgPool2D
-
-
-def avg_pool2d(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, count_include_pad=False):
-    """2-D average pooling over NCHW input, as torch.nn.functional.avg_pool2d and ONNX AveragePool.
-
-    With count_include_pad the divisor counts the zero padding (but never
-    the part of a ceil_mode window past the end padding), as PyTorch;
-    without it, only the input pixels in the window.
-
-    Args:
-      x: A tensor-like of dtype T. The input, [batch, channels, height,
-        width].
-      ksize: A sequence of ints or an int. The window (height, width).
-      strides: A sequence of ints or an int, default (1, 1). The step of the
-        window on (height, width), each >= 1.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). Zero padding
-        (top, left, bottom, right), each smaller than the window.
-      ceil_mode: A bool, default False. Round the output size up (a last
-        window starting in the end padding is dropped).
-      count_include_pad: A bool, default False. Whether padding counts in
-        the divisor.
-
-    Returns:
-      A Tensor `y` of dtype T. The pooled output, [batch, channels,
-        out_height, out_width].
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/pool_ops.cc:188 (op AvgPool2D).
-    """
-    return _AvgPool2D(x, ksize, strides, pads, ceil_mode, count_include_pad)
+Declared at cpp/ops/pool_ops.cc:188 (op AvgPool2D).
+""")
 
 
-_AvgPool2DGrad = _pw.AvgPool2DGrad
+avg_pool2d_grad = _pw.public_entry(_pw.AvgPool2DGrad, "avg_pool2d_grad", __name__, """avg_pool2d_grad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, count_include_pad=False)
+--
+
+The backward op of AvgPool2D: each dy spread evenly over its window (by the same divisor).
+
+Args:
+  x: A tensor-like of dtype T. AvgPool2D's input; only its shape is
+    read.
+  dy: A tensor-like of dtype T. The gradient with respect to AvgPool2D's
+    output.
+  ksize: A sequence of ints or an int. AvgPool2D's ksize.
+  strides: A sequence of ints or an int, default (1, 1). AvgPool2D's
+    strides.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). AvgPool2D's
+    pads.
+  ceil_mode: A bool, default False. AvgPool2D's ceil_mode.
+  count_include_pad: A bool, default False. AvgPool2D's
+    count_include_pad.
+
+Returns:
+  A Tensor `dx` of dtype T. The gradient with respect to x, with x's
+    shape.
+
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
+
+Kernels: cpu (float32, float64).
+
+Declared at cpp/ops/pool_ops.cc:216 (op AvgPool2DGrad).
+""")
 
 
-def avg_pool2d_grad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, count_include_pad=False):
-    """The backward op of AvgPool2D: each dy spread evenly over its window (by the same divisor).
+max_pool2d = _pw.public_entry(_pw.MaxPool2D, "max_pool2d", __name__, """max_pool2d(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False)
+--
 
-    Args:
-      x: A tensor-like of dtype T. AvgPool2D's input; only its shape is
-        read.
-      dy: A tensor-like of dtype T. The gradient with respect to AvgPool2D's
-        output.
-      ksize: A sequence of ints or an int. AvgPool2D's ksize.
-      strides: A sequence of ints or an int, default (1, 1). AvgPool2D's
-        strides.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). AvgPool2D's
-        pads.
-      ceil_mode: A bool, default False. AvgPool2D's ceil_mode.
-      count_include_pad: A bool, default False. AvgPool2D's
-        count_include_pad.
+2-D max pooling over NCHW input, as torch.nn.functional.max_pool2d and ONNX MaxPool.
 
-    Returns:
-      A Tensor `dx` of dtype T. The gradient with respect to x, with x's
-        shape.
+Padding never wins (it acts as -inf); NaN in a window gives NaN.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Args:
+  x: A tensor-like of dtype T. The input, [batch, channels, height,
+    width].
+  ksize: A sequence of ints or an int. The window (height, width).
+  strides: A sequence of ints or an int, default (1, 1). The step of the
+    window on (height, width), each >= 1.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). Implicit
+    -inf padding (top, left, bottom, right), each smaller than the
+    dilated window.
+  dilations: A sequence of ints or an int, default (1, 1). The spacing
+    of the window taps on (height, width).
+  ceil_mode: A bool, default False. Round the output size up (a last
+    window starting in the end padding is dropped).
 
-    Kernels: cpu (float32, float64).
+Returns:
+  A Tensor `y` of dtype T. The pooled output, [batch, channels,
+    out_height, out_width].
 
-    Declared at cpp/ops/pool_ops.cc:216 (op AvgPool2DGrad).
-    """
-    return _AvgPool2DGrad(x, dy, ksize, strides, pads, ceil_mode, count_include_pad)
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-_MaxPool2D = _pw.MaxPool2D
-
-
-def max_pool2d(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False):
-    """2-D max pooling over NCHW input, as torch.nn.functional.max_pool2d and ONNX MaxPool.
-
-    Padding never wins (it acts as -inf); NaN in a window gives NaN.
-
-    Args:
-      x: A tensor-like of dtype T. The input, [batch, channels, height,
-        width].
-      ksize: A sequence of ints or an int. The window (height, width).
-      strides: A sequence of ints or an int, default (1, 1). The step of the
-        window on (height, width), each >= 1.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). Implicit
-        -inf padding (top, left, bottom, right), each smaller than the
-        dilated window.
-      dilations: A sequence of ints or an int, default (1, 1). The spacing
-        of the window taps on (height, width).
-      ceil_mode: A bool, default False. Round the output size up (a last
-        window starting in the end padding is dropped).
-
-    Returns:
-      A Tensor `y` of dtype T. The pooled output, [batch, channels,
-        out_height, out_width].
-
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, float16, bfloat16).
-
-    Declared at cpp/ops/pool_ops.cc:135 (op MaxPool2D).
-    """
-    return _MaxPool2D(x, ksize, strides, pads, dilations, ceil_mode)
+Declared at cpp/ops/pool_ops.cc:135 (op MaxPool2D).
+""")
 
 
-_MaxPool2DGrad = _pw.MaxPool2DGrad
+max_pool2d_grad = _pw.public_entry(_pw.MaxPool2DGrad, "max_pool2d_grad", __name__, """max_pool2d_grad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False)
+--
 
+The backward op of MaxPool2D: each dy goes to the first maximum of its window in x.
 
-def max_pool2d_grad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False):
-    """The backward op of MaxPool2D: each dy goes to the first maximum of its window in x.
+Args:
+  x: A tensor-like of dtype T. MaxPool2D's input.
+  dy: A tensor-like of dtype T. The gradient with respect to MaxPool2D's
+    output.
+  ksize: A sequence of ints or an int. MaxPool2D's ksize.
+  strides: A sequence of ints or an int, default (1, 1). MaxPool2D's
+    strides.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). MaxPool2D's
+    pads.
+  dilations: A sequence of ints or an int, default (1, 1). MaxPool2D's
+    dilations.
+  ceil_mode: A bool, default False. MaxPool2D's ceil_mode.
 
-    Args:
-      x: A tensor-like of dtype T. MaxPool2D's input.
-      dy: A tensor-like of dtype T. The gradient with respect to MaxPool2D's
-        output.
-      ksize: A sequence of ints or an int. MaxPool2D's ksize.
-      strides: A sequence of ints or an int, default (1, 1). MaxPool2D's
-        strides.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). MaxPool2D's
-        pads.
-      dilations: A sequence of ints or an int, default (1, 1). MaxPool2D's
-        dilations.
-      ceil_mode: A bool, default False. MaxPool2D's ceil_mode.
+Returns:
+  A Tensor `dx` of dtype T. The gradient with respect to x, with x's
+    shape.
 
-    Returns:
-      A Tensor `dx` of dtype T. The gradient with respect to x, with x's
-        shape.
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Kernels: cpu (float32, float64).
 
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/pool_ops.cc:161 (op MaxPool2DGrad).
-    """
-    return _MaxPool2DGrad(x, dy, ksize, strides, pads, dilations, ceil_mode)
+Declared at cpp/ops/pool_ops.cc:161 (op MaxPool2DGrad).
+""")

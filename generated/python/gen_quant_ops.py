@@ -18,258 +18,244 @@ __all__ = [
 ]
 
 
-_ConvInteger = _pw.ConvInteger
+conv_integer = _pw.public_entry(_pw.ConvInteger, "conv_integer", __name__, """conv_integer(x, w, x_zero_point, w_zero_point, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1)
+--
 
+The integer 2-D convolution of ONNX ConvInteger (NCHW): Conv2D of (x - x_zero_point) and (w - w_zero_point) in int32.
 
-def conv_integer(x, w, x_zero_point, w_zero_point, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1):
-    """The integer 2-D convolution of ONNX ConvInteger (NCHW): Conv2D of (x - x_zero_point) and (w - w_zero_point) in int32.
+Pads hold x_zero_point (a real 0). Lowered by im2col onto the 8-bit
+GEMM.
 
-    Pads hold x_zero_point (a real 0). Lowered by im2col onto the 8-bit
-    GEMM.
+Args:
+  x: A tensor-like of dtype T1. The input, [N, C, H, W].
+  w: A tensor-like of dtype T2. The filter, [O, C / groups, kh, kw].
+  x_zero_point: A tensor-like of dtype T1. x's zero point (a scalar).
+  w_zero_point: A tensor-like of dtype T2. w's zero point: a scalar or
+    one per output channel (O).
+  strides: A sequence of ints or an int, default (1, 1). The step of the
+    window on (height, width), each >= 1.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). Padding
+    (top, left, bottom, right), each >= 0.
+  dilations: A sequence of ints or an int, default (1, 1). The spacing
+    of the kernel taps on (height, width), each >= 1.
+  groups: An int >= 1, default 1. Channels and output channels split
+    into this many independent groups.
 
-    Args:
-      x: A tensor-like of dtype T1. The input, [N, C, H, W].
-      w: A tensor-like of dtype T2. The filter, [O, C / groups, kh, kw].
-      x_zero_point: A tensor-like of dtype T1. x's zero point (a scalar).
-      w_zero_point: A tensor-like of dtype T2. w's zero point: a scalar or
-        one per output channel (O).
-      strides: A sequence of ints or an int, default (1, 1). The step of the
-        window on (height, width), each >= 1.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). Padding
-        (top, left, bottom, right), each >= 0.
-      dilations: A sequence of ints or an int, default (1, 1). The spacing
-        of the kernel taps on (height, width), each >= 1.
-      groups: An int >= 1, default 1. Channels and output channels split
-        into this many independent groups.
+Returns:
+  A Tensor `y` of dtype int32. The int32 output, [N, O, OH, OW].
 
-    Returns:
-      A Tensor `y` of dtype int32. The int32 output, [N, O, OH, OW].
+Type attrs:
+  T1 in {uint8, int8}, inferred from the inputs.
+  T2 in {uint8, int8}, inferred from the inputs.
 
-    Type attrs:
-      T1 in {uint8, int8}, inferred from the inputs.
-      T2 in {uint8, int8}, inferred from the inputs.
+Kernels: cpu (int8, uint8).
 
-    Kernels: cpu (int8, uint8).
+Declared at cpp/ops/quant_ops.cc:322 (op ConvInteger).
+""")
 
-    Declared at cpp/ops/quant_ops.cc:322 (op ConvInteger).
-    """
-    return _ConvInteger(x, w, x_zero_point, w_zero_point, strides, pads, dilations, groups)
 
+dequantize_linear = _pw.public_entry(_pw.DequantizeLinear, "dequantize_linear", __name__, """dequantize_linear(x, x_scale, x_zero_point, axis=1)
+--
 
-_DequantizeLinear = _pw.DequantizeLinear
+Maps quantized values back to float32, as ONNX DequantizeLinear: y = (x - x_zero_point) * x_scale.
 
+A scale that is zero, NaN or infinite is an InvalidArgumentError.
 
-def dequantize_linear(x, x_scale, x_zero_point, axis=1):
-    """Maps quantized values back to float32, as ONNX DequantizeLinear: y = (x - x_zero_point) * x_scale.
+Args:
+  x: A tensor-like of dtype T. The quantized values.
+  x_scale: A tensor-like of dtype float32. The step: a scalar or 1-D
+    with one value per index of x along axis.
+  x_zero_point: A tensor-like of dtype T. The quantized value of 0.0,
+    with x_scale's shape and x's dtype.
+  axis: An int, default 1. The axis of a per-axis scale (negative counts
+    from the end).
 
-    A scale that is zero, NaN or infinite is an InvalidArgumentError.
+Returns:
+  A Tensor `y` of dtype float32. The float32 values, of x's shape.
 
-    Args:
-      x: A tensor-like of dtype T. The quantized values.
-      x_scale: A tensor-like of dtype float32. The step: a scalar or 1-D
-        with one value per index of x along axis.
-      x_zero_point: A tensor-like of dtype T. The quantized value of 0.0,
-        with x_scale's shape and x's dtype.
-      axis: An int, default 1. The axis of a per-axis scale (negative counts
-        from the end).
+Type attrs:
+  T in {uint8, int8, uint16, int16, int32}, inferred from the inputs.
+
+Kernels: cpu (int32, int8, uint8, int16, uint16).
 
-    Returns:
-      A Tensor `y` of dtype float32. The float32 values, of x's shape.
+Declared at cpp/ops/quant_ops.cc:217 (op DequantizeLinear).
+""")
 
-    Type attrs:
-      T in {uint8, int8, uint16, int16, int32}, inferred from the inputs.
 
-    Kernels: cpu (int32, int8, uint8, int16, uint16).
+dynamic_quantize_linear = _pw.public_entry(_pw.DynamicQuantizeLinear, "dynamic_quantize_linear", __name__, """dynamic_quantize_linear(x)
+--
 
-    Declared at cpp/ops/quant_ops.cc:217 (op DequantizeLinear).
-    """
-    return _DequantizeLinear(x, x_scale, x_zero_point, axis)
+Quantizes x to uint8 with a scale and zero point computed from its range, as ONNX DynamicQuantizeLinear.
 
+With lo = min(0, min(x)) and hi = max(0, max(x)): y_scale = (hi - lo) /
+255, y_zero_point = saturate(round(-lo / y_scale)), y = saturate(round(x
+/ y_scale) + y_zero_point). An x of zeros gives y_scale 1 and y of zeros
+(as onnxruntime). NaN or infinite values in x are an
+InvalidArgumentError (the range is undefined).
 
-_DynamicQuantizeLinear = _pw.DynamicQuantizeLinear
+Args:
+  x: A tensor-like of dtype T. The values to quantize.
 
+Returns:
+  A tuple `(y, y_scale, y_zero_point)`:
+    y: A Tensor of dtype uint8. The quantized tensor, of x's shape.
+    y_scale: A Tensor of dtype float32. The computed scale (a scalar).
+    y_zero_point: A Tensor of dtype uint8. The computed zero point (a
+      scalar).
 
-def dynamic_quantize_linear(x):
-    """Quantizes x to uint8 with a scale and zero point computed from its range, as ONNX DynamicQuantizeLinear.
+Type attrs:
+  T in {float32}, inferred from the inputs.
 
-    With lo = min(0, min(x)) and hi = max(0, max(x)): y_scale = (hi - lo) /
-    255, y_zero_point = saturate(round(-lo / y_scale)), y = saturate(round(x
-    / y_scale) + y_zero_point). An x of zeros gives y_scale 1 and y of zeros
-    (as onnxruntime). NaN or infinite values in x are an
-    InvalidArgumentError (the range is undefined).
+Kernels: cpu (float32).
 
-    Args:
-      x: A tensor-like of dtype T. The values to quantize.
+Declared at cpp/ops/quant_ops.cc:238 (op DynamicQuantizeLinear).
+""")
 
-    Returns:
-      A tuple `(y, y_scale, y_zero_point)`:
-        y: A Tensor of dtype uint8. The quantized tensor, of x's shape.
-        y_scale: A Tensor of dtype float32. The computed scale (a scalar).
-        y_zero_point: A Tensor of dtype uint8. The computed zero point (a
-          scalar).
-
-    Type attrs:
-      T in {float32}, inferred from the inputs.
-
-    Kernels: cpu (float32).
-
-    Declared at cpp/ops/quant_ops.cc:238 (op DynamicQuantizeLinear).
-    """
-    return _DynamicQuantizeLinear(x)
-
-
-_MatMulInteger = _pw.MatMulInteger
-
-
-def mat_mul_integer(a, b, a_zero_point, b_zero_point):
-    """The integer product (a - a_zero_point) @ (b - b_zero_point) in int32, as ONNX MatMulInteger.
-
-    numpy.matmul's shapes and broadcasting. Runs on the 8-bit GEMM (AVX-512
-    VNNI vpdpbusd where the CPU has it, else AVX2, else portable code);
-    int32 wraps on overflow as numpy does.
-
-    Args:
-      a: A tensor-like of dtype T1. The left operand, [..., m, k] (uint8 or
-        int8).
-      b: A tensor-like of dtype T2. The right operand, [..., k, n] (uint8 or
-        int8).
-      a_zero_point: A tensor-like of dtype T1. A scalar, or 1-D with one
-        value per row of a (m).
-      b_zero_point: A tensor-like of dtype T2. A scalar, or 1-D with one
-        value per column of b (n).
-
-    Returns:
-      A Tensor `y` of dtype int32. The int32 product.
-
-    Type attrs:
-      T1 in {uint8, int8}, inferred from the inputs.
-      T2 in {uint8, int8}, inferred from the inputs.
-
-    Kernels: cpu (int8, uint8).
-
-    Declared at cpp/ops/quant_ops.cc:260 (op MatMulInteger).
-    """
-    return _MatMulInteger(a, b, a_zero_point, b_zero_point)
-
-
-_QLinearConv = _pw.QLinearConv
-
-
-def q_linear_conv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1):
-    """The quantized 2-D convolution of ONNX QLinearConv: ConvInteger plus bias, requantized to y's scale and zero point.
-
-    y = saturate(round((acc + bias[o]) * x_scale * w_scale[o] / y_scale) +
-    y_zero_point).
-
-    Args:
-      x: A tensor-like of dtype T1. The input, [N, C, H, W].
-      x_scale: A tensor-like of dtype float32. x's scale (a scalar).
-      x_zero_point: A tensor-like of dtype T1. x's zero point (a scalar).
-      w: A tensor-like of dtype T2. The filter, [O, C / groups, kh, kw].
-      w_scale: A tensor-like of dtype float32. w's scale: a scalar or one
-        per output channel.
-      w_zero_point: A tensor-like of dtype T2. w's zero point, with
-        w_scale's shape.
-      y_scale: A tensor-like of dtype float32. The output's scale (a
-        scalar).
-      y_zero_point: A tensor-like of dtype T3. The output's zero point (a
-        scalar); its dtype is y's.
-      bias: A tensor-like of dtype int32. int32, one per output channel, in
-        units of x_scale * w_scale (zeros for none).
-      strides: A sequence of ints or an int, default (1, 1). The step of the
-        window on (height, width), each >= 1.
-      pads: A sequence of ints or an int, default (0, 0, 0, 0). Padding
-        (top, left, bottom, right), each >= 0.
-      dilations: A sequence of ints or an int, default (1, 1). The spacing
-        of the kernel taps on (height, width), each >= 1.
-      groups: An int >= 1, default 1. Channels and output channels split
-        into this many independent groups.
-
-    Returns:
-      A Tensor `y` of dtype T3. The quantized output, [N, O, OH, OW].
-
-    Type attrs:
-      T1 in {uint8, int8}, inferred from the inputs.
-      T2 in {uint8, int8}, inferred from the inputs.
-      T3 in {uint8, int8}, inferred from the inputs.
-
-    Kernels: cpu (int8, uint8).
-
-    Declared at cpp/ops/quant_ops.cc:349 (op QLinearConv).
-    """
-    return _QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias, strides, pads, dilations, groups)
-
-
-_QLinearMatMul = _pw.QLinearMatMul
-
-
-def q_linear_mat_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
-    """The quantized matmul of ONNX QLinearMatMul: MatMulInteger requantized to y's scale and zero point.
-
-    y = saturate(round(acc * a_scale * b_scale / y_scale) + y_zero_point),
-    acc the int32 product of MatMulInteger. Scales must be finite and
-    non-zero.
-
-    Args:
-      a: A tensor-like of dtype T1. The left operand, [..., m, k].
-      a_scale: A tensor-like of dtype float32. a's scale: a scalar or one
-        per row.
-      a_zero_point: A tensor-like of dtype T1. a's zero point, with
-        a_scale's shape.
-      b: A tensor-like of dtype T2. The right operand, [..., k, n].
-      b_scale: A tensor-like of dtype float32. b's scale: a scalar or one
-        per column.
-      b_zero_point: A tensor-like of dtype T2. b's zero point, with
-        b_scale's shape.
-      y_scale: A tensor-like of dtype float32. The output's scale (a
-        scalar).
-      y_zero_point: A tensor-like of dtype T3. The output's zero point (a
-        scalar); its dtype is y's.
-
-    Returns:
-      A Tensor `y` of dtype T3. The quantized product.
-
-    Type attrs:
-      T1 in {uint8, int8}, inferred from the inputs.
-      T2 in {uint8, int8}, inferred from the inputs.
-      T3 in {uint8, int8}, inferred from the inputs.
-
-    Kernels: cpu (int8, uint8).
-
-    Declared at cpp/ops/quant_ops.cc:284 (op QLinearMatMul).
-    """
-    return _QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
-
-
-_QuantizeLinear = _pw.QuantizeLinear
-
-
-def quantize_linear(x, y_scale, y_zero_point, axis=1):
-    """Quantizes x to 8 (or 16) bits, as ONNX QuantizeLinear: y = saturate(round(x / y_scale) + y_zero_point).
-
-    round is to nearest, ties to even; saturate clamps to the range of y's
-    type (uint8 [0, 255], int8 [-128, 127], ...); NaN quantizes to the
-    lowest value (as onnxruntime). A scale that is zero, NaN or infinite is
-    an InvalidArgumentError.
-
-    Args:
-      x: A tensor-like of dtype T. The values to quantize.
-      y_scale: A tensor-like of dtype float32. The step: a scalar (per
-        tensor) or 1-D with one value per index of x along axis.
-      y_zero_point: A tensor-like of dtype Q. The quantized value of 0.0,
-        with y_scale's shape; its dtype is y's.
-      axis: An int, default 1. The axis of a per-axis scale (negative counts
-        from the end).
-
-    Returns:
-      A Tensor `y` of dtype Q. The quantized tensor, of x's shape.
-
-    Type attrs:
-      T in {float32}, inferred from the inputs.
-      Q in {uint8, int8, uint16, int16}, inferred from the inputs.
-
-    Kernels: cpu (float32).
-
-    Declared at cpp/ops/quant_ops.cc:193 (op QuantizeLinear).
-    """
-    return _QuantizeLinear(x, y_scale, y_zero_point, axis)
+
+mat_mul_integer = _pw.public_entry(_pw.MatMulInteger, "mat_mul_integer", __name__, """mat_mul_integer(a, b, a_zero_point, b_zero_point)
+--
+
+The integer product (a - a_zero_point) @ (b - b_zero_point) in int32, as ONNX MatMulInteger.
+
+numpy.matmul's shapes and broadcasting. Runs on the 8-bit GEMM (AVX-512
+VNNI vpdpbusd where the CPU has it, else AVX2, else portable code);
+int32 wraps on overflow as numpy does.
+
+Args:
+  a: A tensor-like of dtype T1. The left operand, [..., m, k] (uint8 or
+    int8).
+  b: A tensor-like of dtype T2. The right operand, [..., k, n] (uint8 or
+    int8).
+  a_zero_point: A tensor-like of dtype T1. A scalar, or 1-D with one
+    value per row of a (m).
+  b_zero_point: A tensor-like of dtype T2. A scalar, or 1-D with one
+    value per column of b (n).
+
+Returns:
+  A Tensor `y` of dtype int32. The int32 product.
+
+Type attrs:
+  T1 in {uint8, int8}, inferred from the inputs.
+  T2 in {uint8, int8}, inferred from the inputs.
+
+Kernels: cpu (int8, uint8).
+
+Declared at cpp/ops/quant_ops.cc:260 (op MatMulInteger).
+""")
+
+
+q_linear_conv = _pw.public_entry(_pw.QLinearConv, "q_linear_conv", __name__, """q_linear_conv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1)
+--
+
+The quantized 2-D convolution of ONNX QLinearConv: ConvInteger plus bias, requantized to y's scale and zero point.
+
+y = saturate(round((acc + bias[o]) * x_scale * w_scale[o] / y_scale) +
+y_zero_point).
+
+Args:
+  x: A tensor-like of dtype T1. The input, [N, C, H, W].
+  x_scale: A tensor-like of dtype float32. x's scale (a scalar).
+  x_zero_point: A tensor-like of dtype T1. x's zero point (a scalar).
+  w: A tensor-like of dtype T2. The filter, [O, C / groups, kh, kw].
+  w_scale: A tensor-like of dtype float32. w's scale: a scalar or one
+    per output channel.
+  w_zero_point: A tensor-like of dtype T2. w's zero point, with
+    w_scale's shape.
+  y_scale: A tensor-like of dtype float32. The output's scale (a
+    scalar).
+  y_zero_point: A tensor-like of dtype T3. The output's zero point (a
+    scalar); its dtype is y's.
+  bias: A tensor-like of dtype int32. int32, one per output channel, in
+    units of x_scale * w_scale (zeros for none).
+  strides: A sequence of ints or an int, default (1, 1). The step of the
+    window on (height, width), each >= 1.
+  pads: A sequence of ints or an int, default (0, 0, 0, 0). Padding
+    (top, left, bottom, right), each >= 0.
+  dilations: A sequence of ints or an int, default (1, 1). The spacing
+    of the kernel taps on (height, width), each >= 1.
+  groups: An int >= 1, default 1. Channels and output channels split
+    into this many independent groups.
+
+Returns:
+  A Tensor `y` of dtype T3. The quantized output, [N, O, OH, OW].
+
+Type attrs:
+  T1 in {uint8, int8}, inferred from the inputs.
+  T2 in {uint8, int8}, inferred from the inputs.
+  T3 in {uint8, int8}, inferred from the inputs.
+
+Kernels: cpu (int8, uint8).
+
+Declared at cpp/ops/quant_ops.cc:349 (op QLinearConv).
+""")
+
+
+q_linear_mat_mul = _pw.public_entry(_pw.QLinearMatMul, "q_linear_mat_mul", __name__, """q_linear_mat_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
+--
+
+The quantized matmul of ONNX QLinearMatMul: MatMulInteger requantized to y's scale and zero point.
+
+y = saturate(round(acc * a_scale * b_scale / y_scale) + y_zero_point),
+acc the int32 product of MatMulInteger. Scales must be finite and
+non-zero.
+
+Args:
+  a: A tensor-like of dtype T1. The left operand, [..., m, k].
+  a_scale: A tensor-like of dtype float32. a's scale: a scalar or one
+    per row.
+  a_zero_point: A tensor-like of dtype T1. a's zero point, with
+    a_scale's shape.
+  b: A tensor-like of dtype T2. The right operand, [..., k, n].
+  b_scale: A tensor-like of dtype float32. b's scale: a scalar or one
+    per column.
+  b_zero_point: A tensor-like of dtype T2. b's zero point, with
+    b_scale's shape.
+  y_scale: A tensor-like of dtype float32. The output's scale (a
+    scalar).
+  y_zero_point: A tensor-like of dtype T3. The output's zero point (a
+    scalar); its dtype is y's.
+
+Returns:
+  A Tensor `y` of dtype T3. The quantized product.
+
+Type attrs:
+  T1 in {uint8, int8}, inferred from the inputs.
+  T2 in {uint8, int8}, inferred from the inputs.
+  T3 in {uint8, int8}, inferred from the inputs.
+
+Kernels: cpu (int8, uint8).
+
+Declared at cpp/ops/quant_ops.cc:284 (op QLinearMatMul).
+""")
+
+
+quantize_linear = _pw.public_entry(_pw.QuantizeLinear, "quantize_linear", __name__, """quantize_linear(x, y_scale, y_zero_point, axis=1)
+--
+
+Quantizes x to 8 (or 16) bits, as ONNX QuantizeLinear: y = saturate(round(x / y_scale) + y_zero_point).
+
+round is to nearest, ties to even; saturate clamps to the range of y's
+type (uint8 [0, 255], int8 [-128, 127], ...); NaN quantizes to the
+lowest value (as onnxruntime). A scale that is zero, NaN or infinite is
+an InvalidArgumentError.
+
+Args:
+  x: A tensor-like of dtype T. The values to quantize.
+  y_scale: A tensor-like of dtype float32. The step: a scalar (per
+    tensor) or 1-D with one value per index of x along axis.
+  y_zero_point: A tensor-like of dtype Q. The quantized value of 0.0,
+    with y_scale's shape; its dtype is y's.
+  axis: An int, default 1. The axis of a per-axis scale (negative counts
+    from the end).
+
+Returns:
+  A Tensor `y` of dtype Q. The quantized tensor, of x's shape.
+
+Type attrs:
+  T in {float32}, inferred from the inputs.
+  Q in {uint8, int8, uint16, int16}, inferred from the inputs.
+
+Kernels: cpu (float32).
+
+Declared at cpp/ops/quant_ops.cc:193 (op QuantizeLinear).
+""")

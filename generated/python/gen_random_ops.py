@@ -16,134 +16,124 @@ __all__ = [
 ]
 
 
-_RandomShuffle = _pw.RandomShuffle
+random_shuffle = _pw.public_entry(_pw.RandomShuffle, "random_shuffle", __name__, """random_shuffle(x, seed=0, seed2=0)
+--
+
+x with its rows (dim 0) in a random order (Fisher-Yates over Philox4x32-10).
+
+Args:
+  x: A tensor-like of dtype T. The tensor to shuffle, rank >= 1.
+  seed: An int, default 0. Keys the generator.
+  seed2: An int, default 0. Selects the stream.
+
+Returns:
+  A Tensor `y` of dtype T. The rows of x, permuted.
+
+Type attrs:
+  T in {float32, float64, int32, int64, bool}, inferred from the inputs.
+
+Kernels: cpu (float32, float64, int32, int64, bool).
+
+Declared at cpp/ops/random_ops.cc:136 (op RandomShuffle).
+""")
 
 
-def random_shuffle(x, seed=0, seed2=0):
-    """x with its rows (dim 0) in a random order (Fisher-Yates over Philox4x32-10).
+random_standard_normal = _pw.public_entry(_pw.RandomStandardNormal, "random_standard_normal", __name__, """random_standard_normal(shape, dtype="float32", seed=0, seed2=0)
+--
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to shuffle, rank >= 1.
-      seed: An int, default 0. Keys the generator.
-      seed2: An int, default 0. Selects the stream.
+Standard normal random values (mean 0, standard deviation 1), by Box-Muller over Philox4x32-10.
 
-    Returns:
-      A Tensor `y` of dtype T. The rows of x, permuted.
+Args:
+  shape: A shape (a sequence of ints) or an int. The shape of the
+    result.
+  dtype: A dtype, one of {float32, float64}, default "float32". The
+    float dtype of the result.
+  seed: An int, default 0. Keys the generator.
+  seed2: An int, default 0. Selects the stream.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool}, inferred from the inputs.
+Returns:
+  A Tensor `y` of dtype `dtype`. Normal values.
 
-    Kernels: cpu (float32, float64, int32, int64, bool).
+Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/random_ops.cc:136 (op RandomShuffle).
-    """
-    return _RandomShuffle(x, seed, seed2)
-
-
-_RandomStandardNormal = _pw.RandomStandardNormal
+Declared at cpp/ops/random_ops.cc:73 (op RandomStandardNormal).
+""")
 
 
-def random_standard_normal(shape, dtype="float32", seed=0, seed2=0):
-    """Standard normal random values (mean 0, standard deviation 1), by Box-Muller over Philox4x32-10.
+random_uniform = _pw.public_entry(_pw.RandomUniform, "random_uniform", __name__, """random_uniform(shape, dtype="float32", seed=0, seed2=0)
+--
 
-    Args:
-      shape: A shape (a sequence of ints) or an int. The shape of the
-        result.
-      dtype: A dtype, one of {float32, float64}, default "float32". The
-        float dtype of the result.
-      seed: An int, default 0. Keys the generator.
-      seed2: An int, default 0. Selects the stream.
+Uniform random values in [0, 1) (24 random bits for float32, 53 for float64).
 
-    Returns:
-      A Tensor `y` of dtype `dtype`. Normal values.
+Element i is a pure function of (seed, seed2, i) through Philox4x32-10,
+so the result is the same for every thread count. opforge.random.uniform
+scales it.
 
-    Kernels: cpu (float32, float64).
+Args:
+  shape: A shape (a sequence of ints) or an int. The shape of the
+    result.
+  dtype: A dtype, one of {float32, float64}, default "float32". The
+    float dtype of the result.
+  seed: An int, default 0. Keys the generator (opforge.random derives it
+    from the global and op seeds).
+  seed2: An int, default 0. Selects the stream (opforge.random advances
+    it on every call).
 
-    Declared at cpp/ops/random_ops.cc:73 (op RandomStandardNormal).
-    """
-    return _RandomStandardNormal(shape, dtype, seed, seed2)
+Returns:
+  A Tensor `y` of dtype `dtype`. Uniform values in [0, 1).
 
+Kernels: cpu (float32, float64).
 
-_RandomUniform = _pw.RandomUniform
-
-
-def random_uniform(shape, dtype="float32", seed=0, seed2=0):
-    """Uniform random values in [0, 1) (24 random bits for float32, 53 for float64).
-
-    Element i is a pure function of (seed, seed2, i) through Philox4x32-10,
-    so the result is the same for every thread count. opforge.random.uniform
-    scales it.
-
-    Args:
-      shape: A shape (a sequence of ints) or an int. The shape of the
-        result.
-      dtype: A dtype, one of {float32, float64}, default "float32". The
-        float dtype of the result.
-      seed: An int, default 0. Keys the generator (opforge.random derives it
-        from the global and op seeds).
-      seed2: An int, default 0. Selects the stream (opforge.random advances
-        it on every call).
-
-    Returns:
-      A Tensor `y` of dtype `dtype`. Uniform values in [0, 1).
-
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/random_ops.cc:51 (op RandomUniform).
-    """
-    return _RandomUniform(shape, dtype, seed, seed2)
+Declared at cpp/ops/random_ops.cc:51 (op RandomUniform).
+""")
 
 
-_RandomUniformInt = _pw.RandomUniformInt
+random_uniform_int = _pw.public_entry(_pw.RandomUniformInt, "random_uniform_int", __name__, """random_uniform_int(shape, minval, maxval, dtype="int64", seed=0, seed2=0)
+--
+
+Uniform random integers in [minval, maxval).
+
+Args:
+  shape: A shape (a sequence of ints) or an int. The shape of the
+    result.
+  minval: An int. The smallest value drawn.
+  maxval: An int. One past the largest value drawn; must be greater than
+    minval.
+  dtype: A dtype, one of {int32, int64}, default "int64". The integer
+    dtype of the result.
+  seed: An int, default 0. Keys the generator.
+  seed2: An int, default 0. Selects the stream.
+
+Returns:
+  A Tensor `y` of dtype `dtype`. Integers in [minval, maxval).
+
+Kernels: cpu (int32, int64).
+
+Declared at cpp/ops/random_ops.cc:113 (op RandomUniformInt).
+""")
 
 
-def random_uniform_int(shape, minval, maxval, dtype="int64", seed=0, seed2=0):
-    """Uniform random integers in [minval, maxval).
+truncated_normal = _pw.public_entry(_pw.TruncatedNormal, "truncated_normal", __name__, """truncated_normal(shape, dtype="float32", seed=0, seed2=0)
+--
 
-    Args:
-      shape: A shape (a sequence of ints) or an int. The shape of the
-        result.
-      minval: An int. The smallest value drawn.
-      maxval: An int. One past the largest value drawn; must be greater than
-        minval.
-      dtype: A dtype, one of {int32, int64}, default "int64". The integer
-        dtype of the result.
-      seed: An int, default 0. Keys the generator.
-      seed2: An int, default 0. Selects the stream.
+Standard normal values restricted to [-2, 2] (redrawn outside), as TensorFlow's truncated_normal.
 
-    Returns:
-      A Tensor `y` of dtype `dtype`. Integers in [minval, maxval).
+Each element rejects on its own sub-stream, so results do not depend on
+the thread count.
 
-    Kernels: cpu (int32, int64).
+Args:
+  shape: A shape (a sequence of ints) or an int. The shape of the
+    result.
+  dtype: A dtype, one of {float32, float64}, default "float32". The
+    float dtype of the result.
+  seed: An int, default 0. Keys the generator.
+  seed2: An int, default 0. Selects the stream.
 
-    Declared at cpp/ops/random_ops.cc:113 (op RandomUniformInt).
-    """
-    return _RandomUniformInt(shape, minval, maxval, dtype, seed, seed2)
+Returns:
+  A Tensor `y` of dtype `dtype`. Values in [-2, 2], standard deviation
+    about 0.88.
 
+Kernels: cpu (float32, float64).
 
-_TruncatedNormal = _pw.TruncatedNormal
-
-
-def truncated_normal(shape, dtype="float32", seed=0, seed2=0):
-    """Standard normal values restricted to [-2, 2] (redrawn outside), as TensorFlow's truncated_normal.
-
-    Each element rejects on its own sub-stream, so results do not depend on
-    the thread count.
-
-    Args:
-      shape: A shape (a sequence of ints) or an int. The shape of the
-        result.
-      dtype: A dtype, one of {float32, float64}, default "float32". The
-        float dtype of the result.
-      seed: An int, default 0. Keys the generator.
-      seed2: An int, default 0. Selects the stream.
-
-    Returns:
-      A Tensor `y` of dtype `dtype`. Values in [-2, 2], standard deviation
-        about 0.88.
-
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/random_ops.cc:92 (op TruncatedNormal).
-    """
-    return _TruncatedNormal(shape, dtype, seed, seed2)
+Declared at cpp/ops/random_ops.cc:92 (op TruncatedNormal).
+""")

@@ -18,229 +18,215 @@ __all__ = [
 ]
 
 
-_ArgMax = _pw.ArgMax
+arg_max = _pw.public_entry(_pw.ArgMax, "arg_max", __name__, """arg_max(x, axis=None, keepdims=False)
+--
 
+Returns the index of the largest element along an axis.
 
-def arg_max(x, axis=None, keepdims=False):
-    """Returns the index of the largest element along an axis.
+Like numpy.argmax(x, axis=axis, keepdims=keepdims). On ties the first
+occurrence wins; if the reduced elements contain NaN, the index of the
+first NaN is returned. Reducing over a zero-size axis (or, with axis
+None, an empty tensor) is an error.
 
-    Like numpy.argmax(x, axis=axis, keepdims=keepdims). On ties the first
-    occurrence wins; if the reduced elements contain NaN, the index of the
-    first NaN is returned. Reducing over a zero-size axis (or, with axis
-    None, an empty tensor) is an error.
+Args:
+  x: A tensor-like of dtype T. The tensor to search.
+  axis: An int or None, default None. The axis to reduce; negative
+    values count from the end. None (the default) searches the flattened
+    tensor and returns a flat index.
+  keepdims: A bool, default False. If true, the reduced axis stays in
+    the result with length 1 (with axis None, every axis does).
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to search.
-      axis: An int or None, default None. The axis to reduce; negative
-        values count from the end. None (the default) searches the flattened
-        tensor and returns a flat index.
-      keepdims: A bool, default False. If true, the reduced axis stays in
-        the result with length 1 (with axis None, every axis does).
+Returns:
+  A Tensor `index` of dtype int64. The int64 indices of the maxima.
 
-    Returns:
-      A Tensor `index` of dtype int64. The int64 indices of the maxima.
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
+Declared at cpp/ops/reduction_ops.cc:213 (op ArgMax).
+""")
 
-    Declared at cpp/ops/reduction_ops.cc:213 (op ArgMax).
-    """
-    return _ArgMax(x, axis, keepdims)
 
+arg_min = _pw.public_entry(_pw.ArgMin, "arg_min", __name__, """arg_min(x, axis=None, keepdims=False)
+--
 
-_ArgMin = _pw.ArgMin
+Returns the index of the smallest element along an axis.
 
+Like numpy.argmin(x, axis=axis, keepdims=keepdims). On ties the first
+occurrence wins; if the reduced elements contain NaN, the index of the
+first NaN is returned. Reducing over a zero-size axis (or, with axis
+None, an empty tensor) is an error.
 
-def arg_min(x, axis=None, keepdims=False):
-    """Returns the index of the smallest element along an axis.
+Args:
+  x: A tensor-like of dtype T. The tensor to search.
+  axis: An int or None, default None. The axis to reduce; negative
+    values count from the end. None (the default) searches the flattened
+    tensor and returns a flat index.
+  keepdims: A bool, default False. If true, the reduced axis stays in
+    the result with length 1 (with axis None, every axis does).
 
-    Like numpy.argmin(x, axis=axis, keepdims=keepdims). On ties the first
-    occurrence wins; if the reduced elements contain NaN, the index of the
-    first NaN is returned. Reducing over a zero-size axis (or, with axis
-    None, an empty tensor) is an error.
+Returns:
+  A Tensor `index` of dtype int64. The int64 indices of the minima.
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to search.
-      axis: An int or None, default None. The axis to reduce; negative
-        values count from the end. None (the default) searches the flattened
-        tensor and returns a flat index.
-      keepdims: A bool, default False. If true, the reduced axis stays in
-        the result with length 1 (with axis None, every axis does).
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-    Returns:
-      A Tensor `index` of dtype int64. The int64 indices of the minima.
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
+Declared at cpp/ops/reduction_ops.cc:236 (op ArgMin).
+""")
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-    Declared at cpp/ops/reduction_ops.cc:236 (op ArgMin).
-    """
-    return _ArgMin(x, axis, keepdims)
+max = _pw.public_entry(_pw.Max, "max", __name__, """max(x, axis=None, keepdims=False)
+--
 
+Returns the largest element of a tensor over the given axes.
 
-_Max = _pw.Max
+Like numpy.max(x, axis=tuple(axis), keepdims=keepdims). NaN propagates:
+a reduction that sees a NaN returns NaN. Reducing over a zero-size axis
+is an error (there is no identity), even when the result itself is
+empty.
 
+Args:
+  x: A tensor-like of dtype T. The tensor to reduce.
+  axis: A sequence of ints, an int, or None, default None. The axes to
+    reduce; negative entries count from the end. None (the default)
+    reduces all axes; an empty list reduces none. Out-of-range or
+    repeated axes are an error.
+  keepdims: A bool, default False. If true, reduced axes stay in the
+    result with length 1, so it broadcasts against x.
 
-def max(x, axis=None, keepdims=False):
-    """Returns the largest element of a tensor over the given axes.
+Returns:
+  A Tensor `y` of dtype T. The maximum, with the dtype of x.
 
-    Like numpy.max(x, axis=tuple(axis), keepdims=keepdims). NaN propagates:
-    a reduction that sees a NaN returns NaN. Reducing over a zero-size axis
-    is an error (there is no identity), even when the result itself is
-    empty.
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to reduce.
-      axis: A sequence of ints, an int, or None, default None. The axes to
-        reduce; negative entries count from the end. None (the default)
-        reduces all axes; an empty list reduces none. Out-of-range or
-        repeated axes are an error.
-      keepdims: A bool, default False. If true, reduced axes stay in the
-        result with length 1, so it broadcasts against x.
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-    Returns:
-      A Tensor `y` of dtype T. The maximum, with the dtype of x.
+Declared at cpp/ops/reduction_ops.cc:147 (op Max).
+""")
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
+mean = _pw.public_entry(_pw.Mean, "mean", __name__, """mean(x, axis=None, keepdims=False)
+--
 
-    Declared at cpp/ops/reduction_ops.cc:147 (op Max).
-    """
-    return _Max(x, axis, keepdims)
+Averages the elements of a tensor over the given axes.
 
+Like numpy.mean(x, axis=tuple(axis), keepdims=keepdims) for float
+tensors (cast integer tensors first). float32 input is accumulated in
+float64. The mean of zero elements is NaN (numpy also warns).
 
-_Mean = _pw.Mean
+Args:
+  x: A tensor-like of dtype T. The tensor to reduce.
+  axis: A sequence of ints, an int, or None, default None. The axes to
+    reduce; negative entries count from the end. None (the default)
+    reduces all axes; an empty list reduces none. Out-of-range or
+    repeated axes are an error.
+  keepdims: A bool, default False. If true, reduced axes stay in the
+    result with length 1, so it broadcasts against x.
 
+Returns:
+  A Tensor `y` of dtype T. The arithmetic mean, with the dtype of x.
 
-def mean(x, axis=None, keepdims=False):
-    """Averages the elements of a tensor over the given axes.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Like numpy.mean(x, axis=tuple(axis), keepdims=keepdims) for float
-    tensors (cast integer tensors first). float32 input is accumulated in
-    float64. The mean of zero elements is NaN (numpy also warns).
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to reduce.
-      axis: A sequence of ints, an int, or None, default None. The axes to
-        reduce; negative entries count from the end. None (the default)
-        reduces all axes; an empty list reduces none. Out-of-range or
-        repeated axes are an error.
-      keepdims: A bool, default False. If true, reduced axes stay in the
-        result with length 1, so it broadcasts against x.
+Declared at cpp/ops/reduction_ops.cc:191 (op Mean).
+""")
 
-    Returns:
-      A Tensor `y` of dtype T. The arithmetic mean, with the dtype of x.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+min = _pw.public_entry(_pw.Min, "min", __name__, """min(x, axis=None, keepdims=False)
+--
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Returns the smallest element of a tensor over the given axes.
 
-    Declared at cpp/ops/reduction_ops.cc:191 (op Mean).
-    """
-    return _Mean(x, axis, keepdims)
+Like numpy.min(x, axis=tuple(axis), keepdims=keepdims). NaN propagates:
+a reduction that sees a NaN returns NaN. Reducing over a zero-size axis
+is an error (there is no identity), even when the result itself is
+empty.
 
+Args:
+  x: A tensor-like of dtype T. The tensor to reduce.
+  axis: A sequence of ints, an int, or None, default None. The axes to
+    reduce; negative entries count from the end. None (the default)
+    reduces all axes; an empty list reduces none. Out-of-range or
+    repeated axes are an error.
+  keepdims: A bool, default False. If true, reduced axes stay in the
+    result with length 1, so it broadcasts against x.
 
-_Min = _pw.Min
+Returns:
+  A Tensor `y` of dtype T. The minimum, with the dtype of x.
 
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-def min(x, axis=None, keepdims=False):
-    """Returns the smallest element of a tensor over the given axes.
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-    Like numpy.min(x, axis=tuple(axis), keepdims=keepdims). NaN propagates:
-    a reduction that sees a NaN returns NaN. Reducing over a zero-size axis
-    is an error (there is no identity), even when the result itself is
-    empty.
+Declared at cpp/ops/reduction_ops.cc:169 (op Min).
+""")
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to reduce.
-      axis: A sequence of ints, an int, or None, default None. The axes to
-        reduce; negative entries count from the end. None (the default)
-        reduces all axes; an empty list reduces none. Out-of-range or
-        repeated axes are an error.
-      keepdims: A bool, default False. If true, reduced axes stay in the
-        result with length 1, so it broadcasts against x.
 
-    Returns:
-      A Tensor `y` of dtype T. The minimum, with the dtype of x.
+prod = _pw.public_entry(_pw.Prod, "prod", __name__, """prod(x, axis=None, keepdims=False)
+--
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
+Multiplies the elements of a tensor over the given axes.
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
+Like numpy.prod(x, axis=tuple(axis), keepdims=keepdims, dtype=x.dtype):
+the result keeps the dtype of x and integer products wrap around on
+overflow. The product over zero elements is 1.
 
-    Declared at cpp/ops/reduction_ops.cc:169 (op Min).
-    """
-    return _Min(x, axis, keepdims)
+Args:
+  x: A tensor-like of dtype T. The tensor to reduce.
+  axis: A sequence of ints, an int, or None, default None. The axes to
+    reduce; negative entries count from the end. None (the default)
+    reduces all axes; an empty list reduces none. Out-of-range or
+    repeated axes are an error.
+  keepdims: A bool, default False. If true, reduced axes stay in the
+    result with length 1, so it broadcasts against x.
 
+Returns:
+  A Tensor `y` of dtype T. The product, with the dtype of x.
 
-_Prod = _pw.Prod
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-def prod(x, axis=None, keepdims=False):
-    """Multiplies the elements of a tensor over the given axes.
+Declared at cpp/ops/reduction_ops.cc:125 (op Prod).
+""")
 
-    Like numpy.prod(x, axis=tuple(axis), keepdims=keepdims, dtype=x.dtype):
-    the result keeps the dtype of x and integer products wrap around on
-    overflow. The product over zero elements is 1.
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to reduce.
-      axis: A sequence of ints, an int, or None, default None. The axes to
-        reduce; negative entries count from the end. None (the default)
-        reduces all axes; an empty list reduces none. Out-of-range or
-        repeated axes are an error.
-      keepdims: A bool, default False. If true, reduced axes stay in the
-        result with length 1, so it broadcasts against x.
+sum = _pw.public_entry(_pw.Sum, "sum", __name__, """sum(x, axis=None, keepdims=False)
+--
 
-    Returns:
-      A Tensor `y` of dtype T. The product, with the dtype of x.
+Sums the elements of a tensor over the given axes.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
+Like numpy.sum(x, axis=tuple(axis), keepdims=keepdims, dtype=x.dtype):
+the result keeps the dtype of x (int32 is not promoted to int64), and
+integer sums wrap around on overflow. Float sums are accumulated in
+blocks (float32 in float64), so they are at least as accurate as numpy's
+pairwise summation. The sum over zero elements is 0.
 
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
+Args:
+  x: A tensor-like of dtype T. The tensor to reduce.
+  axis: A sequence of ints, an int, or None, default None. The axes to
+    reduce; negative entries count from the end. None (the default)
+    reduces all axes; an empty list reduces none. Out-of-range or
+    repeated axes are an error.
+  keepdims: A bool, default False. If true, reduced axes stay in the
+    result with length 1, so it broadcasts against x.
 
-    Declared at cpp/ops/reduction_ops.cc:125 (op Prod).
-    """
-    return _Prod(x, axis, keepdims)
+Returns:
+  A Tensor `y` of dtype T. The sum, with the dtype of x.
 
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-_Sum = _pw.Sum
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-
-def sum(x, axis=None, keepdims=False):
-    """Sums the elements of a tensor over the given axes.
-
-    Like numpy.sum(x, axis=tuple(axis), keepdims=keepdims, dtype=x.dtype):
-    the result keeps the dtype of x (int32 is not promoted to int64), and
-    integer sums wrap around on overflow. Float sums are accumulated in
-    blocks (float32 in float64), so they are at least as accurate as numpy's
-    pairwise summation. The sum over zero elements is 0.
-
-    Args:
-      x: A tensor-like of dtype T. The tensor to reduce.
-      axis: A sequence of ints, an int, or None, default None. The axes to
-        reduce; negative entries count from the end. None (the default)
-        reduces all axes; an empty list reduces none. Out-of-range or
-        repeated axes are an error.
-      keepdims: A bool, default False. If true, reduced axes stay in the
-        result with length 1, so it broadcasts against x.
-
-    Returns:
-      A Tensor `y` of dtype T. The sum, with the dtype of x.
-
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
-
-    Declared at cpp/ops/reduction_ops.cc:101 (op Sum).
-    """
-    return _Sum(x, axis, keepdims)
+Declared at cpp/ops/reduction_ops.cc:101 (op Sum).
+""")

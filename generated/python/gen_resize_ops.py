@@ -13,68 +13,64 @@ __all__ = [
 ]
 
 
-_ResizeBilinear = _pw.ResizeBilinear
+resize_bilinear = _pw.public_entry(_pw.ResizeBilinear, "resize_bilinear", __name__, """resize_bilinear(x, size, coordinate_mode="half_pixel", scales=())
+--
+
+Bilinear resize of the height and width of NCHW input, as ONNX Resize (mode 'linear') and torch.nn.functional.interpolate(mode='bilinear').
+
+Output pixel o maps to input coordinate u by coordinate_mode, with s the
+scale (attr `scales`, else out / in): 'half_pixel' u = (o + 0.5) / s -
+0.5; 'pytorch_half_pixel' the same, but 0 when the output has size 1;
+'align_corners' u = o (in - 1) / (out - 1); 'asymmetric' u = o / s. u is
+clamped to [0, in - 1] and the two neighbours are mixed linearly.
+
+Args:
+  x: A tensor-like of dtype T. The input, [batch, channels, height,
+    width].
+  size: A sequence of ints or an int. The output (height, width), each
+    >= 1.
+  coordinate_mode: A string, default "half_pixel". 'half_pixel' (torch
+    align_corners=False), 'pytorch_half_pixel', 'align_corners' or
+    'asymmetric'.
+  scales: A sequence of floats, default (). Empty, or the (height,
+    width) scales the coordinates use (ONNX's scales input), each > 0.
+
+Returns:
+  A Tensor `y` of dtype T. The output, [batch, channels, size[0],
+    size[1]].
+
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
+
+Kernels: cpu (float32, float64).
+
+Declared at cpp/ops/resize_ops.cc:72 (op ResizeBilinear).
+""")
 
 
-def resize_bilinear(x, size, coordinate_mode="half_pixel", scales=()):
-    """Bilinear resize of the height and width of NCHW input, as ONNX Resize (mode 'linear') and torch.nn.functional.interpolate(mode='bilinear').
+resize_bilinear_grad = _pw.public_entry(_pw.ResizeBilinearGrad, "resize_bilinear_grad", __name__, """resize_bilinear_grad(x, dy, size, coordinate_mode="half_pixel", scales=())
+--
 
-    Output pixel o maps to input coordinate u by coordinate_mode, with s the
-    scale (attr `scales`, else out / in): 'half_pixel' u = (o + 0.5) / s -
-    0.5; 'pytorch_half_pixel' the same, but 0 when the output has size 1;
-    'align_corners' u = o (in - 1) / (out - 1); 'asymmetric' u = o / s. u is
-    clamped to [0, in - 1] and the two neighbours are mixed linearly.
+The backward op of ResizeBilinear: each dy is split over the four input pixels it was mixed from.
 
-    Args:
-      x: A tensor-like of dtype T. The input, [batch, channels, height,
-        width].
-      size: A sequence of ints or an int. The output (height, width), each
-        >= 1.
-      coordinate_mode: A string, default "half_pixel". 'half_pixel' (torch
-        align_corners=False), 'pytorch_half_pixel', 'align_corners' or
-        'asymmetric'.
-      scales: A sequence of floats, default (). Empty, or the (height,
-        width) scales the coordinates use (ONNX's scales input), each > 0.
+Args:
+  x: A tensor-like of dtype T. ResizeBilinear's input; only its shape is
+    read.
+  dy: A tensor-like of dtype T. The gradient with respect to
+    ResizeBilinear's output.
+  size: A sequence of ints or an int. ResizeBilinear's size.
+  coordinate_mode: A string, default "half_pixel". ResizeBilinear's
+    coordinate_mode.
+  scales: A sequence of floats, default (). ResizeBilinear's scales.
 
-    Returns:
-      A Tensor `y` of dtype T. The output, [batch, channels, size[0],
-        size[1]].
+Returns:
+  A Tensor `dx` of dtype T. The gradient with respect to x, with x's
+    shape.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64).
+Kernels: cpu (float32, float64).
 
-    Declared at cpp/ops/resize_ops.cc:72 (op ResizeBilinear).
-    """
-    return _ResizeBilinear(x, size, coordinate_mode, scales)
-
-
-_ResizeBilinearGrad = _pw.ResizeBilinearGrad
-
-
-def resize_bilinear_grad(x, dy, size, coordinate_mode="half_pixel", scales=()):
-    """The backward op of ResizeBilinear: each dy is split over the four input pixels it was mixed from.
-
-    Args:
-      x: A tensor-like of dtype T. ResizeBilinear's input; only its shape is
-        read.
-      dy: A tensor-like of dtype T. The gradient with respect to
-        ResizeBilinear's output.
-      size: A sequence of ints or an int. ResizeBilinear's size.
-      coordinate_mode: A string, default "half_pixel". ResizeBilinear's
-        coordinate_mode.
-      scales: A sequence of floats, default (). ResizeBilinear's scales.
-
-    Returns:
-      A Tensor `dx` of dtype T. The gradient with respect to x, with x's
-        shape.
-
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/resize_ops.cc:95 (op ResizeBilinearGrad).
-    """
-    return _ResizeBilinearGrad(x, dy, size, coordinate_mode, scales)
+Declared at cpp/ops/resize_ops.cc:95 (op ResizeBilinearGrad).
+""")

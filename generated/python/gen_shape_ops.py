@@ -18,208 +18,194 @@ __all__ = [
 ]
 
 
-_ArangeOf = _pw.ArangeOf
+arange_of = _pw.public_entry(_pw.ArangeOf, "arange_of", __name__, """arange_of(start, limit, delta)
+--
 
+Evenly spaced values from start towards limit by delta (ONNX Range).
 
-def arange_of(start, limit, delta):
-    """Evenly spaced values from start towards limit by delta (ONNX Range).
+Like numpy.arange(start, limit, delta): max(ceil((limit - start) /
+delta), 0) elements, element i being start + i * delta.
 
-    Like numpy.arange(start, limit, delta): max(ceil((limit - start) /
-    delta), 0) elements, element i being start + i * delta.
+Args:
+  start: A tensor-like of dtype T. The first value (one element).
+  limit: A tensor-like of dtype T. The bound, not included (one
+    element).
+  delta: A tensor-like of dtype T. The step, not 0 (one element).
 
-    Args:
-      start: A tensor-like of dtype T. The first value (one element).
-      limit: A tensor-like of dtype T. The bound, not included (one
-        element).
-      delta: A tensor-like of dtype T. The step, not 0 (one element).
+Returns:
+  A Tensor `y` of dtype T. A 1-D tensor of the values.
 
-    Returns:
-      A Tensor `y` of dtype T. A 1-D tensor of the values.
+Type attrs:
+  T in {int32, int64, float32, float64}, inferred from the inputs.
 
-    Type attrs:
-      T in {int32, int64, float32, float64}, inferred from the inputs.
+Kernels: cpu (float32, float64, int32, int64).
 
-    Kernels: cpu (float32, float64, int32, int64).
+Declared at cpp/ops/shape_ops.cc:452 (op ArangeOf).
+""")
 
-    Declared at cpp/ops/shape_ops.cc:452 (op ArangeOf).
-    """
-    return _ArangeOf(start, limit, delta)
 
+constant_of_shape = _pw.public_entry(_pw.ConstantOfShape, "constant_of_shape", __name__, """constant_of_shape(shape, value)
+--
 
-_ConstantOfShape = _pw.ConstantOfShape
+A tensor of a shape given as a tensor, every element set to one value (ONNX ConstantOfShape).
 
+Like numpy.full(shape, value).
 
-def constant_of_shape(shape, value):
-    """A tensor of a shape given as a tensor, every element set to one value (ONNX ConstantOfShape).
+Args:
+  shape: A tensor-like of dtype int64. The shape of the result (1-D
+    int64, non-negative dims).
+  value: A tensor-like of dtype T. The fill value; must hold exactly one
+    element.
 
-    Like numpy.full(shape, value).
+Returns:
+  A Tensor `y` of dtype T. A tensor of that shape filled with value.
 
-    Args:
-      shape: A tensor-like of dtype int64. The shape of the result (1-D
-        int64, non-negative dims).
-      value: A tensor-like of dtype T. The fill value; must hold exactly one
-        element.
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Returns:
-      A Tensor `y` of dtype T. A tensor of that shape filled with value.
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Declared at cpp/ops/shape_ops.cc:435 (op ConstantOfShape).
+""")
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Declared at cpp/ops/shape_ops.cc:435 (op ConstantOfShape).
-    """
-    return _ConstantOfShape(shape, value)
+expand = _pw.public_entry(_pw.Expand, "expand", __name__, """expand(x, shape)
+--
 
+Broadcasts x against a shape given as a tensor (ONNX Expand).
 
-_Expand = _pw.Expand
+Like x * numpy.ones(shape) (two-way numpy broadcasting: a dim of 1 in
+shape keeps x's dim), as a new contiguous tensor.
 
+Args:
+  x: A tensor-like of dtype T. The tensor to broadcast.
+  shape: A tensor-like of dtype int64. The shape to broadcast with, a
+    1-D int64 tensor of non-negative dims.
 
-def expand(x, shape):
-    """Broadcasts x against a shape given as a tensor (ONNX Expand).
+Returns:
+  A Tensor `y` of dtype T. x broadcast to broadcast_shapes(x.shape,
+    shape).
 
-    Like x * numpy.ones(shape) (two-way numpy broadcasting: a dim of 1 in
-    shape keeps x's dim), as a new contiguous tensor.
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to broadcast.
-      shape: A tensor-like of dtype int64. The shape to broadcast with, a
-        1-D int64 tensor of non-negative dims.
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Returns:
-      A Tensor `y` of dtype T. x broadcast to broadcast_shapes(x.shape,
-        shape).
+Declared at cpp/ops/shape_ops.cc:374 (op Expand).
+""")
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+reshape_to = _pw.public_entry(_pw.ReshapeTo, "reshape_to", __name__, """reshape_to(x, shape, allowzero=False, dims=())
+--
 
-    Declared at cpp/ops/shape_ops.cc:374 (op Expand).
-    """
-    return _Expand(x, shape)
+Reshape to a shape given as a tensor (ONNX Reshape), without copying.
 
+One entry of shape may be -1 (inferred from the element count); an entry
+0 copies x's dim at that position unless allowzero is true (then it is a
+zero dim). The result shares x's buffer.
 
-_ReshapeTo = _pw.ReshapeTo
+Args:
+  x: A tensor-like of dtype T. The tensor to reshape.
+  shape: A tensor-like of dtype int64. The new shape, a 1-D int64
+    tensor.
+  allowzero: A bool, default False. Whether 0 in shape is a zero dim
+    (true) or copies x's dim (false).
+  dims: A sequence of ints or an int, default (). The entries of shape
+    known when a graph is built, -2 where known only at run time (empty:
+    none); a graph then knows those dims of y before it runs, and a run
+    whose shape differs fails.
 
+Returns:
+  A Tensor `y` of dtype T. x's elements in the same order, with the
+    given shape.
 
-def reshape_to(x, shape, allowzero=False, dims=()):
-    """Reshape to a shape given as a tensor (ONNX Reshape), without copying.
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-    One entry of shape may be -1 (inferred from the element count); an entry
-    0 copies x's dim at that position unless allowzero is true (then it is a
-    zero dim). The result shares x's buffer.
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to reshape.
-      shape: A tensor-like of dtype int64. The new shape, a 1-D int64
-        tensor.
-      allowzero: A bool, default False. Whether 0 in shape is a zero dim
-        (true) or copies x's dim (false).
-      dims: A sequence of ints or an int, default (). The entries of shape
-        known when a graph is built, -2 where known only at run time (empty:
-        none); a graph then knows those dims of y before it runs, and a run
-        whose shape differs fails.
+Declared at cpp/ops/shape_ops.cc:351 (op ReshapeTo).
+""")
 
-    Returns:
-      A Tensor `y` of dtype T. x's elements in the same order, with the
-        given shape.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+shape = _pw.public_entry(_pw.Shape, "shape", __name__, """shape(x)
+--
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+The shape of a tensor as a 1-D int64 tensor.
 
-    Declared at cpp/ops/shape_ops.cc:351 (op ReshapeTo).
-    """
-    return _ReshapeTo(x, shape, allowzero, dims)
+Like numpy.array(x.shape). In a graph it is computed from the fed shapes
+before the graph runs, so the ops that take a shape tensor (ReshapeTo,
+Expand, StridedSlice, Tile, ConstantOfShape, ArangeOf) get concrete
+shapes.
 
+Args:
+  x: A tensor-like of dtype T. The tensor whose shape is taken; its
+    values are not read.
 
-_Shape = _pw.Shape
+Returns:
+  A Tensor `y` of dtype int64. x's dims, of shape [rank(x)].
 
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-def shape(x):
-    """The shape of a tensor as a 1-D int64 tensor.
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-    Like numpy.array(x.shape). In a graph it is computed from the fed shapes
-    before the graph runs, so the ops that take a shape tensor (ReshapeTo,
-    Expand, StridedSlice, Tile, ConstantOfShape, ArangeOf) get concrete
-    shapes.
+Declared at cpp/ops/shape_ops.cc:334 (op Shape).
+""")
 
-    Args:
-      x: A tensor-like of dtype T. The tensor whose shape is taken; its
-        values are not read.
 
-    Returns:
-      A Tensor `y` of dtype int64. x's dims, of shape [rank(x)].
+strided_slice = _pw.public_entry(_pw.StridedSlice, "strided_slice", __name__, """strided_slice(x, starts, ends, axes, steps)
+--
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Slices x with per-axis starts, ends and steps given as tensors (ONNX Slice).
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Like x[starts[i]:ends[i]:steps[i]] on axis axes[i] in numpy: negative
+starts and ends count from the end, out-of-range bounds are clamped,
+steps may be negative (walking backwards) but not 0. Axes not listed are
+kept whole.
 
-    Declared at cpp/ops/shape_ops.cc:334 (op Shape).
-    """
-    return _Shape(x)
+Args:
+  x: A tensor-like of dtype T. The tensor to slice.
+  starts: A tensor-like of dtype int64. The first index on each sliced
+    axis (1-D int64).
+  ends: A tensor-like of dtype int64. One past the last index on each
+    sliced axis (1-D int64).
+  axes: A tensor-like of dtype int64. The sliced axes, each at most
+    once; negative values count from the end.
+  steps: A tensor-like of dtype int64. The stride on each sliced axis,
+    not 0.
 
+Returns:
+  A Tensor `y` of dtype T. A new tensor holding the slice.
 
-_StridedSlice = _pw.StridedSlice
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-def strided_slice(x, starts, ends, axes, steps):
-    """Slices x with per-axis starts, ends and steps given as tensors (ONNX Slice).
+Declared at cpp/ops/shape_ops.cc:392 (op StridedSlice).
+""")
 
-    Like x[starts[i]:ends[i]:steps[i]] on axis axes[i] in numpy: negative
-    starts and ends count from the end, out-of-range bounds are clamped,
-    steps may be negative (walking backwards) but not 0. Axes not listed are
-    kept whole.
 
-    Args:
-      x: A tensor-like of dtype T. The tensor to slice.
-      starts: A tensor-like of dtype int64. The first index on each sliced
-        axis (1-D int64).
-      ends: A tensor-like of dtype int64. One past the last index on each
-        sliced axis (1-D int64).
-      axes: A tensor-like of dtype int64. The sliced axes, each at most
-        once; negative values count from the end.
-      steps: A tensor-like of dtype int64. The stride on each sliced axis,
-        not 0.
+tile = _pw.public_entry(_pw.Tile, "tile", __name__, """tile(x, repeats)
+--
 
-    Returns:
-      A Tensor `y` of dtype T. A new tensor holding the slice.
+Repeats x along each axis (ONNX Tile), with the counts given as a tensor.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
+Like numpy.tile(x, repeats) with one entry of repeats per axis of x.
 
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
+Args:
+  x: A tensor-like of dtype T. The tensor to repeat.
+  repeats: A tensor-like of dtype int64. How often to repeat each axis
+    (1-D int64, non-negative, length rank(x)).
 
-    Declared at cpp/ops/shape_ops.cc:392 (op StridedSlice).
-    """
-    return _StridedSlice(x, starts, ends, axes, steps)
+Returns:
+  A Tensor `y` of dtype T. A tensor of shape [x.shape[i] * repeats[i]].
 
+Type attrs:
+  T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
 
-_Tile = _pw.Tile
+Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
 
-
-def tile(x, repeats):
-    """Repeats x along each axis (ONNX Tile), with the counts given as a tensor.
-
-    Like numpy.tile(x, repeats) with one entry of repeats per axis of x.
-
-    Args:
-      x: A tensor-like of dtype T. The tensor to repeat.
-      repeats: A tensor-like of dtype int64. How often to repeat each axis
-        (1-D int64, non-negative, length rank(x)).
-
-    Returns:
-      A Tensor `y` of dtype T. A tensor of shape [x.shape[i] * repeats[i]].
-
-    Type attrs:
-      T in {float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, int32, int64, bool, float16, bfloat16, int8, uint8, int16, uint16, uint32, uint64).
-
-    Declared at cpp/ops/shape_ops.cc:418 (op Tile).
-    """
-    return _Tile(x, repeats)
+Declared at cpp/ops/shape_ops.cc:418 (op Tile).
+""")

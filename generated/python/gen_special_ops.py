@@ -18,176 +18,162 @@ __all__ = [
 ]
 
 
-_Ceil = _pw.Ceil
+ceil = _pw.public_entry(_pw.Ceil, "ceil", __name__, """ceil(x)
+--
 
+Returns the smallest integer not less than x, element-wise.
 
-def ceil(x):
-    """Returns the smallest integer not less than x, element-wise.
+Equivalent to `np.ceil(x)`; NaN and infinities pass through. The
+gradient is zero (the function is flat between integers).
 
-    Equivalent to `np.ceil(x)`; NaN and infinities pass through. The
-    gradient is zero (the function is flat between integers).
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+Returns:
+  A Tensor `y` of dtype T. The ceilings, with the shape and dtype of
+    `x`.
 
-    Returns:
-      A Tensor `y` of dtype T. The ceilings, with the shape and dtype of
-        `x`.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Declared at cpp/ops/special_ops.cc:42 (op Ceil).
+""")
 
-    Declared at cpp/ops/special_ops.cc:42 (op Ceil).
-    """
-    return _Ceil(x)
 
+erf = _pw.public_entry(_pw.Erf, "erf", __name__, """erf(x)
+--
 
-_Erf = _pw.Erf
+Returns the Gauss error function erf(x) element-wise.
 
+Equivalent to `scipy.special.erf(x)` (C's `erf`); the ONNX operator Erf.
 
-def erf(x):
-    """Returns the Gauss error function erf(x) element-wise.
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-    Equivalent to `scipy.special.erf(x)` (C's `erf`); the ONNX operator Erf.
+Returns:
+  A Tensor `y` of dtype T. erf(x), in [-1, 1], with the shape and dtype
+    of `x`.
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Returns:
-      A Tensor `y` of dtype T. erf(x), in [-1, 1], with the shape and dtype
-        of `x`.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Declared at cpp/ops/special_ops.cc:9 (op Erf).
+""")
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Declared at cpp/ops/special_ops.cc:9 (op Erf).
-    """
-    return _Erf(x)
+floor = _pw.public_entry(_pw.Floor, "floor", __name__, """floor(x)
+--
 
+Returns the largest integer not greater than x, element-wise.
 
-_Floor = _pw.Floor
+Equivalent to `np.floor(x)`; NaN and infinities pass through. The
+gradient is zero (the function is flat between integers).
 
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-def floor(x):
-    """Returns the largest integer not greater than x, element-wise.
+Returns:
+  A Tensor `y` of dtype T. The floors, with the shape and dtype of `x`.
 
-    Equivalent to `np.floor(x)`; NaN and infinities pass through. The
-    gradient is zero (the function is flat between integers).
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Returns:
-      A Tensor `y` of dtype T. The floors, with the shape and dtype of `x`.
+Declared at cpp/ops/special_ops.cc:25 (op Floor).
+""")
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+is_inf = _pw.public_entry(_pw.IsInf, "is_inf", __name__, """is_inf(x)
+--
 
-    Declared at cpp/ops/special_ops.cc:25 (op Floor).
-    """
-    return _Floor(x)
+Returns whether each element of x is +inf or -inf.
 
+Equivalent to `np.isinf(x)`.
 
-_IsInf = _pw.IsInf
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
+Returns:
+  A Tensor `y` of dtype bool. A bool tensor with the shape of `x`.
 
-def is_inf(x):
-    """Returns whether each element of x is +inf or -inf.
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-    Equivalent to `np.isinf(x)`.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+Declared at cpp/ops/special_ops.cc:109 (op IsInf).
+""")
 
-    Returns:
-      A Tensor `y` of dtype bool. A bool tensor with the shape of `x`.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+is_nan = _pw.public_entry(_pw.IsNan, "is_nan", __name__, """is_nan(x)
+--
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Returns whether each element of x is NaN.
 
-    Declared at cpp/ops/special_ops.cc:109 (op IsInf).
-    """
-    return _IsInf(x)
+Equivalent to `np.isnan(x)`.
 
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-_IsNan = _pw.IsNan
+Returns:
+  A Tensor `y` of dtype bool. A bool tensor with the shape of `x`.
 
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
-def is_nan(x):
-    """Returns whether each element of x is NaN.
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-    Equivalent to `np.isnan(x)`.
+Declared at cpp/ops/special_ops.cc:93 (op IsNan).
+""")
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
 
-    Returns:
-      A Tensor `y` of dtype bool. A bool tensor with the shape of `x`.
+round = _pw.public_entry(_pw.Round, "round", __name__, """round(x)
+--
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Rounds x to the nearest integer element-wise, halves to even.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Equivalent to `np.round(x)` (2.5 -> 2, -1.5 -> -2), as ONNX's Round. The
+gradient is zero (the function is flat between half-integers).
 
-    Declared at cpp/ops/special_ops.cc:93 (op IsNan).
-    """
-    return _IsNan(x)
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
+Returns:
+  A Tensor `y` of dtype T. The rounded values, with the shape and dtype
+    of `x`.
 
-_Round = _pw.Round
+Type attrs:
+  T in {float32, float64, float16, bfloat16}, inferred from the inputs.
 
+Kernels: cpu (float32, float64, float16, bfloat16).
 
-def round(x):
-    """Rounds x to the nearest integer element-wise, halves to even.
+Declared at cpp/ops/special_ops.cc:59 (op Round).
+""")
 
-    Equivalent to `np.round(x)` (2.5 -> 2, -1.5 -> -2), as ONNX's Round. The
-    gradient is zero (the function is flat between half-integers).
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+sign = _pw.public_entry(_pw.Sign, "sign", __name__, """sign(x)
+--
 
-    Returns:
-      A Tensor `y` of dtype T. The rounded values, with the shape and dtype
-        of `x`.
+Returns -1, 0 or 1 by the sign of x, element-wise.
 
-    Type attrs:
-      T in {float32, float64, float16, bfloat16}, inferred from the inputs.
+Equivalent to `np.sign(x)`: sign(0) is 0 and sign(NaN) is NaN. The
+gradient is zero.
 
-    Kernels: cpu (float32, float64, float16, bfloat16).
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-    Declared at cpp/ops/special_ops.cc:59 (op Round).
-    """
-    return _Round(x)
+Returns:
+  A Tensor `y` of dtype T. The signs, with the shape and dtype of `x`.
 
+Type attrs:
+  T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
 
-_Sign = _pw.Sign
+Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
 
-
-def sign(x):
-    """Returns -1, 0 or 1 by the sign of x, element-wise.
-
-    Equivalent to `np.sign(x)`: sign(0) is 0 and sign(NaN) is NaN. The
-    gradient is zero.
-
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
-
-    Returns:
-      A Tensor `y` of dtype T. The signs, with the shape and dtype of `x`.
-
-    Type attrs:
-      T in {float32, float64, int32, int64, float16, bfloat16}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64, int32, int64, float16, bfloat16).
-
-    Declared at cpp/ops/special_ops.cc:76 (op Sign).
-    """
-    return _Sign(x)
+Declared at cpp/ops/special_ops.cc:76 (op Sign).
+""")

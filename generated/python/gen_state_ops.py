@@ -20,226 +20,208 @@ __all__ = [
 ]
 
 
-_AssignAddVariable = _pw.AssignAddVariable
+assign_add_variable = _pw.public_entry(_pw.AssignAddVariable, "assign_add_variable", __name__, """assign_add_variable(var, delta)
+--
 
+Adds `delta` to variable `var` in place.
 
-def assign_add_variable(var, delta):
-    """Adds `delta` to variable `var` in place.
+Args:
+  var: A string. The variable's name (initialized, of delta's dtype and
+    shape).
+  delta: A tensor-like of dtype T. What to add.
 
-    Args:
-      var: A string. The variable's name (initialized, of delta's dtype and
-        shape).
-      delta: A tensor-like of dtype T. What to add.
+Returns:
+  A Tensor `out` of dtype T. A copy of the new value.
 
-    Returns:
-      A Tensor `out` of dtype T. A copy of the new value.
+Type attrs:
+  T in {float32, float64, int32, int64}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64, int32, int64}, inferred from the inputs.
+Kernels: cpu (float32, float64, int32, int64).
 
-    Kernels: cpu (float32, float64, int32, int64).
+Declared at cpp/ops/state_ops.cc:75 (op AssignAddVariable).
+""")
 
-    Declared at cpp/ops/state_ops.cc:75 (op AssignAddVariable).
-    """
-    return _AssignAddVariable(var, delta)
 
+assign_sub_variable = _pw.public_entry(_pw.AssignSubVariable, "assign_sub_variable", __name__, """assign_sub_variable(var, delta)
+--
 
-_AssignSubVariable = _pw.AssignSubVariable
+Subtracts `delta` from variable `var` in place.
 
+Args:
+  var: A string. The variable's name (initialized, of delta's dtype and
+    shape).
+  delta: A tensor-like of dtype T. What to subtract.
 
-def assign_sub_variable(var, delta):
-    """Subtracts `delta` from variable `var` in place.
+Returns:
+  A Tensor `out` of dtype T. A copy of the new value.
 
-    Args:
-      var: A string. The variable's name (initialized, of delta's dtype and
-        shape).
-      delta: A tensor-like of dtype T. What to subtract.
+Type attrs:
+  T in {float32, float64, int32, int64}, inferred from the inputs.
 
-    Returns:
-      A Tensor `out` of dtype T. A copy of the new value.
+Kernels: cpu (float32, float64, int32, int64).
 
-    Type attrs:
-      T in {float32, float64, int32, int64}, inferred from the inputs.
+Declared at cpp/ops/state_ops.cc:91 (op AssignSubVariable).
+""")
 
-    Kernels: cpu (float32, float64, int32, int64).
 
-    Declared at cpp/ops/state_ops.cc:91 (op AssignSubVariable).
-    """
-    return _AssignSubVariable(var, delta)
+assign_variable = _pw.public_entry(_pw.AssignVariable, "assign_variable", __name__, """assign_variable(var, value, alias=False)
+--
 
+Sets variable `var` to `value`, creating (initializing) it if needed.
 
-_AssignVariable = _pw.AssignVariable
+An initialized variable keeps its dtype and shape: a value of another
+dtype or shape is an InvalidArgumentError naming the variable.
 
+Args:
+  var: A string. The variable's name (a resource of the Session, or of
+    the process in eager mode).
+  value: A tensor-like of dtype T. The new value (copied).
+  alias: A bool, default False. Eager mode only: an uninitialized
+    variable adopts value's memory when it is writable
+    (opforge.Variable's own leaf tensor).
 
-def assign_variable(var, value, alias=False):
-    """Sets variable `var` to `value`, creating (initializing) it if needed.
+Returns:
+  A Tensor `out` of dtype T. A copy of the new value.
 
-    An initialized variable keeps its dtype and shape: a value of another
-    dtype or shape is an InvalidArgumentError naming the variable.
+Type attrs:
+  T in {float32, float64, int32, int64, bool}, inferred from the inputs.
 
-    Args:
-      var: A string. The variable's name (a resource of the Session, or of
-        the process in eager mode).
-      value: A tensor-like of dtype T. The new value (copied).
-      alias: A bool, default False. Eager mode only: an uninitialized
-        variable adopts value's memory when it is writable
-        (opforge.Variable's own leaf tensor).
+Kernels: cpu (float32, float64, int32, int64, bool).
 
-    Returns:
-      A Tensor `out` of dtype T. A copy of the new value.
+Declared at cpp/ops/state_ops.cc:35 (op AssignVariable).
+""")
 
-    Type attrs:
-      T in {float32, float64, int32, int64, bool}, inferred from the inputs.
 
-    Kernels: cpu (float32, float64, int32, int64, bool).
+group = _pw.public_entry(_pw.Group, "group", __name__, """group()
+--
 
-    Declared at cpp/ops/state_ops.cc:35 (op AssignVariable).
-    """
-    return _AssignVariable(var, value, alias)
+Does nothing; runs after its control inputs (opforge.group, a training step's one op).
 
+Returns:
+  A Tensor `done` of dtype bool. True.
 
-_Group = _pw.Group
+Kernels: cpu (bool).
 
+Declared at cpp/ops/state_ops.cc:120 (op Group).
+""")
 
-def group():
-    """Does nothing; runs after its control inputs (opforge.group, a training step's one op).
 
-    Returns:
-      A Tensor `done` of dtype bool. True.
+read_variable = _pw.public_entry(_pw.ReadVariable, "read_variable", __name__, """read_variable(var, dtype, shape)
+--
 
-    Kernels: cpu (bool).
+A copy of variable `var`'s value.
 
-    Declared at cpp/ops/state_ops.cc:120 (op Group).
-    """
-    return _Group()
+Reading a variable that was never assigned is a FailedPreconditionError
+naming it.
 
+Args:
+  var: A string. The variable's name.
+  dtype: A dtype, one of {float32, float64, int32, int64, bool}. The
+    variable's dtype.
+  shape: A shape (a sequence of ints) or an int. The variable's shape.
 
-_ReadVariable = _pw.ReadVariable
+Returns:
+  A Tensor `value` of dtype `dtype`. The value, copied (later updates do
+    not change it).
 
+Kernels: cpu (float32, float64, int32, int64, bool).
 
-def read_variable(var, dtype, shape):
-    """A copy of variable `var`'s value.
+Declared at cpp/ops/state_ops.cc:56 (op ReadVariable).
+""")
 
-    Reading a variable that was never assigned is a FailedPreconditionError
-    naming it.
 
-    Args:
-      var: A string. The variable's name.
-      dtype: A dtype, one of {float32, float64, int32, int64, bool}. The
-        variable's dtype.
-      shape: A shape (a sequence of ints) or an int. The variable's shape.
+resource_apply_adam = _pw.public_entry(_pw.ResourceApplyAdam, "resource_apply_adam", __name__, """resource_apply_adam(var, m, v, grad, step, lr, beta1=0.9, beta2=0.999, epsilon=1e-08, weight_decay=0.0)
+--
 
-    Returns:
-      A Tensor `value` of dtype `dtype`. The value, copied (later updates do
-        not change it).
+Adam's update (PyTorch's, bias-corrected for `step`) on variables var, m and v in place (ApplyAdam's update).
 
-    Kernels: cpu (float32, float64, int32, int64, bool).
+Args:
+  var: A string. The variable to update.
+  m: A string. Its first-moment variable.
+  v: A string. Its second-moment variable.
+  grad: A tensor-like of dtype T. The gradient, of var's shape.
+  step: A tensor-like of dtype int64. The 1-based step number (a scalar;
+    the optimizer's step variable), for the bias correction.
+  lr: A float. The learning rate.
+  beta1: A float, default 0.9. The first moment's decay.
+  beta2: A float, default 0.999. The second moment's decay.
+  epsilon: A float, default 1e-08. Added to the denominator.
+  weight_decay: A float, default 0.0. The L2 term added to the gradient.
 
-    Declared at cpp/ops/state_ops.cc:56 (op ReadVariable).
-    """
-    return _ReadVariable(var, dtype, shape)
+Returns:
+  A Tensor `out` of dtype T. A copy of the updated variable.
 
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-_ResourceApplyAdam = _pw.ResourceApplyAdam
+Kernels: cpu (float32, float64).
 
+Declared at cpp/ops/state_ops.cc:177 (op ResourceApplyAdam).
+""")
 
-def resource_apply_adam(var, m, v, grad, step, lr, beta1=0.9, beta2=0.999, epsilon=1e-08, weight_decay=0.0):
-    """Adam's update (PyTorch's, bias-corrected for `step`) on variables var, m and v in place (ApplyAdam's update).
 
-    Args:
-      var: A string. The variable to update.
-      m: A string. Its first-moment variable.
-      v: A string. Its second-moment variable.
-      grad: A tensor-like of dtype T. The gradient, of var's shape.
-      step: A tensor-like of dtype int64. The 1-based step number (a scalar;
-        the optimizer's step variable), for the bias correction.
-      lr: A float. The learning rate.
-      beta1: A float, default 0.9. The first moment's decay.
-      beta2: A float, default 0.999. The second moment's decay.
-      epsilon: A float, default 1e-08. Added to the denominator.
-      weight_decay: A float, default 0.0. The L2 term added to the gradient.
+resource_apply_gradient_descent = _pw.public_entry(_pw.ResourceApplyGradientDescent, "resource_apply_gradient_descent", __name__, """resource_apply_gradient_descent(var, grad, lr, weight_decay=0.0)
+--
 
-    Returns:
-      A Tensor `out` of dtype T. A copy of the updated variable.
+var -= lr * (grad + weight_decay * var), on the variable in place (ApplyGradientDescent's update).
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Args:
+  var: A string. The variable to update.
+  grad: A tensor-like of dtype T. The gradient, of var's shape.
+  lr: A float. The learning rate.
+  weight_decay: A float, default 0.0. The L2 term added to the gradient.
 
-    Kernels: cpu (float32, float64).
+Returns:
+  A Tensor `out` of dtype T. A copy of the updated variable.
 
-    Declared at cpp/ops/state_ops.cc:177 (op ResourceApplyAdam).
-    """
-    return _ResourceApplyAdam(var, m, v, grad, step, lr, beta1, beta2, epsilon, weight_decay)
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
+Kernels: cpu (float32, float64).
 
-_ResourceApplyGradientDescent = _pw.ResourceApplyGradientDescent
+Declared at cpp/ops/state_ops.cc:131 (op ResourceApplyGradientDescent).
+""")
 
 
-def resource_apply_gradient_descent(var, grad, lr, weight_decay=0.0):
-    """var -= lr * (grad + weight_decay * var), on the variable in place (ApplyGradientDescent's update).
+resource_apply_momentum = _pw.public_entry(_pw.ResourceApplyMomentum, "resource_apply_momentum", __name__, """resource_apply_momentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=False)
+--
 
-    Args:
-      var: A string. The variable to update.
-      grad: A tensor-like of dtype T. The gradient, of var's shape.
-      lr: A float. The learning rate.
-      weight_decay: A float, default 0.0. The L2 term added to the gradient.
+PyTorch's SGD momentum update on variables var and accum in place (ApplyMomentum's update).
 
-    Returns:
-      A Tensor `out` of dtype T. A copy of the updated variable.
+Args:
+  var: A string. The variable to update.
+  accum: A string. Its momentum buffer (a variable of var's shape).
+  grad: A tensor-like of dtype T. The gradient, of var's shape.
+  lr: A float. The learning rate.
+  momentum: A float. The momentum factor.
+  weight_decay: A float, default 0.0. The L2 term added to the gradient.
+  nesterov: A bool, default False. Nesterov momentum.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Returns:
+  A Tensor `out` of dtype T. A copy of the updated variable.
 
-    Kernels: cpu (float32, float64).
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Declared at cpp/ops/state_ops.cc:131 (op ResourceApplyGradientDescent).
-    """
-    return _ResourceApplyGradientDescent(var, grad, lr, weight_decay)
+Kernels: cpu (float32, float64).
 
+Declared at cpp/ops/state_ops.cc:151 (op ResourceApplyMomentum).
+""")
 
-_ResourceApplyMomentum = _pw.ResourceApplyMomentum
 
+variable_is_initialized = _pw.public_entry(_pw.VariableIsInitialized, "variable_is_initialized", __name__, """variable_is_initialized(var)
+--
 
-def resource_apply_momentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=False):
-    """PyTorch's SGD momentum update on variables var and accum in place (ApplyMomentum's update).
+Whether variable `var` holds a value.
 
-    Args:
-      var: A string. The variable to update.
-      accum: A string. Its momentum buffer (a variable of var's shape).
-      grad: A tensor-like of dtype T. The gradient, of var's shape.
-      lr: A float. The learning rate.
-      momentum: A float. The momentum factor.
-      weight_decay: A float, default 0.0. The L2 term added to the gradient.
-      nesterov: A bool, default False. Nesterov momentum.
+Args:
+  var: A string. The variable's name.
 
-    Returns:
-      A Tensor `out` of dtype T. A copy of the updated variable.
+Returns:
+  A Tensor `initialized` of dtype bool. True once the variable was
+    assigned.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Kernels: cpu (bool).
 
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/state_ops.cc:151 (op ResourceApplyMomentum).
-    """
-    return _ResourceApplyMomentum(var, accum, grad, lr, momentum, weight_decay, nesterov)
-
-
-_VariableIsInitialized = _pw.VariableIsInitialized
-
-
-def variable_is_initialized(var):
-    """Whether variable `var` holds a value.
-
-    Args:
-      var: A string. The variable's name.
-
-    Returns:
-      A Tensor `initialized` of dtype bool. True once the variable was
-        assigned.
-
-    Kernels: cpu (bool).
-
-    Declared at cpp/ops/state_ops.cc:107 (op VariableIsInitialized).
-    """
-    return _VariableIsInitialized(var)
+Declared at cpp/ops/state_ops.cc:107 (op VariableIsInitialized).
+""")

@@ -17,145 +17,133 @@ __all__ = [
 ]
 
 
-_Acos = _pw.Acos
+acos = _pw.public_entry(_pw.Acos, "acos", __name__, """acos(x)
+--
+
+Returns arccos(x) element-wise.
+
+Equivalent to `np.arccos(x)`; NaN outside [-1, 1].
+
+Args:
+  x: A tensor-like of dtype T. The input tensor.
+
+Returns:
+  A Tensor `y` of dtype T. arccos(x), with the shape and dtype of `x`.
+
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
+
+Kernels: cpu (float32, float64).
+
+Declared at cpp/ops/trig_ops.cc:26 (op Acos).
+""")
 
 
-def acos(x):
-    """Returns arccos(x) element-wise.
+acosh = _pw.public_entry(_pw.Acosh, "acosh", __name__, """acosh(x)
+--
 
-    Equivalent to `np.arccos(x)`; NaN outside [-1, 1].
+Returns arccosh(x) element-wise.
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+Equivalent to `np.arccosh(x)`; NaN below 1.
 
-    Returns:
-      A Tensor `y` of dtype T. arccos(x), with the shape and dtype of `x`.
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Returns:
+  A Tensor `y` of dtype T. arccosh(x), with the shape and dtype of `x`.
 
-    Kernels: cpu (float32, float64).
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Declared at cpp/ops/trig_ops.cc:26 (op Acos).
-    """
-    return _Acos(x)
+Kernels: cpu (float32, float64).
 
-
-_Acosh = _pw.Acosh
+Declared at cpp/ops/trig_ops.cc:29 (op Acosh).
+""")
 
 
-def acosh(x):
-    """Returns arccosh(x) element-wise.
+asin = _pw.public_entry(_pw.Asin, "asin", __name__, """asin(x)
+--
 
-    Equivalent to `np.arccosh(x)`; NaN below 1.
+Returns arcsin(x) element-wise.
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+Equivalent to `np.arcsin(x)`; NaN outside [-1, 1].
 
-    Returns:
-      A Tensor `y` of dtype T. arccosh(x), with the shape and dtype of `x`.
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Returns:
+  A Tensor `y` of dtype T. arcsin(x), with the shape and dtype of `x`.
 
-    Kernels: cpu (float32, float64).
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Declared at cpp/ops/trig_ops.cc:29 (op Acosh).
-    """
-    return _Acosh(x)
+Kernels: cpu (float32, float64).
 
-
-_Asin = _pw.Asin
+Declared at cpp/ops/trig_ops.cc:25 (op Asin).
+""")
 
 
-def asin(x):
-    """Returns arcsin(x) element-wise.
+asinh = _pw.public_entry(_pw.Asinh, "asinh", __name__, """asinh(x)
+--
 
-    Equivalent to `np.arcsin(x)`; NaN outside [-1, 1].
+Returns arcsinh(x) element-wise.
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+Equivalent to `np.arcsinh(x)`; defined everywhere.
 
-    Returns:
-      A Tensor `y` of dtype T. arcsin(x), with the shape and dtype of `x`.
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Returns:
+  A Tensor `y` of dtype T. arcsinh(x), with the shape and dtype of `x`.
 
-    Kernels: cpu (float32, float64).
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Declared at cpp/ops/trig_ops.cc:25 (op Asin).
-    """
-    return _Asin(x)
+Kernels: cpu (float32, float64).
 
-
-_Asinh = _pw.Asinh
+Declared at cpp/ops/trig_ops.cc:28 (op Asinh).
+""")
 
 
-def asinh(x):
-    """Returns arcsinh(x) element-wise.
+atan = _pw.public_entry(_pw.Atan, "atan", __name__, """atan(x)
+--
 
-    Equivalent to `np.arcsinh(x)`; defined everywhere.
+Returns arctan(x) element-wise.
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+Equivalent to `np.arctan(x)`; the result lies in [-pi/2, pi/2].
 
-    Returns:
-      A Tensor `y` of dtype T. arcsinh(x), with the shape and dtype of `x`.
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Returns:
+  A Tensor `y` of dtype T. arctan(x), with the shape and dtype of `x`.
 
-    Kernels: cpu (float32, float64).
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Declared at cpp/ops/trig_ops.cc:28 (op Asinh).
-    """
-    return _Asinh(x)
+Kernels: cpu (float32, float64).
 
-
-_Atan = _pw.Atan
+Declared at cpp/ops/trig_ops.cc:27 (op Atan).
+""")
 
 
-def atan(x):
-    """Returns arctan(x) element-wise.
+atanh = _pw.public_entry(_pw.Atanh, "atanh", __name__, """atanh(x)
+--
 
-    Equivalent to `np.arctan(x)`; the result lies in [-pi/2, pi/2].
+Returns arctanh(x) element-wise.
 
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
+Equivalent to `np.arctanh(x)`; NaN outside [-1, 1], infinite at +-1.
 
-    Returns:
-      A Tensor `y` of dtype T. arctan(x), with the shape and dtype of `x`.
+Args:
+  x: A tensor-like of dtype T. The input tensor.
 
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
+Returns:
+  A Tensor `y` of dtype T. arctanh(x), with the shape and dtype of `x`.
 
-    Kernels: cpu (float32, float64).
+Type attrs:
+  T in {float32, float64}, inferred from the inputs.
 
-    Declared at cpp/ops/trig_ops.cc:27 (op Atan).
-    """
-    return _Atan(x)
+Kernels: cpu (float32, float64).
 
-
-_Atanh = _pw.Atanh
-
-
-def atanh(x):
-    """Returns arctanh(x) element-wise.
-
-    Equivalent to `np.arctanh(x)`; NaN outside [-1, 1], infinite at +-1.
-
-    Args:
-      x: A tensor-like of dtype T. The input tensor.
-
-    Returns:
-      A Tensor `y` of dtype T. arctanh(x), with the shape and dtype of `x`.
-
-    Type attrs:
-      T in {float32, float64}, inferred from the inputs.
-
-    Kernels: cpu (float32, float64).
-
-    Declared at cpp/ops/trig_ops.cc:30 (op Atanh).
-    """
-    return _Atanh(x)
+Declared at cpp/ops/trig_ops.cc:30 (op Atanh).
+""")

@@ -12,39 +12,37 @@ __all__ = [
 ]
 
 
-_Unique = _pw.Unique
+unique = _pw.public_entry(_pw.Unique, "unique", __name__, """unique(x, sorted=True)
+--
 
+The distinct rows of x (ONNX Unique over an axis moved first and flattened).
 
-def unique(x, sorted=True):
-    """The distinct rows of x (ONNX Unique over an axis moved first and flattened).
+Rows compare element by element; NaN equals NaN and sorts after every
+number, and -0.0 equals 0.0. With `sorted`, the distinct rows come in
+lexicographic order; otherwise in the order of their first occurrence.
+The first `count` rows of y, indices and counts are in use (the rest are
+0, -1 and 0).
 
-    Rows compare element by element; NaN equals NaN and sorts after every
-    number, and -0.0 equals 0.0. With `sorted`, the distinct rows come in
-    lexicographic order; otherwise in the order of their first occurrence.
-    The first `count` rows of y, indices and counts are in use (the rest are
-    0, -1 and 0).
+Args:
+  x: A tensor-like of dtype T. [n, m]: n rows of m elements.
+  sorted: A bool, default True. Whether the distinct rows are sorted.
 
-    Args:
-      x: A tensor-like of dtype T. [n, m]: n rows of m elements.
-      sorted: A bool, default True. Whether the distinct rows are sorted.
+Returns:
+  A tuple `(y, indices, inverse, counts, count)`:
+    y: A Tensor of dtype T. [n, m]: the distinct rows first (each as it
+      first occurs in x).
+    indices: A Tensor of dtype int64. [n]: the index in x of each
+      distinct row's first occurrence.
+    inverse: A Tensor of dtype int64. [n]: for each row of x, the
+      position of its row in y.
+    counts: A Tensor of dtype int64. [n]: how often each distinct row
+      occurs.
+    count: A Tensor of dtype int64. The number of distinct rows.
 
-    Returns:
-      A tuple `(y, indices, inverse, counts, count)`:
-        y: A Tensor of dtype T. [n, m]: the distinct rows first (each as it
-          first occurs in x).
-        indices: A Tensor of dtype int64. [n]: the index in x of each
-          distinct row's first occurrence.
-        inverse: A Tensor of dtype int64. [n]: for each row of x, the
-          position of its row in y.
-        counts: A Tensor of dtype int64. [n]: how often each distinct row
-          occurs.
-        count: A Tensor of dtype int64. The number of distinct rows.
+Type attrs:
+  T in {float32, float64, int32, int64, int8, uint8, int16, uint16, uint32, uint64, bool}, inferred from the inputs.
 
-    Type attrs:
-      T in {float32, float64, int32, int64, int8, uint8, int16, uint16, uint32, uint64, bool}, inferred from the inputs.
+Kernels: cpu (float32, float64, int32, int64, bool, int8, uint8, int16, uint16, uint32, uint64).
 
-    Kernels: cpu (float32, float64, int32, int64, bool, int8, uint8, int16, uint16, uint32, uint64).
-
-    Declared at cpp/ops/unique_ops.cc:24 (op Unique).
-    """
-    return _Unique(x, sorted)
+Declared at cpp/ops/unique_ops.cc:24 (op Unique).
+""")

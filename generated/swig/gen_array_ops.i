@@ -2,16 +2,18 @@
 // registry fingerprint: 859397f61487f2f4
 // The array ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // Cast(x, dtype), declared at cpp/ops/array_ops.cc:239.
 %{
 namespace opforge { namespace gen {
-PyObject* Cast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Cast");
-  return op.CallFast(args, nargs);
+PyObject* Cast(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Cast", "cast", {"x", "dtype"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* Cast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Concat(values, axis), declared at cpp/ops/array_ops.cc:312.
 %{
 namespace opforge { namespace gen {
-PyObject* Concat(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Concat");
-  return op.CallFast(args, nargs);
+PyObject* Concat(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Concat", "concat", {"values", "axis"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* Concat(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Fill(shape, value), declared at cpp/ops/array_ops.cc:262.
 %{
 namespace opforge { namespace gen {
-PyObject* Fill(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Fill");
-  return op.CallFast(args, nargs);
+PyObject* Fill(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Fill", "fill", {"shape", "value"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* Fill(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Identity(x), declared at cpp/ops/array_ops.cc:355.
 %{
 namespace opforge { namespace gen {
-PyObject* Identity(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Identity");
-  return op.CallFast(args, nargs);
+PyObject* Identity(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Identity", "identity", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* Identity(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // OnesLike(x), declared at cpp/ops/array_ops.cc:296.
 %{
 namespace opforge { namespace gen {
-PyObject* OnesLike(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("OnesLike");
-  return op.CallFast(args, nargs);
+PyObject* OnesLike(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("OnesLike", "ones_like", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,9 +61,9 @@ PyObject* OnesLike(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Reshape(x, shape), declared at cpp/ops/array_ops.cc:197.
 %{
 namespace opforge { namespace gen {
-PyObject* Reshape(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Reshape");
-  return op.CallFast(args, nargs);
+PyObject* Reshape(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Reshape", "reshape", {"x", "shape"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -69,9 +71,9 @@ PyObject* Reshape(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Slice(x, begin, size), declared at cpp/ops/array_ops.cc:333.
 %{
 namespace opforge { namespace gen {
-PyObject* Slice(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Slice");
-  return op.CallFast(args, nargs);
+PyObject* Slice(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Slice", "slice", {"x", "begin", "size"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -79,9 +81,9 @@ PyObject* Slice(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Transpose(x, perm), declared at cpp/ops/array_ops.cc:219.
 %{
 namespace opforge { namespace gen {
-PyObject* Transpose(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Transpose");
-  return op.CallFast(args, nargs);
+PyObject* Transpose(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Transpose", "transpose", {"x", "perm"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -89,32 +91,32 @@ PyObject* Transpose(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ZerosLike(x), declared at cpp/ops/array_ops.cc:280.
 %{
 namespace opforge { namespace gen {
-PyObject* ZerosLike(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ZerosLike");
-  return op.CallFast(args, nargs);
+PyObject* ZerosLike(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ZerosLike", "zeros_like", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_array_methods[] = {
-  {"Cast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Cast)), METH_FASTCALL,
+  {"Cast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Cast)), METH_FASTCALL | METH_KEYWORDS,
    "Cast(x, dtype) -> Tensor\n\nConverts a tensor to another dtype."},
-  {"Concat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Concat)), METH_FASTCALL,
+  {"Concat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Concat)), METH_FASTCALL | METH_KEYWORDS,
    "Concat(values, axis=0) -> Tensor\n\nJoins a list of tensors along an existing axis."},
-  {"Fill", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Fill)), METH_FASTCALL,
+  {"Fill", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Fill)), METH_FASTCALL | METH_KEYWORDS,
    "Fill(shape, value) -> Tensor\n\nCreates a tensor of the given shape with every element set to one value."},
-  {"Identity", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Identity)), METH_FASTCALL,
+  {"Identity", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Identity)), METH_FASTCALL | METH_KEYWORDS,
    "Identity(x) -> Tensor\n\nReturns its input unchanged, sharing its buffer (zero copy)."},
-  {"OnesLike", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::OnesLike)), METH_FASTCALL,
+  {"OnesLike", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::OnesLike)), METH_FASTCALL | METH_KEYWORDS,
    "OnesLike(x) -> Tensor\n\nReturns a tensor of ones with the shape and dtype of x."},
-  {"Reshape", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Reshape)), METH_FASTCALL,
+  {"Reshape", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Reshape)), METH_FASTCALL | METH_KEYWORDS,
    "Reshape(x, shape) -> Tensor\n\nGives a tensor a new shape with the same elements, without copying them."},
-  {"Slice", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Slice)), METH_FASTCALL,
+  {"Slice", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Slice)), METH_FASTCALL | METH_KEYWORDS,
    "Slice(x, begin, size) -> Tensor\n\nExtracts a contiguous block from a tensor."},
-  {"Transpose", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Transpose)), METH_FASTCALL,
+  {"Transpose", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Transpose)), METH_FASTCALL | METH_KEYWORDS,
    "Transpose(x, perm=None) -> Tensor\n\nPermutes the axes of a tensor."},
-  {"ZerosLike", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ZerosLike)), METH_FASTCALL,
+  {"ZerosLike", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ZerosLike)), METH_FASTCALL | METH_KEYWORDS,
    "ZerosLike(x) -> Tensor\n\nReturns a tensor of zeros with the shape and dtype of x."},
   {nullptr, nullptr, 0, nullptr},
 };

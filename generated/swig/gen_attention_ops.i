@@ -2,16 +2,18 @@
 // registry fingerprint: 129e251a15d1e860
 // The attention ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // ApplyRotaryEmbedding(x, cos, sin), declared at cpp/ops/attention_ops.cc:200.
 %{
 namespace opforge { namespace gen {
-PyObject* ApplyRotaryEmbedding(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ApplyRotaryEmbedding");
-  return op.CallFast(args, nargs);
+PyObject* ApplyRotaryEmbedding(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ApplyRotaryEmbedding", "apply_rotary_embedding", {"x", "cos", "sin"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* ApplyRotaryEmbedding(PyObject*, PyObject* const* args, Py_ssize_t narg
 // ScaledDotProductAttention(query, key, value, mask, causal, scale, bshd), declared at cpp/ops/attention_ops.cc:126.
 %{
 namespace opforge { namespace gen {
-PyObject* ScaledDotProductAttention(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ScaledDotProductAttention");
-  return op.CallFast(args, nargs);
+PyObject* ScaledDotProductAttention(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ScaledDotProductAttention", "scaled_dot_product_attention", {"query", "key", "value", "mask", "causal", "scale", "bshd"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,20 +31,20 @@ PyObject* ScaledDotProductAttention(PyObject*, PyObject* const* args, Py_ssize_t
 // ScaledDotProductAttentionGrad(query, key, value, mask, y, dy, causal, scale, bshd), declared at cpp/ops/attention_ops.cc:164.
 %{
 namespace opforge { namespace gen {
-PyObject* ScaledDotProductAttentionGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ScaledDotProductAttentionGrad");
-  return op.CallFast(args, nargs);
+PyObject* ScaledDotProductAttentionGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ScaledDotProductAttentionGrad", "scaled_dot_product_attention_grad", {"query", "key", "value", "mask", "y", "dy", "causal", "scale", "bshd"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_attention_methods[] = {
-  {"ApplyRotaryEmbedding", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ApplyRotaryEmbedding)), METH_FASTCALL,
+  {"ApplyRotaryEmbedding", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ApplyRotaryEmbedding)), METH_FASTCALL | METH_KEYWORDS,
    "ApplyRotaryEmbedding(x, cos, sin) -> Tensor\n\nx * cos + rotate_half(x) * sin: rotary position embeddings in one pass."},
-  {"ScaledDotProductAttention", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ScaledDotProductAttention)), METH_FASTCALL,
+  {"ScaledDotProductAttention", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ScaledDotProductAttention)), METH_FASTCALL | METH_KEYWORDS,
    "ScaledDotProductAttention(query, key, value, mask, causal=False, scale=0.0, bshd=False) -> Tensor\n\nsoftmax(query @ key^T * scale + mask [+ causal mask]) @ value, computed blockwise."},
-  {"ScaledDotProductAttentionGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ScaledDotProductAttentionGrad)), METH_FASTCALL,
+  {"ScaledDotProductAttentionGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ScaledDotProductAttentionGrad)), METH_FASTCALL | METH_KEYWORDS,
    "ScaledDotProductAttentionGrad(query, key, value, mask, y, dy, causal=False, scale=0.0, bshd=False) -> tuple[Tensor, Tensor, Tensor]\n\nThe gradients of ScaledDotProductAttention with respect to query, key and value."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: d11eaf7d8bfa6f6f
 // The bitwise ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // BitCast(x, dtype), declared at cpp/ops/bitwise_ops.cc:89.
 %{
 namespace opforge { namespace gen {
-PyObject* BitCast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("BitCast");
-  return op.CallFast(args, nargs);
+PyObject* BitCast(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("BitCast", "bit_cast", {"x", "dtype"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* BitCast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // BitShift(x, y, direction), declared at cpp/ops/bitwise_ops.cc:50.
 %{
 namespace opforge { namespace gen {
-PyObject* BitShift(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("BitShift");
-  return op.CallFast(args, nargs);
+PyObject* BitShift(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("BitShift", "bit_shift", {"x", "y", "direction"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* BitShift(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // BitwiseAnd(x, y), declared at cpp/ops/bitwise_ops.cc:27.
 %{
 namespace opforge { namespace gen {
-PyObject* BitwiseAnd(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("BitwiseAnd");
-  return op.CallFast(args, nargs);
+PyObject* BitwiseAnd(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("BitwiseAnd", "bitwise_and", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* BitwiseAnd(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // BitwiseNot(x), declared at cpp/ops/bitwise_ops.cc:33.
 %{
 namespace opforge { namespace gen {
-PyObject* BitwiseNot(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("BitwiseNot");
-  return op.CallFast(args, nargs);
+PyObject* BitwiseNot(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("BitwiseNot", "bitwise_not", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* BitwiseNot(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // BitwiseOr(x, y), declared at cpp/ops/bitwise_ops.cc:28.
 %{
 namespace opforge { namespace gen {
-PyObject* BitwiseOr(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("BitwiseOr");
-  return op.CallFast(args, nargs);
+PyObject* BitwiseOr(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("BitwiseOr", "bitwise_or", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,26 +61,26 @@ PyObject* BitwiseOr(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // BitwiseXor(x, y), declared at cpp/ops/bitwise_ops.cc:29.
 %{
 namespace opforge { namespace gen {
-PyObject* BitwiseXor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("BitwiseXor");
-  return op.CallFast(args, nargs);
+PyObject* BitwiseXor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("BitwiseXor", "bitwise_xor", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_bitwise_methods[] = {
-  {"BitCast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BitCast)), METH_FASTCALL,
+  {"BitCast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BitCast)), METH_FASTCALL | METH_KEYWORDS,
    "BitCast(x, dtype) -> Tensor\n\nReinterprets the bytes of x as another dtype of the same width."},
-  {"BitShift", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BitShift)), METH_FASTCALL,
+  {"BitShift", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BitShift)), METH_FASTCALL | METH_KEYWORDS,
    "BitShift(x, y, direction) -> Tensor\n\nShifts the bits of x by y places, element-wise with numpy broadcasting."},
-  {"BitwiseAnd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BitwiseAnd)), METH_FASTCALL,
+  {"BitwiseAnd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BitwiseAnd)), METH_FASTCALL | METH_KEYWORDS,
    "BitwiseAnd(x, y) -> Tensor\n\nReturns the bitwise and of x and y element-wise, with numpy broadcasting."},
-  {"BitwiseNot", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BitwiseNot)), METH_FASTCALL,
+  {"BitwiseNot", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BitwiseNot)), METH_FASTCALL | METH_KEYWORDS,
    "BitwiseNot(x) -> Tensor\n\nReturns the bitwise complement of x element-wise."},
-  {"BitwiseOr", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BitwiseOr)), METH_FASTCALL,
+  {"BitwiseOr", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BitwiseOr)), METH_FASTCALL | METH_KEYWORDS,
    "BitwiseOr(x, y) -> Tensor\n\nReturns the bitwise or of x and y element-wise, with numpy broadcasting."},
-  {"BitwiseXor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BitwiseXor)), METH_FASTCALL,
+  {"BitwiseXor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BitwiseXor)), METH_FASTCALL | METH_KEYWORDS,
    "BitwiseXor(x, y) -> Tensor\n\nReturns the bitwise xor of x and y element-wise, with numpy broadcasting."},
   {nullptr, nullptr, 0, nullptr},
 };

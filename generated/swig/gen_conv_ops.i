@@ -2,16 +2,18 @@
 // registry fingerprint: 8596e742ef6754e5
 // The conv ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // Conv2D(x, filter, strides, pads, dilations, groups), declared at cpp/ops/conv_ops.cc:131.
 %{
 namespace opforge { namespace gen {
-PyObject* Conv2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Conv2D");
-  return op.CallFast(args, nargs);
+PyObject* Conv2D(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Conv2D", "conv2d", {"x", "filter", "strides", "pads", "dilations", "groups"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* Conv2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Conv2DBackpropFilter(x, filter, dy, strides, pads, dilations, groups), declared at cpp/ops/conv_ops.cc:183.
 %{
 namespace opforge { namespace gen {
-PyObject* Conv2DBackpropFilter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Conv2DBackpropFilter");
-  return op.CallFast(args, nargs);
+PyObject* Conv2DBackpropFilter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Conv2DBackpropFilter", "conv2d_backprop_filter", {"x", "filter", "dy", "strides", "pads", "dilations", "groups"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* Conv2DBackpropFilter(PyObject*, PyObject* const* args, Py_ssize_t narg
 // Conv2DBackpropInput(x, filter, dy, strides, pads, dilations, groups), declared at cpp/ops/conv_ops.cc:158.
 %{
 namespace opforge { namespace gen {
-PyObject* Conv2DBackpropInput(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Conv2DBackpropInput");
-  return op.CallFast(args, nargs);
+PyObject* Conv2DBackpropInput(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Conv2DBackpropInput", "conv2d_backprop_input", {"x", "filter", "dy", "strides", "pads", "dilations", "groups"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* Conv2DBackpropInput(PyObject*, PyObject* const* args, Py_ssize_t nargs
 // ConvTranspose2D(x, filter, strides, pads, dilations, groups, output_padding), declared at cpp/ops/conv_ops.cc:209.
 %{
 namespace opforge { namespace gen {
-PyObject* ConvTranspose2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ConvTranspose2D");
-  return op.CallFast(args, nargs);
+PyObject* ConvTranspose2D(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ConvTranspose2D", "conv_transpose2d", {"x", "filter", "strides", "pads", "dilations", "groups", "output_padding"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,24 +51,24 @@ PyObject* ConvTranspose2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // FusedConv2D(x, filter, bias, strides, pads, dilations, groups, activation), declared at cpp/ops/conv_ops.cc:239.
 %{
 namespace opforge { namespace gen {
-PyObject* FusedConv2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("FusedConv2D");
-  return op.CallFast(args, nargs);
+PyObject* FusedConv2D(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("FusedConv2D", "fused_conv2d", {"x", "filter", "bias", "strides", "pads", "dilations", "groups", "activation"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_conv_methods[] = {
-  {"Conv2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2D)), METH_FASTCALL,
+  {"Conv2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2D)), METH_FASTCALL | METH_KEYWORDS,
    "Conv2D(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\n2-D cross-correlation over NCHW input, as torch.nn.functional.conv2d and ONNX Conv."},
-  {"Conv2DBackpropFilter", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DBackpropFilter)), METH_FASTCALL,
+  {"Conv2DBackpropFilter", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DBackpropFilter)), METH_FASTCALL | METH_KEYWORDS,
    "Conv2DBackpropFilter(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe backward op of Conv2D for its filter: the correlation of x with dy, summed over the batch."},
-  {"Conv2DBackpropInput", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DBackpropInput)), METH_FASTCALL,
+  {"Conv2DBackpropInput", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DBackpropInput)), METH_FASTCALL | METH_KEYWORDS,
    "Conv2DBackpropInput(x, filter, dy, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe backward op of Conv2D for its input: the transposed convolution of dy with filter."},
-  {"ConvTranspose2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConvTranspose2D)), METH_FASTCALL,
+  {"ConvTranspose2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConvTranspose2D)), METH_FASTCALL | METH_KEYWORDS,
    "ConvTranspose2D(x, filter, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1, output_padding=(0, 0)) -> Tensor\n\n2-D transposed convolution over NCHW input, as torch.nn.functional.conv_transpose2d and ONNX ConvTranspose."},
-  {"FusedConv2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedConv2D)), METH_FASTCALL,
+  {"FusedConv2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedConv2D)), METH_FASTCALL | METH_KEYWORDS,
    "FusedConv2D(x, filter, bias, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1, activation=\"none\") -> Tensor\n\nactivation(Conv2D(x, filter) + bias) in one pass: the bias and the activation are applied to each output tile of the convolution's GEMM while it is in cache."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,23 +2,25 @@
 // registry fingerprint: b0b2a16d0a5f747d
 // The detection ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // NonMaxSuppression(boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold, use_score_threshold, center_point_box), declared at cpp/ops/detection_ops.cc:31.
 %{
 namespace opforge { namespace gen {
-PyObject* NonMaxSuppression(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("NonMaxSuppression");
-  return op.CallFast(args, nargs);
+PyObject* NonMaxSuppression(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("NonMaxSuppression", "non_max_suppression", {"boxes", "scores", "max_output_boxes_per_class", "iou_threshold", "score_threshold", "use_score_threshold", "center_point_box"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_detection_methods[] = {
-  {"NonMaxSuppression", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::NonMaxSuppression)), METH_FASTCALL,
+  {"NonMaxSuppression", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::NonMaxSuppression)), METH_FASTCALL | METH_KEYWORDS,
    "NonMaxSuppression(boxes, scores, max_output_boxes_per_class, iou_threshold=0.0, score_threshold=0.0, use_score_threshold=False, center_point_box=0) -> tuple[Tensor, Tensor]\n\nGreedy non-maximum suppression per batch and class (ONNX NonMaxSuppression)."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,23 +2,25 @@
 // registry fingerprint: 86e7325bc8bc0bfc
 // The function ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // PythonFunction(xs, y, key, index), declared at cpp/ops/function_ops.cc:18.
 %{
 namespace opforge { namespace gen {
-PyObject* PythonFunction(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("PythonFunction");
-  return op.CallFast(args, nargs);
+PyObject* PythonFunction(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("PythonFunction", "python_function", {"xs", "y", "key", "index"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_function_methods[] = {
-  {"PythonFunction", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PythonFunction)), METH_FASTCALL,
+  {"PythonFunction", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PythonFunction)), METH_FASTCALL | METH_KEYWORDS,
    "PythonFunction(xs, y, key, index=0) -> Tensor\n\nOutput `index` of an opforge.autograd.Function call: returns y unchanged."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,23 +2,25 @@
 // registry fingerprint: f4675b12d44869be
 // The fused_elementwise ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // FusedElementwise(inputs, program, constants), declared at cpp/ops/fused_elementwise_ops.cc:63.
 %{
 namespace opforge { namespace gen {
-PyObject* FusedElementwise(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("FusedElementwise");
-  return op.CallFast(args, nargs);
+PyObject* FusedElementwise(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("FusedElementwise", "fused_elementwise", {"inputs", "program", "constants"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_fused_elementwise_methods[] = {
-  {"FusedElementwise", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedElementwise)), METH_FASTCALL,
+  {"FusedElementwise", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedElementwise)), METH_FASTCALL | METH_KEYWORDS,
    "FusedElementwise(inputs, program, constants=()) -> Tensor\n\nRuns a tree of elementwise ops as one loop over the data."},
   {nullptr, nullptr, 0, nullptr},
 };

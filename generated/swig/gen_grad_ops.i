@@ -2,16 +2,18 @@
 // registry fingerprint: 8f3ad76aaa8bc141
 // The grad ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // ConcatGrad(grad, values, index, axis), declared at cpp/ops/grad_ops.cc:447.
 %{
 namespace opforge { namespace gen {
-PyObject* ConcatGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ConcatGrad");
-  return op.CallFast(args, nargs);
+PyObject* ConcatGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ConcatGrad", "concat_grad", {"grad", "values", "index", "axis"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* ConcatGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ConcatGradGrad(block, values, index, axis), declared at cpp/ops/grad_ops.cc:473.
 %{
 namespace opforge { namespace gen {
-PyObject* ConcatGradGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ConcatGradGrad");
-  return op.CallFast(args, nargs);
+PyObject* ConcatGradGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ConcatGradGrad", "concat_grad_grad", {"block", "values", "index", "axis"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* ConcatGradGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // MatMulGrad(a, b, grad, transpose_a, transpose_b, compute_grad_a, compute_grad_b), declared at cpp/ops/grad_ops.cc:298.
 %{
 namespace opforge { namespace gen {
-PyObject* MatMulGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("MatMulGrad");
-  return op.CallFast(args, nargs);
+PyObject* MatMulGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("MatMulGrad", "mat_mul_grad", {"a", "b", "grad", "transpose_a", "transpose_b", "compute_grad_a", "compute_grad_b"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* MatMulGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ReduceGrad(x, y, grad, reduction, axis, keepdims), declared at cpp/ops/grad_ops.cc:344.
 %{
 namespace opforge { namespace gen {
-PyObject* ReduceGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ReduceGrad");
-  return op.CallFast(args, nargs);
+PyObject* ReduceGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ReduceGrad", "reduce_grad", {"x", "y", "grad", "reduction", "axis", "keepdims"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* ReduceGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ReduceGradGrad(x, y, grad, directions, reduction, axis, keepdims), declared at cpp/ops/grad_ops.cc:379.
 %{
 namespace opforge { namespace gen {
-PyObject* ReduceGradGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ReduceGradGrad");
-  return op.CallFast(args, nargs);
+PyObject* ReduceGradGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ReduceGradGrad", "reduce_grad_grad", {"x", "y", "grad", "directions", "reduction", "axis", "keepdims"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,9 +61,9 @@ PyObject* ReduceGradGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // RmsNormGrad(x, weight, grad, epsilon), declared at cpp/ops/grad_ops.cc:251.
 %{
 namespace opforge { namespace gen {
-PyObject* RmsNormGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("RmsNormGrad");
-  return op.CallFast(args, nargs);
+PyObject* RmsNormGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("RmsNormGrad", "rms_norm_grad", {"x", "weight", "grad", "epsilon"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -69,9 +71,9 @@ PyObject* RmsNormGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // SliceGrad(x, grad, begin, size), declared at cpp/ops/grad_ops.cc:424.
 %{
 namespace opforge { namespace gen {
-PyObject* SliceGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("SliceGrad");
-  return op.CallFast(args, nargs);
+PyObject* SliceGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("SliceGrad", "slice_grad", {"x", "grad", "begin", "size"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -79,30 +81,30 @@ PyObject* SliceGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // SoftmaxGrad(softmax, grad, axis), declared at cpp/ops/grad_ops.cc:224.
 %{
 namespace opforge { namespace gen {
-PyObject* SoftmaxGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("SoftmaxGrad");
-  return op.CallFast(args, nargs);
+PyObject* SoftmaxGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("SoftmaxGrad", "softmax_grad", {"softmax", "grad", "axis"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_grad_methods[] = {
-  {"ConcatGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConcatGrad)), METH_FASTCALL,
+  {"ConcatGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConcatGrad)), METH_FASTCALL | METH_KEYWORDS,
    "ConcatGrad(grad, values, index, axis=0) -> Tensor\n\nThe gradient of Concat(values, axis) with respect to values[index]."},
-  {"ConcatGradGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConcatGradGrad)), METH_FASTCALL,
+  {"ConcatGradGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConcatGradGrad)), METH_FASTCALL | METH_KEYWORDS,
    "ConcatGradGrad(block, values, index, axis=0) -> Tensor\n\nThe gradient of ConcatGrad with respect to its grad: block padded with zeros to the concatenation's shape."},
-  {"MatMulGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MatMulGrad)), METH_FASTCALL,
+  {"MatMulGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MatMulGrad)), METH_FASTCALL | METH_KEYWORDS,
    "MatMulGrad(a, b, grad, transpose_a=False, transpose_b=False, compute_grad_a=True, compute_grad_b=True) -> tuple[Tensor, Tensor]\n\nThe gradients of MatMul(a, b, transpose_a, transpose_b) with respect to a and b."},
-  {"ReduceGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReduceGrad)), METH_FASTCALL,
+  {"ReduceGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReduceGrad)), METH_FASTCALL | METH_KEYWORDS,
    "ReduceGrad(x, y, grad, reduction, axis=None, keepdims=False) -> Tensor\n\nThe gradient of a reduction (Sum, Mean, Max, Min, Prod) with respect to its input."},
-  {"ReduceGradGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReduceGradGrad)), METH_FASTCALL,
+  {"ReduceGradGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReduceGradGrad)), METH_FASTCALL | METH_KEYWORDS,
    "ReduceGradGrad(x, y, grad, directions, reduction, axis=None, keepdims=False) -> Tensor\n\nHigher derivatives of a reduction: ReduceGrad's gradient with respect to x (one direction), and its gradients."},
-  {"RmsNormGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RmsNormGrad)), METH_FASTCALL,
+  {"RmsNormGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RmsNormGrad)), METH_FASTCALL | METH_KEYWORDS,
    "RmsNormGrad(x, weight, grad, epsilon=1e-06) -> tuple[Tensor, Tensor]\n\nThe gradients of RmsNorm(x, weight, epsilon) with respect to x and weight."},
-  {"SliceGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::SliceGrad)), METH_FASTCALL,
+  {"SliceGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::SliceGrad)), METH_FASTCALL | METH_KEYWORDS,
    "SliceGrad(x, grad, begin, size) -> Tensor\n\nThe gradient of Slice(x, begin, size) with respect to x."},
-  {"SoftmaxGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::SoftmaxGrad)), METH_FASTCALL,
+  {"SoftmaxGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::SoftmaxGrad)), METH_FASTCALL | METH_KEYWORDS,
    "SoftmaxGrad(softmax, grad, axis=-1) -> Tensor\n\nThe gradient of Softmax with respect to its logits."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: 974b28d85ebd1108
 // The index ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // GatherElements(params, indices, axis), declared at cpp/ops/index_ops.cc:186.
 %{
 namespace opforge { namespace gen {
-PyObject* GatherElements(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("GatherElements");
-  return op.CallFast(args, nargs);
+PyObject* GatherElements(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("GatherElements", "gather_elements", {"params", "indices", "axis"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* GatherElements(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // GatherND(params, indices), declared at cpp/ops/index_ops.cc:139.
 %{
 namespace opforge { namespace gen {
-PyObject* GatherND(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("GatherND");
-  return op.CallFast(args, nargs);
+PyObject* GatherND(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("GatherND", "gather_nd", {"params", "indices"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* GatherND(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // NonZero(x, count), declared at cpp/ops/index_ops.cc:262.
 %{
 namespace opforge { namespace gen {
-PyObject* NonZero(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("NonZero");
-  return op.CallFast(args, nargs);
+PyObject* NonZero(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("NonZero", "non_zero", {"x", "count"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* NonZero(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ScatterElements(data, indices, updates, axis, reduction), declared at cpp/ops/index_ops.cc:208.
 %{
 namespace opforge { namespace gen {
-PyObject* ScatterElements(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ScatterElements");
-  return op.CallFast(args, nargs);
+PyObject* ScatterElements(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ScatterElements", "scatter_elements", {"data", "indices", "updates", "axis", "reduction"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* ScatterElements(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ScatterND(data, indices, updates, reduction), declared at cpp/ops/index_ops.cc:160.
 %{
 namespace opforge { namespace gen {
-PyObject* ScatterND(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ScatterND");
-  return op.CallFast(args, nargs);
+PyObject* ScatterND(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ScatterND", "scatter_nd", {"data", "indices", "updates", "reduction"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,26 +61,26 @@ PyObject* ScatterND(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // TopK(x, k, axis, largest, sorted), declared at cpp/ops/index_ops.cc:236.
 %{
 namespace opforge { namespace gen {
-PyObject* TopK(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("TopK");
-  return op.CallFast(args, nargs);
+PyObject* TopK(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("TopK", "top_k", {"x", "k", "axis", "largest", "sorted"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_index_methods[] = {
-  {"GatherElements", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GatherElements)), METH_FASTCALL,
+  {"GatherElements", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GatherElements)), METH_FASTCALL | METH_KEYWORDS,
    "GatherElements(params, indices, axis=0) -> Tensor\n\nPicks one element of params along axis per element of indices."},
-  {"GatherND", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GatherND)), METH_FASTCALL,
+  {"GatherND", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GatherND)), METH_FASTCALL | METH_KEYWORDS,
    "GatherND(params, indices) -> Tensor\n\nGathers slices of params addressed by the index tuples in the last dim of indices."},
-  {"NonZero", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::NonZero)), METH_FASTCALL,
+  {"NonZero", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::NonZero)), METH_FASTCALL | METH_KEYWORDS,
    "NonZero(x, count) -> Tensor\n\nThe positions of the nonzero elements of x, one column per element, in row-major order."},
-  {"ScatterElements", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ScatterElements)), METH_FASTCALL,
+  {"ScatterElements", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ScatterElements)), METH_FASTCALL | METH_KEYWORDS,
    "ScatterElements(data, indices, updates, axis=0, reduction=\"none\") -> Tensor\n\nReturns a copy of data with updates written along axis at the positions indices give."},
-  {"ScatterND", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ScatterND)), METH_FASTCALL,
+  {"ScatterND", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ScatterND)), METH_FASTCALL | METH_KEYWORDS,
    "ScatterND(data, indices, updates, reduction=\"none\") -> Tensor\n\nReturns a copy of data with the slices addressed by indices replaced by (or combined with) updates."},
-  {"TopK", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::TopK)), METH_FASTCALL,
+  {"TopK", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::TopK)), METH_FASTCALL | METH_KEYWORDS,
    "TopK(x, k, axis=-1, largest=True, sorted=True) -> tuple[Tensor, Tensor]\n\nThe k largest (or smallest) elements along axis and their positions."},
   {nullptr, nullptr, 0, nullptr},
 };

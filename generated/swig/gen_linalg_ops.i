@@ -2,16 +2,18 @@
 // registry fingerprint: f64007ab5b9c92a7
 // The linalg ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // FusedMatMul(a, b, bias, transpose_a, transpose_b, activation), declared at cpp/ops/linalg_ops.cc:116.
 %{
 namespace opforge { namespace gen {
-PyObject* FusedMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("FusedMatMul");
-  return op.CallFast(args, nargs);
+PyObject* FusedMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("FusedMatMul", "fused_mat_mul", {"a", "b", "bias", "transpose_a", "transpose_b", "activation"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* FusedMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // FusedMatMulActivationGrad(dy, y, a, b, bias, transpose_a, transpose_b, activation), declared at cpp/ops/linalg_ops.cc:173.
 %{
 namespace opforge { namespace gen {
-PyObject* FusedMatMulActivationGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("FusedMatMulActivationGrad");
-  return op.CallFast(args, nargs);
+PyObject* FusedMatMulActivationGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("FusedMatMulActivationGrad", "fused_mat_mul_activation_grad", {"dy", "y", "a", "b", "bias", "transpose_a", "transpose_b", "activation"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* FusedMatMulActivationGrad(PyObject*, PyObject* const* args, Py_ssize_t
 // FusedMatMulActivationGradGrad(ddpre, dy, y, a, b, bias, transpose_a, transpose_b, activation), declared at cpp/ops/linalg_ops.cc:220.
 %{
 namespace opforge { namespace gen {
-PyObject* FusedMatMulActivationGradGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("FusedMatMulActivationGradGrad");
-  return op.CallFast(args, nargs);
+PyObject* FusedMatMulActivationGradGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("FusedMatMulActivationGradGrad", "fused_mat_mul_activation_grad_grad", {"ddpre", "dy", "y", "a", "b", "bias", "transpose_a", "transpose_b", "activation"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,22 +41,22 @@ PyObject* FusedMatMulActivationGradGrad(PyObject*, PyObject* const* args, Py_ssi
 // MatMul(a, b, transpose_a, transpose_b), declared at cpp/ops/linalg_ops.cc:256.
 %{
 namespace opforge { namespace gen {
-PyObject* MatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("MatMul");
-  return op.CallFast(args, nargs);
+PyObject* MatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("MatMul", "mat_mul", {"a", "b", "transpose_a", "transpose_b"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_linalg_methods[] = {
-  {"FusedMatMul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedMatMul)), METH_FASTCALL,
+  {"FusedMatMul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedMatMul)), METH_FASTCALL | METH_KEYWORDS,
    "FusedMatMul(a, b, bias, transpose_a=False, transpose_b=False, activation=\"none\") -> Tensor\n\nactivation(a @ b + bias) in one pass: the bias and the activation are applied to each output tile of the GEMM while it is still in cache."},
-  {"FusedMatMulActivationGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedMatMulActivationGrad)), METH_FASTCALL,
+  {"FusedMatMulActivationGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedMatMulActivationGrad)), METH_FASTCALL | METH_KEYWORDS,
    "FusedMatMulActivationGrad(dy, y, a, b, bias, transpose_a=False, transpose_b=False, activation=\"none\") -> Tensor\n\nThe gradient of a FusedMatMul's pre-activation a @ b + bias, given the gradient dy of its output y: dy * activation'(pre). relu, sigmoid and none read y; gelu and silu recompute pre (one GEMM) from a, b and bias."},
-  {"FusedMatMulActivationGradGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedMatMulActivationGradGrad)), METH_FASTCALL,
+  {"FusedMatMulActivationGradGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedMatMulActivationGradGrad)), METH_FASTCALL | METH_KEYWORDS,
    "FusedMatMulActivationGradGrad(ddpre, dy, y, a, b, bias, transpose_a=False, transpose_b=False, activation=\"none\") -> Tensor\n\nThe second-order term of a FusedMatMul's gradient: the gradient of FusedMatMulActivationGrad's dpre = dy * act'(pre) with respect to the pre-activation pre = a @ b + bias, ddpre * dy * act''(pre). Exactly zero for 'none' and 'relu' (act'' is 0 almost everywhere); 'gelu', 'silu' and 'sigmoid' raise UnimplementedError (their second derivatives through the fused op are not implemented; the unfused ops have them)."},
-  {"MatMul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MatMul)), METH_FASTCALL,
+  {"MatMul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MatMul)), METH_FASTCALL | METH_KEYWORDS,
    "MatMul(a, b, transpose_a=False, transpose_b=False) -> Tensor\n\nMultiplies matrices, with numpy.matmul semantics."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: 74af0e308f009fbc
 // The math ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // Abs(x), declared at cpp/ops/math_ops.cc:173.
 %{
 namespace opforge { namespace gen {
-PyObject* Abs(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Abs");
-  return op.CallFast(args, nargs);
+PyObject* Abs(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Abs", "abs", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* Abs(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Add(x, y), declared at cpp/ops/math_ops.cc:10.
 %{
 namespace opforge { namespace gen {
-PyObject* Add(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Add");
-  return op.CallFast(args, nargs);
+PyObject* Add(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Add", "add", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* Add(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Cos(x), declared at cpp/ops/math_ops.cc:289.
 %{
 namespace opforge { namespace gen {
-PyObject* Cos(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Cos");
-  return op.CallFast(args, nargs);
+PyObject* Cos(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Cos", "cos", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* Cos(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Div(x, y), declared at cpp/ops/math_ops.cc:70.
 %{
 namespace opforge { namespace gen {
-PyObject* Div(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Div");
-  return op.CallFast(args, nargs);
+PyObject* Div(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Div", "div", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* Div(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Equal(x, y), declared at cpp/ops/math_ops.cc:340.
 %{
 namespace opforge { namespace gen {
-PyObject* Equal(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Equal");
-  return op.CallFast(args, nargs);
+PyObject* Equal(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Equal", "equal", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,9 +61,9 @@ PyObject* Equal(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Exp(x), declared at cpp/ops/math_ops.cc:222.
 %{
 namespace opforge { namespace gen {
-PyObject* Exp(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Exp");
-  return op.CallFast(args, nargs);
+PyObject* Exp(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Exp", "exp", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -69,9 +71,9 @@ PyObject* Exp(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Greater(x, y), declared at cpp/ops/math_ops.cc:416.
 %{
 namespace opforge { namespace gen {
-PyObject* Greater(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Greater");
-  return op.CallFast(args, nargs);
+PyObject* Greater(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Greater", "greater", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -79,9 +81,9 @@ PyObject* Greater(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // GreaterEqual(x, y), declared at cpp/ops/math_ops.cc:435.
 %{
 namespace opforge { namespace gen {
-PyObject* GreaterEqual(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("GreaterEqual");
-  return op.CallFast(args, nargs);
+PyObject* GreaterEqual(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("GreaterEqual", "greater_equal", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -89,9 +91,9 @@ PyObject* GreaterEqual(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Less(x, y), declared at cpp/ops/math_ops.cc:378.
 %{
 namespace opforge { namespace gen {
-PyObject* Less(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Less");
-  return op.CallFast(args, nargs);
+PyObject* Less(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Less", "less", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -99,9 +101,9 @@ PyObject* Less(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // LessEqual(x, y), declared at cpp/ops/math_ops.cc:397.
 %{
 namespace opforge { namespace gen {
-PyObject* LessEqual(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("LessEqual");
-  return op.CallFast(args, nargs);
+PyObject* LessEqual(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("LessEqual", "less_equal", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -109,9 +111,9 @@ PyObject* LessEqual(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Log(x), declared at cpp/ops/math_ops.cc:239.
 %{
 namespace opforge { namespace gen {
-PyObject* Log(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Log");
-  return op.CallFast(args, nargs);
+PyObject* Log(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Log", "log", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -119,9 +121,9 @@ PyObject* Log(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // LogicalAnd(x, y), declared at cpp/ops/math_ops.cc:456.
 %{
 namespace opforge { namespace gen {
-PyObject* LogicalAnd(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("LogicalAnd");
-  return op.CallFast(args, nargs);
+PyObject* LogicalAnd(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("LogicalAnd", "logical_and", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -129,9 +131,9 @@ PyObject* LogicalAnd(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // LogicalNot(x), declared at cpp/ops/math_ops.cc:492.
 %{
 namespace opforge { namespace gen {
-PyObject* LogicalNot(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("LogicalNot");
-  return op.CallFast(args, nargs);
+PyObject* LogicalNot(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("LogicalNot", "logical_not", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -139,9 +141,9 @@ PyObject* LogicalNot(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // LogicalOr(x, y), declared at cpp/ops/math_ops.cc:474.
 %{
 namespace opforge { namespace gen {
-PyObject* LogicalOr(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("LogicalOr");
-  return op.CallFast(args, nargs);
+PyObject* LogicalOr(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("LogicalOr", "logical_or", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -149,9 +151,9 @@ PyObject* LogicalOr(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Maximum(x, y), declared at cpp/ops/math_ops.cc:91.
 %{
 namespace opforge { namespace gen {
-PyObject* Maximum(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Maximum");
-  return op.CallFast(args, nargs);
+PyObject* Maximum(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Maximum", "maximum", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -159,9 +161,9 @@ PyObject* Maximum(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Minimum(x, y), declared at cpp/ops/math_ops.cc:111.
 %{
 namespace opforge { namespace gen {
-PyObject* Minimum(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Minimum");
-  return op.CallFast(args, nargs);
+PyObject* Minimum(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Minimum", "minimum", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -169,9 +171,9 @@ PyObject* Minimum(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Mul(x, y), declared at cpp/ops/math_ops.cc:50.
 %{
 namespace opforge { namespace gen {
-PyObject* Mul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Mul");
-  return op.CallFast(args, nargs);
+PyObject* Mul(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Mul", "mul", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -179,9 +181,9 @@ PyObject* Mul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Neg(x), declared at cpp/ops/math_ops.cc:156.
 %{
 namespace opforge { namespace gen {
-PyObject* Neg(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Neg");
-  return op.CallFast(args, nargs);
+PyObject* Neg(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Neg", "neg", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -189,9 +191,9 @@ PyObject* Neg(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // NotEqual(x, y), declared at cpp/ops/math_ops.cc:359.
 %{
 namespace opforge { namespace gen {
-PyObject* NotEqual(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("NotEqual");
-  return op.CallFast(args, nargs);
+PyObject* NotEqual(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("NotEqual", "not_equal", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -199,9 +201,9 @@ PyObject* NotEqual(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Pow(x, y), declared at cpp/ops/math_ops.cc:131.
 %{
 namespace opforge { namespace gen {
-PyObject* Pow(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Pow");
-  return op.CallFast(args, nargs);
+PyObject* Pow(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Pow", "pow", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -209,9 +211,9 @@ PyObject* Pow(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Relu(x), declared at cpp/ops/math_ops.cc:206.
 %{
 namespace opforge { namespace gen {
-PyObject* Relu(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Relu");
-  return op.CallFast(args, nargs);
+PyObject* Relu(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Relu", "relu", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -219,9 +221,9 @@ PyObject* Relu(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Select(condition, x, y), declared at cpp/ops/math_ops.cc:509.
 %{
 namespace opforge { namespace gen {
-PyObject* Select(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Select");
-  return op.CallFast(args, nargs);
+PyObject* Select(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Select", "select", {"condition", "x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -229,9 +231,9 @@ PyObject* Select(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Sigmoid(x), declared at cpp/ops/math_ops.cc:321.
 %{
 namespace opforge { namespace gen {
-PyObject* Sigmoid(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Sigmoid");
-  return op.CallFast(args, nargs);
+PyObject* Sigmoid(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Sigmoid", "sigmoid", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -239,9 +241,9 @@ PyObject* Sigmoid(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Sin(x), declared at cpp/ops/math_ops.cc:273.
 %{
 namespace opforge { namespace gen {
-PyObject* Sin(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Sin");
-  return op.CallFast(args, nargs);
+PyObject* Sin(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Sin", "sin", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -249,9 +251,9 @@ PyObject* Sin(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Sqrt(x), declared at cpp/ops/math_ops.cc:256.
 %{
 namespace opforge { namespace gen {
-PyObject* Sqrt(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Sqrt");
-  return op.CallFast(args, nargs);
+PyObject* Sqrt(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Sqrt", "sqrt", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -259,9 +261,9 @@ PyObject* Sqrt(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Square(x), declared at cpp/ops/math_ops.cc:190.
 %{
 namespace opforge { namespace gen {
-PyObject* Square(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Square");
-  return op.CallFast(args, nargs);
+PyObject* Square(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Square", "square", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -269,9 +271,9 @@ PyObject* Square(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Sub(x, y), declared at cpp/ops/math_ops.cc:30.
 %{
 namespace opforge { namespace gen {
-PyObject* Sub(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Sub");
-  return op.CallFast(args, nargs);
+PyObject* Sub(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Sub", "sub", {"x", "y"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -279,70 +281,70 @@ PyObject* Sub(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Tanh(x), declared at cpp/ops/math_ops.cc:305.
 %{
 namespace opforge { namespace gen {
-PyObject* Tanh(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Tanh");
-  return op.CallFast(args, nargs);
+PyObject* Tanh(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Tanh", "tanh", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_math_methods[] = {
-  {"Abs", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Abs)), METH_FASTCALL,
+  {"Abs", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Abs)), METH_FASTCALL | METH_KEYWORDS,
    "Abs(x) -> Tensor\n\nReturns the absolute value of x element-wise."},
-  {"Add", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Add)), METH_FASTCALL,
+  {"Add", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Add)), METH_FASTCALL | METH_KEYWORDS,
    "Add(x, y) -> Tensor\n\nReturns x + y element-wise, with numpy broadcasting."},
-  {"Cos", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Cos)), METH_FASTCALL,
+  {"Cos", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Cos)), METH_FASTCALL | METH_KEYWORDS,
    "Cos(x) -> Tensor\n\nReturns the cosine of x element-wise."},
-  {"Div", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Div)), METH_FASTCALL,
+  {"Div", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Div)), METH_FASTCALL | METH_KEYWORDS,
    "Div(x, y) -> Tensor\n\nReturns x / y element-wise (true division), with numpy broadcasting."},
-  {"Equal", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Equal)), METH_FASTCALL,
+  {"Equal", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Equal)), METH_FASTCALL | METH_KEYWORDS,
    "Equal(x, y) -> Tensor\n\nReturns the truth value of x == y element-wise, with numpy broadcasting."},
-  {"Exp", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Exp)), METH_FASTCALL,
+  {"Exp", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Exp)), METH_FASTCALL | METH_KEYWORDS,
    "Exp(x) -> Tensor\n\nReturns e raised to the power x element-wise."},
-  {"Greater", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Greater)), METH_FASTCALL,
+  {"Greater", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Greater)), METH_FASTCALL | METH_KEYWORDS,
    "Greater(x, y) -> Tensor\n\nReturns the truth value of x > y element-wise, with numpy broadcasting."},
-  {"GreaterEqual", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GreaterEqual)), METH_FASTCALL,
+  {"GreaterEqual", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GreaterEqual)), METH_FASTCALL | METH_KEYWORDS,
    "GreaterEqual(x, y) -> Tensor\n\nReturns the truth value of x >= y element-wise, with numpy broadcasting."},
-  {"Less", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Less)), METH_FASTCALL,
+  {"Less", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Less)), METH_FASTCALL | METH_KEYWORDS,
    "Less(x, y) -> Tensor\n\nReturns the truth value of x < y element-wise, with numpy broadcasting."},
-  {"LessEqual", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LessEqual)), METH_FASTCALL,
+  {"LessEqual", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LessEqual)), METH_FASTCALL | METH_KEYWORDS,
    "LessEqual(x, y) -> Tensor\n\nReturns the truth value of x <= y element-wise, with numpy broadcasting."},
-  {"Log", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Log)), METH_FASTCALL,
+  {"Log", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Log)), METH_FASTCALL | METH_KEYWORDS,
    "Log(x) -> Tensor\n\nReturns the natural logarithm of x element-wise."},
-  {"LogicalAnd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LogicalAnd)), METH_FASTCALL,
+  {"LogicalAnd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LogicalAnd)), METH_FASTCALL | METH_KEYWORDS,
    "LogicalAnd(x, y) -> Tensor\n\nReturns the truth value of x AND y element-wise, with numpy broadcasting."},
-  {"LogicalNot", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LogicalNot)), METH_FASTCALL,
+  {"LogicalNot", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LogicalNot)), METH_FASTCALL | METH_KEYWORDS,
    "LogicalNot(x) -> Tensor\n\nReturns the truth value of NOT x element-wise."},
-  {"LogicalOr", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LogicalOr)), METH_FASTCALL,
+  {"LogicalOr", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LogicalOr)), METH_FASTCALL | METH_KEYWORDS,
    "LogicalOr(x, y) -> Tensor\n\nReturns the truth value of x OR y element-wise, with numpy broadcasting."},
-  {"Maximum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Maximum)), METH_FASTCALL,
+  {"Maximum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Maximum)), METH_FASTCALL | METH_KEYWORDS,
    "Maximum(x, y) -> Tensor\n\nReturns the element-wise maximum of x and y, with numpy broadcasting."},
-  {"Minimum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Minimum)), METH_FASTCALL,
+  {"Minimum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Minimum)), METH_FASTCALL | METH_KEYWORDS,
    "Minimum(x, y) -> Tensor\n\nReturns the element-wise minimum of x and y, with numpy broadcasting."},
-  {"Mul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Mul)), METH_FASTCALL,
+  {"Mul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Mul)), METH_FASTCALL | METH_KEYWORDS,
    "Mul(x, y) -> Tensor\n\nReturns x * y element-wise, with numpy broadcasting."},
-  {"Neg", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Neg)), METH_FASTCALL,
+  {"Neg", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Neg)), METH_FASTCALL | METH_KEYWORDS,
    "Neg(x) -> Tensor\n\nReturns -x element-wise."},
-  {"NotEqual", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::NotEqual)), METH_FASTCALL,
+  {"NotEqual", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::NotEqual)), METH_FASTCALL | METH_KEYWORDS,
    "NotEqual(x, y) -> Tensor\n\nReturns the truth value of x != y element-wise, with numpy broadcasting."},
-  {"Pow", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Pow)), METH_FASTCALL,
+  {"Pow", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Pow)), METH_FASTCALL | METH_KEYWORDS,
    "Pow(x, y) -> Tensor\n\nReturns x raised to the power y element-wise, with numpy broadcasting."},
-  {"Relu", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Relu)), METH_FASTCALL,
+  {"Relu", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Relu)), METH_FASTCALL | METH_KEYWORDS,
    "Relu(x) -> Tensor\n\nReturns the rectified linear unit max(x, 0) element-wise."},
-  {"Select", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Select)), METH_FASTCALL,
+  {"Select", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Select)), METH_FASTCALL | METH_KEYWORDS,
    "Select(condition, x, y) -> Tensor\n\nPicks elements from x where condition is True and from y elsewhere."},
-  {"Sigmoid", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sigmoid)), METH_FASTCALL,
+  {"Sigmoid", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sigmoid)), METH_FASTCALL | METH_KEYWORDS,
    "Sigmoid(x) -> Tensor\n\nReturns the logistic sigmoid 1 / (1 + exp(-x)) element-wise."},
-  {"Sin", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sin)), METH_FASTCALL,
+  {"Sin", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sin)), METH_FASTCALL | METH_KEYWORDS,
    "Sin(x) -> Tensor\n\nReturns the sine of x element-wise."},
-  {"Sqrt", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sqrt)), METH_FASTCALL,
+  {"Sqrt", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sqrt)), METH_FASTCALL | METH_KEYWORDS,
    "Sqrt(x) -> Tensor\n\nReturns the non-negative square root of x element-wise."},
-  {"Square", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Square)), METH_FASTCALL,
+  {"Square", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Square)), METH_FASTCALL | METH_KEYWORDS,
    "Square(x) -> Tensor\n\nReturns x * x element-wise."},
-  {"Sub", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sub)), METH_FASTCALL,
+  {"Sub", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sub)), METH_FASTCALL | METH_KEYWORDS,
    "Sub(x, y) -> Tensor\n\nReturns x - y element-wise, with numpy broadcasting."},
-  {"Tanh", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Tanh)), METH_FASTCALL,
+  {"Tanh", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Tanh)), METH_FASTCALL | METH_KEYWORDS,
    "Tanh(x) -> Tensor\n\nReturns the hyperbolic tangent of x element-wise."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: eea82b58c7a02dcf
 // The nchwc ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // Conv2DNchwc(x, filter, bias, residual, scale, filter_shape, block, groups, strides, pads, dilations, activation, input_layout), declared at cpp/ops/nchwc_ops.cc:211.
 %{
 namespace opforge { namespace gen {
-PyObject* Conv2DNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Conv2DNchwc");
-  return op.CallFast(args, nargs);
+PyObject* Conv2DNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Conv2DNchwc", "conv2d_nchwc", {"x", "filter", "bias", "residual", "scale", "filter_shape", "block", "groups", "strides", "pads", "dilations", "activation", "input_layout"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* Conv2DNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // GlobalAveragePoolNchwc(x, block), declared at cpp/ops/nchwc_ops.cc:253.
 %{
 namespace opforge { namespace gen {
-PyObject* GlobalAveragePoolNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("GlobalAveragePoolNchwc");
-  return op.CallFast(args, nargs);
+PyObject* GlobalAveragePoolNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("GlobalAveragePoolNchwc", "global_average_pool_nchwc", {"x", "block"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* GlobalAveragePoolNchwc(PyObject*, PyObject* const* args, Py_ssize_t na
 // NchwcBlockSize(), declared at cpp/ops/nchwc_ops.cc:163.
 %{
 namespace opforge { namespace gen {
-PyObject* NchwcBlockSize(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("NchwcBlockSize");
-  return op.CallFast(args, nargs);
+PyObject* NchwcBlockSize(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("NchwcBlockSize", "nchwc_block_size", {});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* NchwcBlockSize(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ReorderFromNchwc(x, channels, block), declared at cpp/ops/nchwc_ops.cc:194.
 %{
 namespace opforge { namespace gen {
-PyObject* ReorderFromNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ReorderFromNchwc");
-  return op.CallFast(args, nargs);
+PyObject* ReorderFromNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ReorderFromNchwc", "reorder_from_nchwc", {"x", "channels", "block"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,24 +51,24 @@ PyObject* ReorderFromNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ReorderToNchwc(x, block), declared at cpp/ops/nchwc_ops.cc:179.
 %{
 namespace opforge { namespace gen {
-PyObject* ReorderToNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ReorderToNchwc");
-  return op.CallFast(args, nargs);
+PyObject* ReorderToNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ReorderToNchwc", "reorder_to_nchwc", {"x", "block"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_nchwc_methods[] = {
-  {"Conv2DNchwc", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DNchwc)), METH_FASTCALL,
+  {"Conv2DNchwc", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DNchwc)), METH_FASTCALL | METH_KEYWORDS,
    "Conv2DNchwc(x, filter, bias, residual, scale, filter_shape, block, groups=1, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), activation=\"none\", input_layout=\"nchwc\") -> Tensor\n\nactivation(Conv2D(x * scale, W) + bias + residual) in the NCHWc layout: y is [N, ceil(O / block), OH, OW, block]."},
-  {"GlobalAveragePoolNchwc", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GlobalAveragePoolNchwc)), METH_FASTCALL,
+  {"GlobalAveragePoolNchwc", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GlobalAveragePoolNchwc)), METH_FASTCALL | METH_KEYWORDS,
    "GlobalAveragePoolNchwc(x, block) -> Tensor\n\nThe mean over height and width of an NCHWc tensor: [N, Cb, H, W, block] -> [N, Cb, 1, 1, block]."},
-  {"NchwcBlockSize", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::NchwcBlockSize)), METH_FASTCALL,
+  {"NchwcBlockSize", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::NchwcBlockSize)), METH_FASTCALL | METH_KEYWORDS,
    "NchwcBlockSize() -> Tensor\n\nThe channel block of the NCHWc layout on this CPU: 16 on AVX-512, else 8."},
-  {"ReorderFromNchwc", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReorderFromNchwc)), METH_FASTCALL,
+  {"ReorderFromNchwc", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReorderFromNchwc)), METH_FASTCALL | METH_KEYWORDS,
    "ReorderFromNchwc(x, channels, block) -> Tensor\n\nNCHWc -> NCHW: [N, ceil(C / block), H, W, block] to [N, C, H, W], the padding lanes dropped."},
-  {"ReorderToNchwc", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReorderToNchwc)), METH_FASTCALL,
+  {"ReorderToNchwc", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReorderToNchwc)), METH_FASTCALL | METH_KEYWORDS,
    "ReorderToNchwc(x, block) -> Tensor\n\nNCHW -> NCHWc: [N, C, H, W] to [N, ceil(C / block), H, W, block], the lanes past C zero."},
   {nullptr, nullptr, 0, nullptr},
 };

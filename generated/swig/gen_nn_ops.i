@@ -2,16 +2,18 @@
 // registry fingerprint: 8d388d925f1dedc0
 // The nn ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // DropoutMask(x, rate, seed), declared at cpp/ops/nn_ops.cc:419.
 %{
 namespace opforge { namespace gen {
-PyObject* DropoutMask(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("DropoutMask");
-  return op.CallFast(args, nargs);
+PyObject* DropoutMask(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("DropoutMask", "dropout_mask", {"x", "rate", "seed"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* DropoutMask(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Gather(params, indices), declared at cpp/ops/nn_ops.cc:346.
 %{
 namespace opforge { namespace gen {
-PyObject* Gather(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Gather");
-  return op.CallFast(args, nargs);
+PyObject* Gather(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Gather", "gather", {"params", "indices"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* Gather(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // GatherGrad(params, indices, dy), declared at cpp/ops/nn_ops.cc:367.
 %{
 namespace opforge { namespace gen {
-PyObject* GatherGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("GatherGrad");
-  return op.CallFast(args, nargs);
+PyObject* GatherGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("GatherGrad", "gather_grad", {"params", "indices", "dy"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* GatherGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Gelu(x), declared at cpp/ops/nn_ops.cc:221.
 %{
 namespace opforge { namespace gen {
-PyObject* Gelu(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Gelu");
-  return op.CallFast(args, nargs);
+PyObject* Gelu(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Gelu", "gelu", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* Gelu(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // GeluGrad(dy, x), declared at cpp/ops/nn_ops.cc:259.
 %{
 namespace opforge { namespace gen {
-PyObject* GeluGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("GeluGrad");
-  return op.CallFast(args, nargs);
+PyObject* GeluGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("GeluGrad", "gelu_grad", {"dy", "x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,9 +61,9 @@ PyObject* GeluGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // GeluTanh(x), declared at cpp/ops/nn_ops.cc:238.
 %{
 namespace opforge { namespace gen {
-PyObject* GeluTanh(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("GeluTanh");
-  return op.CallFast(args, nargs);
+PyObject* GeluTanh(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("GeluTanh", "gelu_tanh", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -69,9 +71,9 @@ PyObject* GeluTanh(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // LayerNorm(x, weight, bias, epsilon), declared at cpp/ops/nn_ops.cc:277.
 %{
 namespace opforge { namespace gen {
-PyObject* LayerNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("LayerNorm");
-  return op.CallFast(args, nargs);
+PyObject* LayerNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("LayerNorm", "layer_norm", {"x", "weight", "bias", "epsilon"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -79,9 +81,9 @@ PyObject* LayerNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // LayerNormGrad(dy, x, weight, epsilon), declared at cpp/ops/nn_ops.cc:301.
 %{
 namespace opforge { namespace gen {
-PyObject* LayerNormGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("LayerNormGrad");
-  return op.CallFast(args, nargs);
+PyObject* LayerNormGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("LayerNormGrad", "layer_norm_grad", {"dy", "x", "weight", "epsilon"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -89,9 +91,9 @@ PyObject* LayerNormGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // LogSoftmax(logits, axis), declared at cpp/ops/nn_ops.cc:59.
 %{
 namespace opforge { namespace gen {
-PyObject* LogSoftmax(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("LogSoftmax");
-  return op.CallFast(args, nargs);
+PyObject* LogSoftmax(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("LogSoftmax", "log_softmax", {"logits", "axis"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -99,9 +101,9 @@ PyObject* LogSoftmax(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // RmsNorm(x, weight, epsilon), declared at cpp/ops/nn_ops.cc:82.
 %{
 namespace opforge { namespace gen {
-PyObject* RmsNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("RmsNorm");
-  return op.CallFast(args, nargs);
+PyObject* RmsNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("RmsNorm", "rms_norm", {"x", "weight", "epsilon"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -109,9 +111,9 @@ PyObject* RmsNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Softmax(logits, axis), declared at cpp/ops/nn_ops.cc:35.
 %{
 namespace opforge { namespace gen {
-PyObject* Softmax(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Softmax");
-  return op.CallFast(args, nargs);
+PyObject* Softmax(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Softmax", "softmax", {"logits", "axis"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -119,38 +121,38 @@ PyObject* Softmax(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // SparseSoftmaxCrossEntropyWithLogits(features, labels), declared at cpp/ops/nn_ops.cc:391.
 %{
 namespace opforge { namespace gen {
-PyObject* SparseSoftmaxCrossEntropyWithLogits(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("SparseSoftmaxCrossEntropyWithLogits");
-  return op.CallFast(args, nargs);
+PyObject* SparseSoftmaxCrossEntropyWithLogits(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("SparseSoftmaxCrossEntropyWithLogits", "sparse_softmax_cross_entropy_with_logits", {"features", "labels"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_nn_methods[] = {
-  {"DropoutMask", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::DropoutMask)), METH_FASTCALL,
+  {"DropoutMask", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::DropoutMask)), METH_FASTCALL | METH_KEYWORDS,
    "DropoutMask(x, rate, seed=0) -> Tensor\n\nA dropout mask for x: each element is 0 with probability rate, else 1 / (1 - rate)."},
-  {"Gather", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Gather)), METH_FASTCALL,
+  {"Gather", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Gather)), METH_FASTCALL | METH_KEYWORDS,
    "Gather(params, indices) -> Tensor\n\nGathers rows of params (axis 0) at the given indices: an embedding lookup."},
-  {"GatherGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GatherGrad)), METH_FASTCALL,
+  {"GatherGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GatherGrad)), METH_FASTCALL | METH_KEYWORDS,
    "GatherGrad(params, indices, dy) -> Tensor\n\nThe backward op of Gather: scatter-adds the rows of dy into a zero tensor of params' shape."},
-  {"Gelu", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Gelu)), METH_FASTCALL,
+  {"Gelu", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Gelu)), METH_FASTCALL | METH_KEYWORDS,
    "Gelu(x) -> Tensor\n\nComputes the exact (erf-based) Gaussian error linear unit element-wise."},
-  {"GeluGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GeluGrad)), METH_FASTCALL,
+  {"GeluGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GeluGrad)), METH_FASTCALL | METH_KEYWORDS,
    "GeluGrad(dy, x) -> Tensor\n\nThe backward op of Gelu: dy * (Phi(x) + x * phi(x)), Phi and phi the standard normal CDF and density."},
-  {"GeluTanh", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GeluTanh)), METH_FASTCALL,
+  {"GeluTanh", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::GeluTanh)), METH_FASTCALL | METH_KEYWORDS,
    "GeluTanh(x) -> Tensor\n\nThe tanh approximation of GELU in one pass: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."},
-  {"LayerNorm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LayerNorm)), METH_FASTCALL,
+  {"LayerNorm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LayerNorm)), METH_FASTCALL | METH_KEYWORDS,
    "LayerNorm(x, weight, bias, epsilon=1e-05) -> Tensor\n\nNormalises over the last axis to zero mean and unit variance, then scales and shifts per feature."},
-  {"LayerNormGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LayerNormGrad)), METH_FASTCALL,
+  {"LayerNormGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LayerNormGrad)), METH_FASTCALL | METH_KEYWORDS,
    "LayerNormGrad(dy, x, weight, epsilon=1e-05) -> tuple[Tensor, Tensor, Tensor]\n\nThe backward op of LayerNorm: the gradients with respect to x, weight and bias, in one pass over the rows."},
-  {"LogSoftmax", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LogSoftmax)), METH_FASTCALL,
+  {"LogSoftmax", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::LogSoftmax)), METH_FASTCALL | METH_KEYWORDS,
    "LogSoftmax(logits, axis=-1) -> Tensor\n\nComputes log(softmax(logits)) along one axis, without forming softmax."},
-  {"RmsNorm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RmsNorm)), METH_FASTCALL,
+  {"RmsNorm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RmsNorm)), METH_FASTCALL | METH_KEYWORDS,
    "RmsNorm(x, weight, epsilon=1e-06) -> Tensor\n\nApplies root-mean-square normalisation over the last axis, then a per-feature scale."},
-  {"Softmax", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Softmax)), METH_FASTCALL,
+  {"Softmax", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Softmax)), METH_FASTCALL | METH_KEYWORDS,
    "Softmax(logits, axis=-1) -> Tensor\n\nComputes softmax along one axis: exp(logits) normalised to sum to 1."},
-  {"SparseSoftmaxCrossEntropyWithLogits", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::SparseSoftmaxCrossEntropyWithLogits)), METH_FASTCALL,
+  {"SparseSoftmaxCrossEntropyWithLogits", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::SparseSoftmaxCrossEntropyWithLogits)), METH_FASTCALL | METH_KEYWORDS,
    "SparseSoftmaxCrossEntropyWithLogits(features, labels) -> tuple[Tensor, Tensor]\n\nSoftmax cross-entropy with integer class labels, per example, and its gradient, in one numerically stable pass."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: d00d2210998c47ef
 // The norm ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // BatchNorm(x, scale, offset, mean, variance, epsilon, training), declared at cpp/ops/norm_ops.cc:67.
 %{
 namespace opforge { namespace gen {
-PyObject* BatchNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("BatchNorm");
-  return op.CallFast(args, nargs);
+PyObject* BatchNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("BatchNorm", "batch_norm", {"x", "scale", "offset", "mean", "variance", "epsilon", "training"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,18 +21,18 @@ PyObject* BatchNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // BatchNormGrad(dy, x, scale, mean, variance, dbatch_mean, dbatch_var, epsilon, training), declared at cpp/ops/norm_ops.cc:102.
 %{
 namespace opforge { namespace gen {
-PyObject* BatchNormGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("BatchNormGrad");
-  return op.CallFast(args, nargs);
+PyObject* BatchNormGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("BatchNormGrad", "batch_norm_grad", {"dy", "x", "scale", "mean", "variance", "dbatch_mean", "dbatch_var", "epsilon", "training"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_norm_methods[] = {
-  {"BatchNorm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BatchNorm)), METH_FASTCALL,
+  {"BatchNorm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BatchNorm)), METH_FASTCALL | METH_KEYWORDS,
    "BatchNorm(x, scale, offset, mean, variance, epsilon=1e-05, training=False) -> tuple[Tensor, Tensor, Tensor]\n\nBatch normalization over axis 1 of [N, C, ...] input, as torch.nn.functional.batch_norm and ONNX BatchNormalization."},
-  {"BatchNormGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BatchNormGrad)), METH_FASTCALL,
+  {"BatchNormGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::BatchNormGrad)), METH_FASTCALL | METH_KEYWORDS,
    "BatchNormGrad(dy, x, scale, mean, variance, dbatch_mean, dbatch_var, epsilon=1e-05, training=False) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]\n\nThe backward op of BatchNorm: the gradients of x, scale, offset, mean and variance."},
   {nullptr, nullptr, 0, nullptr},
 };

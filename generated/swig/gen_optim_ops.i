@@ -2,16 +2,18 @@
 // registry fingerprint: b6690ebb919135f3
 // The optim ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // ApplyAdam(var, m, v, grad, lr, step, beta1, beta2, epsilon, weight_decay), declared at cpp/ops/optim_ops.cc:107.
 %{
 namespace opforge { namespace gen {
-PyObject* ApplyAdam(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ApplyAdam");
-  return op.CallFast(args, nargs);
+PyObject* ApplyAdam(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ApplyAdam", "apply_adam", {"var", "m", "v", "grad", "lr", "step", "beta1", "beta2", "epsilon", "weight_decay"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* ApplyAdam(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ApplyGradientDescent(var, grad, lr, weight_decay), declared at cpp/ops/optim_ops.cc:59.
 %{
 namespace opforge { namespace gen {
-PyObject* ApplyGradientDescent(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ApplyGradientDescent");
-  return op.CallFast(args, nargs);
+PyObject* ApplyGradientDescent(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ApplyGradientDescent", "apply_gradient_descent", {"var", "grad", "lr", "weight_decay"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,20 +31,20 @@ PyObject* ApplyGradientDescent(PyObject*, PyObject* const* args, Py_ssize_t narg
 // ApplyMomentum(var, accum, grad, lr, momentum, weight_decay, nesterov), declared at cpp/ops/optim_ops.cc:78.
 %{
 namespace opforge { namespace gen {
-PyObject* ApplyMomentum(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ApplyMomentum");
-  return op.CallFast(args, nargs);
+PyObject* ApplyMomentum(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ApplyMomentum", "apply_momentum", {"var", "accum", "grad", "lr", "momentum", "weight_decay", "nesterov"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_optim_methods[] = {
-  {"ApplyAdam", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ApplyAdam)), METH_FASTCALL,
+  {"ApplyAdam", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ApplyAdam)), METH_FASTCALL | METH_KEYWORDS,
    "ApplyAdam(var, m, v, grad, lr, step=1, beta1=0.9, beta2=0.999, epsilon=1e-08, weight_decay=0.0) -> Tensor\n\nOne Adam step (PyTorch's rule, bias-corrected), var, m and v updated in place in one pass."},
-  {"ApplyGradientDescent", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ApplyGradientDescent)), METH_FASTCALL,
+  {"ApplyGradientDescent", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ApplyGradientDescent)), METH_FASTCALL | METH_KEYWORDS,
    "ApplyGradientDescent(var, grad, lr, weight_decay=0.0) -> Tensor\n\nPlain SGD step, updated in place: var -= lr * (grad + weight_decay * var)."},
-  {"ApplyMomentum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ApplyMomentum)), METH_FASTCALL,
+  {"ApplyMomentum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ApplyMomentum)), METH_FASTCALL | METH_KEYWORDS,
    "ApplyMomentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=False) -> Tensor\n\nSGD with momentum (PyTorch's rule), var and accum updated in place."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: a73496b356107ad8
 // The packed_conv ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // Conv2DPacked(x, packed, bias, filter_shape, strides, pads, dilations, activation), declared at cpp/ops/packed_conv_ops.cc:210.
 %{
 namespace opforge { namespace gen {
-PyObject* Conv2DPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Conv2DPacked");
-  return op.CallFast(args, nargs);
+PyObject* Conv2DPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Conv2DPacked", "conv2d_packed", {"x", "packed", "bias", "filter_shape", "strides", "pads", "dilations", "activation"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* Conv2DPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Conv2DPackedAdd(x, packed, bias, residual, filter_shape, strides, pads, dilations, activation), declared at cpp/ops/packed_conv_ops.cc:242.
 %{
 namespace opforge { namespace gen {
-PyObject* Conv2DPackedAdd(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Conv2DPackedAdd");
-  return op.CallFast(args, nargs);
+PyObject* Conv2DPackedAdd(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Conv2DPackedAdd", "conv2d_packed_add", {"x", "packed", "bias", "residual", "filter_shape", "strides", "pads", "dilations", "activation"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* Conv2DPackedAdd(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Conv2DPackedConcat(x, packed, bias, filter_shapes, strides, pads, dilations, activation), declared at cpp/ops/packed_conv_ops.cc:275.
 %{
 namespace opforge { namespace gen {
-PyObject* Conv2DPackedConcat(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Conv2DPackedConcat");
-  return op.CallFast(args, nargs);
+PyObject* Conv2DPackedConcat(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Conv2DPackedConcat", "conv2d_packed_concat", {"x", "packed", "bias", "filter_shapes", "strides", "pads", "dilations", "activation"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,22 +41,22 @@ PyObject* Conv2DPackedConcat(PyObject*, PyObject* const* args, Py_ssize_t nargs)
 // PackConv2DFilter(filter, winograd, panels, columns), declared at cpp/ops/packed_conv_ops.cc:185.
 %{
 namespace opforge { namespace gen {
-PyObject* PackConv2DFilter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("PackConv2DFilter");
-  return op.CallFast(args, nargs);
+PyObject* PackConv2DFilter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("PackConv2DFilter", "pack_conv2d_filter", {"filter", "winograd", "panels", "columns"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_packed_conv_methods[] = {
-  {"Conv2DPacked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DPacked)), METH_FASTCALL,
+  {"Conv2DPacked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DPacked)), METH_FASTCALL | METH_KEYWORDS,
    "Conv2DPacked(x, packed, bias, filter_shape, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), activation=\"none\") -> Tensor\n\nactivation(Conv2D(x, filter) + bias) over a filter packed once by PackConv2DFilter (one group)."},
-  {"Conv2DPackedAdd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DPackedAdd)), METH_FASTCALL,
+  {"Conv2DPackedAdd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DPackedAdd)), METH_FASTCALL | METH_KEYWORDS,
    "Conv2DPackedAdd(x, packed, bias, residual, filter_shape, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), activation=\"none\") -> Tensor\n\nactivation(Conv2D(x, filter) + bias + residual) over a filter packed once by PackConv2DFilter (one group)."},
-  {"Conv2DPackedConcat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DPackedConcat)), METH_FASTCALL,
+  {"Conv2DPackedConcat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Conv2DPackedConcat)), METH_FASTCALL | METH_KEYWORDS,
    "Conv2DPackedConcat(x, packed, bias, filter_shapes, strides, pads, dilations, activation=\"none\") -> Tensor\n\nConcat([activation(Conv2D(x, filter_i) + bias_i) for each packed filter], axis=1) with no Concat."},
-  {"PackConv2DFilter", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PackConv2DFilter)), METH_FASTCALL,
+  {"PackConv2DFilter", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PackConv2DFilter)), METH_FASTCALL | METH_KEYWORDS,
    "PackConv2DFilter(filter, winograd=True, panels=True, columns=False) -> Tensor\n\nPacks a constant Conv2D filter once for Conv2DPacked."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: 68683f86ec913df7
 // The packed_matmul ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // FusedMatMulPacked(a, packed, bias, n, activation), declared at cpp/ops/packed_matmul_ops.cc:83.
 %{
 namespace opforge { namespace gen {
-PyObject* FusedMatMulPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("FusedMatMulPacked");
-  return op.CallFast(args, nargs);
+PyObject* FusedMatMulPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("FusedMatMulPacked", "fused_mat_mul_packed", {"a", "packed", "bias", "n", "activation"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,18 +21,18 @@ PyObject* FusedMatMulPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
 // PackMatMulWeight(b, transpose_b), declared at cpp/ops/packed_matmul_ops.cc:64.
 %{
 namespace opforge { namespace gen {
-PyObject* PackMatMulWeight(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("PackMatMulWeight");
-  return op.CallFast(args, nargs);
+PyObject* PackMatMulWeight(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("PackMatMulWeight", "pack_mat_mul_weight", {"b", "transpose_b"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_packed_matmul_methods[] = {
-  {"FusedMatMulPacked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedMatMulPacked)), METH_FASTCALL,
+  {"FusedMatMulPacked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::FusedMatMulPacked)), METH_FASTCALL | METH_KEYWORDS,
    "FusedMatMulPacked(a, packed, bias, n, activation=\"none\") -> Tensor\n\nactivation(a @ b + bias) with b prepacked by PackMatMulWeight: FusedMatMul without packing b per call."},
-  {"PackMatMulWeight", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PackMatMulWeight)), METH_FASTCALL,
+  {"PackMatMulWeight", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PackMatMulWeight)), METH_FASTCALL | METH_KEYWORDS,
    "PackMatMulWeight(b, transpose_b=False) -> Tensor\n\nPacks a constant float32 weight once for FusedMatMulPacked: the GEMM microkernel's B panels."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: 89fb002145d65f63
 // The packed_weight ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // DynamicQuantizeMatMul(x, packed, b_scale, bias, n, activation), declared at cpp/ops/packed_weight_ops.cc:150.
 %{
 namespace opforge { namespace gen {
-PyObject* DynamicQuantizeMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("DynamicQuantizeMatMul");
-  return op.CallFast(args, nargs);
+PyObject* DynamicQuantizeMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("DynamicQuantizeMatMul", "dynamic_quantize_mat_mul", {"x", "packed", "b_scale", "bias", "n", "activation"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* DynamicQuantizeMatMul(PyObject*, PyObject* const* args, Py_ssize_t nar
 // HalfMatMulPacked(a, packed, bias, n, activation), declared at cpp/ops/packed_weight_ops.cc:197.
 %{
 namespace opforge { namespace gen {
-PyObject* HalfMatMulPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("HalfMatMulPacked");
-  return op.CallFast(args, nargs);
+PyObject* HalfMatMulPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("HalfMatMulPacked", "half_mat_mul_packed", {"a", "packed", "bias", "n", "activation"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* HalfMatMulPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // MatMulIntegerPacked(a, a_zero_point, packed, n), declared at cpp/ops/packed_weight_ops.cc:131.
 %{
 namespace opforge { namespace gen {
-PyObject* MatMulIntegerPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("MatMulIntegerPacked");
-  return op.CallFast(args, nargs);
+PyObject* MatMulIntegerPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("MatMulIntegerPacked", "mat_mul_integer_packed", {"a", "a_zero_point", "packed", "n"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* MatMulIntegerPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs
 // PackHalfMatMulWeight(b, transpose_b), declared at cpp/ops/packed_weight_ops.cc:179.
 %{
 namespace opforge { namespace gen {
-PyObject* PackHalfMatMulWeight(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("PackHalfMatMulWeight");
-  return op.CallFast(args, nargs);
+PyObject* PackHalfMatMulWeight(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("PackHalfMatMulWeight", "pack_half_mat_mul_weight", {"b", "transpose_b"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,24 +51,24 @@ PyObject* PackHalfMatMulWeight(PyObject*, PyObject* const* args, Py_ssize_t narg
 // PackMatMulIntegerWeight(b, b_zero_point), declared at cpp/ops/packed_weight_ops.cc:112.
 %{
 namespace opforge { namespace gen {
-PyObject* PackMatMulIntegerWeight(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("PackMatMulIntegerWeight");
-  return op.CallFast(args, nargs);
+PyObject* PackMatMulIntegerWeight(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("PackMatMulIntegerWeight", "pack_mat_mul_integer_weight", {"b", "b_zero_point"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_packed_weight_methods[] = {
-  {"DynamicQuantizeMatMul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::DynamicQuantizeMatMul)), METH_FASTCALL,
+  {"DynamicQuantizeMatMul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::DynamicQuantizeMatMul)), METH_FASTCALL | METH_KEYWORDS,
    "DynamicQuantizeMatMul(x, packed, b_scale, bias, n, activation=\"none\") -> Tensor\n\nDynamicQuantizeLinear, MatMulInteger with a prepacked weight, and the float rescale in one op (onnxruntime's DynamicQuantizeMatMul)."},
-  {"HalfMatMulPacked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::HalfMatMulPacked)), METH_FASTCALL,
+  {"HalfMatMulPacked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::HalfMatMulPacked)), METH_FASTCALL | METH_KEYWORDS,
    "HalfMatMulPacked(a, packed, bias, n, activation=\"none\") -> Tensor\n\nactivation(a @ b + bias) in float16 with float32 accumulation, b prepacked by PackHalfMatMulWeight."},
-  {"MatMulIntegerPacked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MatMulIntegerPacked)), METH_FASTCALL,
+  {"MatMulIntegerPacked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MatMulIntegerPacked)), METH_FASTCALL | METH_KEYWORDS,
    "MatMulIntegerPacked(a, a_zero_point, packed, n) -> Tensor\n\nMatMulInteger with a prepacked B: y = (a - a_zero_point) @ (b - b_zero_point) in int32."},
-  {"PackHalfMatMulWeight", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PackHalfMatMulWeight)), METH_FASTCALL,
+  {"PackHalfMatMulWeight", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PackHalfMatMulWeight)), METH_FASTCALL | METH_KEYWORDS,
    "PackHalfMatMulWeight(b, transpose_b=False) -> Tensor\n\nPacks a constant float16 weight once for HalfMatMulPacked: widened to float32 panels of 32 columns."},
-  {"PackMatMulIntegerWeight", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PackMatMulIntegerWeight)), METH_FASTCALL,
+  {"PackMatMulIntegerWeight", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PackMatMulIntegerWeight)), METH_FASTCALL | METH_KEYWORDS,
    "PackMatMulIntegerWeight(b, b_zero_point) -> Tensor\n\nPacks a constant 8-bit weight once for MatMulIntegerPacked and DynamicQuantizeMatMul."},
   {nullptr, nullptr, 0, nullptr},
 };

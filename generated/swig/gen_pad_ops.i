@@ -2,16 +2,18 @@
 // registry fingerprint: 92d37d828a540f35
 // The pad ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // Pad(x, pads, mode, constant_value), declared at cpp/ops/pad_ops.cc:80.
 %{
 namespace opforge { namespace gen {
-PyObject* Pad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Pad");
-  return op.CallFast(args, nargs);
+PyObject* Pad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Pad", "pad", {"x", "pads", "mode", "constant_value"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,18 +21,18 @@ PyObject* Pad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // PadGrad(x, dy, pads, mode), declared at cpp/ops/pad_ops.cc:104.
 %{
 namespace opforge { namespace gen {
-PyObject* PadGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("PadGrad");
-  return op.CallFast(args, nargs);
+PyObject* PadGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("PadGrad", "pad_grad", {"x", "dy", "pads", "mode"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_pad_methods[] = {
-  {"Pad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Pad)), METH_FASTCALL,
+  {"Pad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Pad)), METH_FASTCALL | METH_KEYWORDS,
    "Pad(x, pads, mode=\"constant\", constant_value=0.0) -> Tensor\n\nPads every axis of x, as ONNX Pad and numpy.pad with mode 'constant', 'reflect', 'edge' or 'wrap'."},
-  {"PadGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PadGrad)), METH_FASTCALL,
+  {"PadGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::PadGrad)), METH_FASTCALL | METH_KEYWORDS,
    "PadGrad(x, dy, pads, mode=\"constant\") -> Tensor\n\nThe backward op of Pad: each element of dy is added to the element of x it was copied from (constant fill is dropped)."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: a832897d81a7016d
 // The pool ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // AdaptiveAvgPool2D(x, output_size), declared at cpp/ops/pool_ops.cc:244.
 %{
 namespace opforge { namespace gen {
-PyObject* AdaptiveAvgPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("AdaptiveAvgPool2D");
-  return op.CallFast(args, nargs);
+PyObject* AdaptiveAvgPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("AdaptiveAvgPool2D", "adaptive_avg_pool2d", {"x", "output_size"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* AdaptiveAvgPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
 // AdaptiveAvgPool2DGrad(x, dy, output_size), declared at cpp/ops/pool_ops.cc:262.
 %{
 namespace opforge { namespace gen {
-PyObject* AdaptiveAvgPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("AdaptiveAvgPool2DGrad");
-  return op.CallFast(args, nargs);
+PyObject* AdaptiveAvgPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("AdaptiveAvgPool2DGrad", "adaptive_avg_pool2d_grad", {"x", "dy", "output_size"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* AdaptiveAvgPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nar
 // AvgPool2D(x, ksize, strides, pads, ceil_mode, count_include_pad), declared at cpp/ops/pool_ops.cc:188.
 %{
 namespace opforge { namespace gen {
-PyObject* AvgPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("AvgPool2D");
-  return op.CallFast(args, nargs);
+PyObject* AvgPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("AvgPool2D", "avg_pool2d", {"x", "ksize", "strides", "pads", "ceil_mode", "count_include_pad"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* AvgPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // AvgPool2DGrad(x, dy, ksize, strides, pads, ceil_mode, count_include_pad), declared at cpp/ops/pool_ops.cc:216.
 %{
 namespace opforge { namespace gen {
-PyObject* AvgPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("AvgPool2DGrad");
-  return op.CallFast(args, nargs);
+PyObject* AvgPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("AvgPool2DGrad", "avg_pool2d_grad", {"x", "dy", "ksize", "strides", "pads", "ceil_mode", "count_include_pad"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* AvgPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // MaxPool2D(x, ksize, strides, pads, dilations, ceil_mode), declared at cpp/ops/pool_ops.cc:135.
 %{
 namespace opforge { namespace gen {
-PyObject* MaxPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("MaxPool2D");
-  return op.CallFast(args, nargs);
+PyObject* MaxPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("MaxPool2D", "max_pool2d", {"x", "ksize", "strides", "pads", "dilations", "ceil_mode"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,26 +61,26 @@ PyObject* MaxPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // MaxPool2DGrad(x, dy, ksize, strides, pads, dilations, ceil_mode), declared at cpp/ops/pool_ops.cc:161.
 %{
 namespace opforge { namespace gen {
-PyObject* MaxPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("MaxPool2DGrad");
-  return op.CallFast(args, nargs);
+PyObject* MaxPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("MaxPool2DGrad", "max_pool2d_grad", {"x", "dy", "ksize", "strides", "pads", "dilations", "ceil_mode"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_pool_methods[] = {
-  {"AdaptiveAvgPool2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AdaptiveAvgPool2D)), METH_FASTCALL,
+  {"AdaptiveAvgPool2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AdaptiveAvgPool2D)), METH_FASTCALL | METH_KEYWORDS,
    "AdaptiveAvgPool2D(x, output_size) -> Tensor\n\nAverage pooling to a given output size, as torch.nn.functional.adaptive_avg_pool2d."},
-  {"AdaptiveAvgPool2DGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AdaptiveAvgPool2DGrad)), METH_FASTCALL,
+  {"AdaptiveAvgPool2DGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AdaptiveAvgPool2DGrad)), METH_FASTCALL | METH_KEYWORDS,
    "AdaptiveAvgPool2DGrad(x, dy, output_size) -> Tensor\n\nThe backward op of AdaptiveAvgPool2D: each dy spread evenly over its window."},
-  {"AvgPool2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AvgPool2D)), METH_FASTCALL,
+  {"AvgPool2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AvgPool2D)), METH_FASTCALL | METH_KEYWORDS,
    "AvgPool2D(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, count_include_pad=False) -> Tensor\n\n2-D average pooling over NCHW input, as torch.nn.functional.avg_pool2d and ONNX AveragePool."},
-  {"AvgPool2DGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AvgPool2DGrad)), METH_FASTCALL,
+  {"AvgPool2DGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AvgPool2DGrad)), METH_FASTCALL | METH_KEYWORDS,
    "AvgPool2DGrad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), ceil_mode=False, count_include_pad=False) -> Tensor\n\nThe backward op of AvgPool2D: each dy spread evenly over its window (by the same divisor)."},
-  {"MaxPool2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MaxPool2D)), METH_FASTCALL,
+  {"MaxPool2D", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MaxPool2D)), METH_FASTCALL | METH_KEYWORDS,
    "MaxPool2D(x, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False) -> Tensor\n\n2-D max pooling over NCHW input, as torch.nn.functional.max_pool2d and ONNX MaxPool."},
-  {"MaxPool2DGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MaxPool2DGrad)), METH_FASTCALL,
+  {"MaxPool2DGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MaxPool2DGrad)), METH_FASTCALL | METH_KEYWORDS,
    "MaxPool2DGrad(x, dy, ksize, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False) -> Tensor\n\nThe backward op of MaxPool2D: each dy goes to the first maximum of its window in x."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: dfe3cbd1a29ccc32
 // The quant ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // ConvInteger(x, w, x_zero_point, w_zero_point, strides, pads, dilations, groups), declared at cpp/ops/quant_ops.cc:322.
 %{
 namespace opforge { namespace gen {
-PyObject* ConvInteger(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ConvInteger");
-  return op.CallFast(args, nargs);
+PyObject* ConvInteger(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ConvInteger", "conv_integer", {"x", "w", "x_zero_point", "w_zero_point", "strides", "pads", "dilations", "groups"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* ConvInteger(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // DequantizeLinear(x, x_scale, x_zero_point, axis), declared at cpp/ops/quant_ops.cc:217.
 %{
 namespace opforge { namespace gen {
-PyObject* DequantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("DequantizeLinear");
-  return op.CallFast(args, nargs);
+PyObject* DequantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("DequantizeLinear", "dequantize_linear", {"x", "x_scale", "x_zero_point", "axis"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* DequantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // DynamicQuantizeLinear(x), declared at cpp/ops/quant_ops.cc:238.
 %{
 namespace opforge { namespace gen {
-PyObject* DynamicQuantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("DynamicQuantizeLinear");
-  return op.CallFast(args, nargs);
+PyObject* DynamicQuantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("DynamicQuantizeLinear", "dynamic_quantize_linear", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* DynamicQuantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nar
 // MatMulInteger(a, b, a_zero_point, b_zero_point), declared at cpp/ops/quant_ops.cc:260.
 %{
 namespace opforge { namespace gen {
-PyObject* MatMulInteger(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("MatMulInteger");
-  return op.CallFast(args, nargs);
+PyObject* MatMulInteger(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("MatMulInteger", "mat_mul_integer", {"a", "b", "a_zero_point", "b_zero_point"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* MatMulInteger(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias, strides, pads, dilations, groups), declared at cpp/ops/quant_ops.cc:349.
 %{
 namespace opforge { namespace gen {
-PyObject* QLinearConv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("QLinearConv");
-  return op.CallFast(args, nargs);
+PyObject* QLinearConv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("QLinearConv", "q_linear_conv", {"x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point", "bias", "strides", "pads", "dilations", "groups"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,9 +61,9 @@ PyObject* QLinearConv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point), declared at cpp/ops/quant_ops.cc:284.
 %{
 namespace opforge { namespace gen {
-PyObject* QLinearMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("QLinearMatMul");
-  return op.CallFast(args, nargs);
+PyObject* QLinearMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("QLinearMatMul", "q_linear_mat_mul", {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -69,28 +71,28 @@ PyObject* QLinearMatMul(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // QuantizeLinear(x, y_scale, y_zero_point, axis), declared at cpp/ops/quant_ops.cc:193.
 %{
 namespace opforge { namespace gen {
-PyObject* QuantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("QuantizeLinear");
-  return op.CallFast(args, nargs);
+PyObject* QuantizeLinear(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("QuantizeLinear", "quantize_linear", {"x", "y_scale", "y_zero_point", "axis"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_quant_methods[] = {
-  {"ConvInteger", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConvInteger)), METH_FASTCALL,
+  {"ConvInteger", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConvInteger)), METH_FASTCALL | METH_KEYWORDS,
    "ConvInteger(x, w, x_zero_point, w_zero_point, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe integer 2-D convolution of ONNX ConvInteger (NCHW): Conv2D of (x - x_zero_point) and (w - w_zero_point) in int32."},
-  {"DequantizeLinear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::DequantizeLinear)), METH_FASTCALL,
+  {"DequantizeLinear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::DequantizeLinear)), METH_FASTCALL | METH_KEYWORDS,
    "DequantizeLinear(x, x_scale, x_zero_point, axis=1) -> Tensor\n\nMaps quantized values back to float32, as ONNX DequantizeLinear: y = (x - x_zero_point) * x_scale."},
-  {"DynamicQuantizeLinear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::DynamicQuantizeLinear)), METH_FASTCALL,
+  {"DynamicQuantizeLinear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::DynamicQuantizeLinear)), METH_FASTCALL | METH_KEYWORDS,
    "DynamicQuantizeLinear(x) -> tuple[Tensor, Tensor, Tensor]\n\nQuantizes x to uint8 with a scale and zero point computed from its range, as ONNX DynamicQuantizeLinear."},
-  {"MatMulInteger", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MatMulInteger)), METH_FASTCALL,
+  {"MatMulInteger", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::MatMulInteger)), METH_FASTCALL | METH_KEYWORDS,
    "MatMulInteger(a, b, a_zero_point, b_zero_point) -> Tensor\n\nThe integer product (a - a_zero_point) @ (b - b_zero_point) in int32, as ONNX MatMulInteger."},
-  {"QLinearConv", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::QLinearConv)), METH_FASTCALL,
+  {"QLinearConv", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::QLinearConv)), METH_FASTCALL | METH_KEYWORDS,
    "QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1) -> Tensor\n\nThe quantized 2-D convolution of ONNX QLinearConv: ConvInteger plus bias, requantized to y's scale and zero point."},
-  {"QLinearMatMul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::QLinearMatMul)), METH_FASTCALL,
+  {"QLinearMatMul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::QLinearMatMul)), METH_FASTCALL | METH_KEYWORDS,
    "QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point) -> Tensor\n\nThe quantized matmul of ONNX QLinearMatMul: MatMulInteger requantized to y's scale and zero point."},
-  {"QuantizeLinear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::QuantizeLinear)), METH_FASTCALL,
+  {"QuantizeLinear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::QuantizeLinear)), METH_FASTCALL | METH_KEYWORDS,
    "QuantizeLinear(x, y_scale, y_zero_point, axis=1) -> Tensor\n\nQuantizes x to 8 (or 16) bits, as ONNX QuantizeLinear: y = saturate(round(x / y_scale) + y_zero_point)."},
   {nullptr, nullptr, 0, nullptr},
 };

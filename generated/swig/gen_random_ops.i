@@ -2,16 +2,18 @@
 // registry fingerprint: 3f09ee20274845bc
 // The random ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // RandomShuffle(x, seed, seed2), declared at cpp/ops/random_ops.cc:136.
 %{
 namespace opforge { namespace gen {
-PyObject* RandomShuffle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("RandomShuffle");
-  return op.CallFast(args, nargs);
+PyObject* RandomShuffle(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("RandomShuffle", "random_shuffle", {"x", "seed", "seed2"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* RandomShuffle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // RandomStandardNormal(shape, dtype, seed, seed2), declared at cpp/ops/random_ops.cc:73.
 %{
 namespace opforge { namespace gen {
-PyObject* RandomStandardNormal(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("RandomStandardNormal");
-  return op.CallFast(args, nargs);
+PyObject* RandomStandardNormal(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("RandomStandardNormal", "random_standard_normal", {"shape", "dtype", "seed", "seed2"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* RandomStandardNormal(PyObject*, PyObject* const* args, Py_ssize_t narg
 // RandomUniform(shape, dtype, seed, seed2), declared at cpp/ops/random_ops.cc:51.
 %{
 namespace opforge { namespace gen {
-PyObject* RandomUniform(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("RandomUniform");
-  return op.CallFast(args, nargs);
+PyObject* RandomUniform(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("RandomUniform", "random_uniform", {"shape", "dtype", "seed", "seed2"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* RandomUniform(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // RandomUniformInt(shape, minval, maxval, dtype, seed, seed2), declared at cpp/ops/random_ops.cc:113.
 %{
 namespace opforge { namespace gen {
-PyObject* RandomUniformInt(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("RandomUniformInt");
-  return op.CallFast(args, nargs);
+PyObject* RandomUniformInt(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("RandomUniformInt", "random_uniform_int", {"shape", "minval", "maxval", "dtype", "seed", "seed2"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,24 +51,24 @@ PyObject* RandomUniformInt(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // TruncatedNormal(shape, dtype, seed, seed2), declared at cpp/ops/random_ops.cc:92.
 %{
 namespace opforge { namespace gen {
-PyObject* TruncatedNormal(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("TruncatedNormal");
-  return op.CallFast(args, nargs);
+PyObject* TruncatedNormal(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("TruncatedNormal", "truncated_normal", {"shape", "dtype", "seed", "seed2"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_random_methods[] = {
-  {"RandomShuffle", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RandomShuffle)), METH_FASTCALL,
+  {"RandomShuffle", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RandomShuffle)), METH_FASTCALL | METH_KEYWORDS,
    "RandomShuffle(x, seed=0, seed2=0) -> Tensor\n\nx with its rows (dim 0) in a random order (Fisher-Yates over Philox4x32-10)."},
-  {"RandomStandardNormal", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RandomStandardNormal)), METH_FASTCALL,
+  {"RandomStandardNormal", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RandomStandardNormal)), METH_FASTCALL | METH_KEYWORDS,
    "RandomStandardNormal(shape, dtype=\"float32\", seed=0, seed2=0) -> Tensor\n\nStandard normal random values (mean 0, standard deviation 1), by Box-Muller over Philox4x32-10."},
-  {"RandomUniform", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RandomUniform)), METH_FASTCALL,
+  {"RandomUniform", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RandomUniform)), METH_FASTCALL | METH_KEYWORDS,
    "RandomUniform(shape, dtype=\"float32\", seed=0, seed2=0) -> Tensor\n\nUniform random values in [0, 1) (24 random bits for float32, 53 for float64)."},
-  {"RandomUniformInt", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RandomUniformInt)), METH_FASTCALL,
+  {"RandomUniformInt", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::RandomUniformInt)), METH_FASTCALL | METH_KEYWORDS,
    "RandomUniformInt(shape, minval, maxval, dtype=\"int64\", seed=0, seed2=0) -> Tensor\n\nUniform random integers in [minval, maxval)."},
-  {"TruncatedNormal", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::TruncatedNormal)), METH_FASTCALL,
+  {"TruncatedNormal", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::TruncatedNormal)), METH_FASTCALL | METH_KEYWORDS,
    "TruncatedNormal(shape, dtype=\"float32\", seed=0, seed2=0) -> Tensor\n\nStandard normal values restricted to [-2, 2] (redrawn outside), as TensorFlow's truncated_normal."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: 0866f572452f9195
 // The reduction ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // ArgMax(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:213.
 %{
 namespace opforge { namespace gen {
-PyObject* ArgMax(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ArgMax");
-  return op.CallFast(args, nargs);
+PyObject* ArgMax(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ArgMax", "arg_max", {"x", "axis", "keepdims"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* ArgMax(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ArgMin(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:236.
 %{
 namespace opforge { namespace gen {
-PyObject* ArgMin(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ArgMin");
-  return op.CallFast(args, nargs);
+PyObject* ArgMin(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ArgMin", "arg_min", {"x", "axis", "keepdims"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* ArgMin(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Max(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:147.
 %{
 namespace opforge { namespace gen {
-PyObject* Max(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Max");
-  return op.CallFast(args, nargs);
+PyObject* Max(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Max", "max", {"x", "axis", "keepdims"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* Max(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Mean(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:191.
 %{
 namespace opforge { namespace gen {
-PyObject* Mean(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Mean");
-  return op.CallFast(args, nargs);
+PyObject* Mean(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Mean", "mean", {"x", "axis", "keepdims"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* Mean(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Min(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:169.
 %{
 namespace opforge { namespace gen {
-PyObject* Min(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Min");
-  return op.CallFast(args, nargs);
+PyObject* Min(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Min", "min", {"x", "axis", "keepdims"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,9 +61,9 @@ PyObject* Min(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Prod(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:125.
 %{
 namespace opforge { namespace gen {
-PyObject* Prod(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Prod");
-  return op.CallFast(args, nargs);
+PyObject* Prod(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Prod", "prod", {"x", "axis", "keepdims"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -69,28 +71,28 @@ PyObject* Prod(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Sum(x, axis, keepdims), declared at cpp/ops/reduction_ops.cc:101.
 %{
 namespace opforge { namespace gen {
-PyObject* Sum(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Sum");
-  return op.CallFast(args, nargs);
+PyObject* Sum(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Sum", "sum", {"x", "axis", "keepdims"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_reduction_methods[] = {
-  {"ArgMax", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ArgMax)), METH_FASTCALL,
+  {"ArgMax", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ArgMax)), METH_FASTCALL | METH_KEYWORDS,
    "ArgMax(x, axis=None, keepdims=False) -> Tensor\n\nReturns the index of the largest element along an axis."},
-  {"ArgMin", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ArgMin)), METH_FASTCALL,
+  {"ArgMin", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ArgMin)), METH_FASTCALL | METH_KEYWORDS,
    "ArgMin(x, axis=None, keepdims=False) -> Tensor\n\nReturns the index of the smallest element along an axis."},
-  {"Max", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Max)), METH_FASTCALL,
+  {"Max", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Max)), METH_FASTCALL | METH_KEYWORDS,
    "Max(x, axis=None, keepdims=False) -> Tensor\n\nReturns the largest element of a tensor over the given axes."},
-  {"Mean", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Mean)), METH_FASTCALL,
+  {"Mean", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Mean)), METH_FASTCALL | METH_KEYWORDS,
    "Mean(x, axis=None, keepdims=False) -> Tensor\n\nAverages the elements of a tensor over the given axes."},
-  {"Min", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Min)), METH_FASTCALL,
+  {"Min", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Min)), METH_FASTCALL | METH_KEYWORDS,
    "Min(x, axis=None, keepdims=False) -> Tensor\n\nReturns the smallest element of a tensor over the given axes."},
-  {"Prod", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Prod)), METH_FASTCALL,
+  {"Prod", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Prod)), METH_FASTCALL | METH_KEYWORDS,
    "Prod(x, axis=None, keepdims=False) -> Tensor\n\nMultiplies the elements of a tensor over the given axes."},
-  {"Sum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sum)), METH_FASTCALL,
+  {"Sum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sum)), METH_FASTCALL | METH_KEYWORDS,
    "Sum(x, axis=None, keepdims=False) -> Tensor\n\nSums the elements of a tensor over the given axes."},
   {nullptr, nullptr, 0, nullptr},
 };

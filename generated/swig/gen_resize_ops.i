@@ -2,16 +2,18 @@
 // registry fingerprint: 702282accef698ac
 // The resize ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // ResizeBilinear(x, size, coordinate_mode, scales), declared at cpp/ops/resize_ops.cc:72.
 %{
 namespace opforge { namespace gen {
-PyObject* ResizeBilinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ResizeBilinear");
-  return op.CallFast(args, nargs);
+PyObject* ResizeBilinear(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ResizeBilinear", "resize_bilinear", {"x", "size", "coordinate_mode", "scales"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,18 +21,18 @@ PyObject* ResizeBilinear(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ResizeBilinearGrad(x, dy, size, coordinate_mode, scales), declared at cpp/ops/resize_ops.cc:95.
 %{
 namespace opforge { namespace gen {
-PyObject* ResizeBilinearGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ResizeBilinearGrad");
-  return op.CallFast(args, nargs);
+PyObject* ResizeBilinearGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ResizeBilinearGrad", "resize_bilinear_grad", {"x", "dy", "size", "coordinate_mode", "scales"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_resize_methods[] = {
-  {"ResizeBilinear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResizeBilinear)), METH_FASTCALL,
+  {"ResizeBilinear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResizeBilinear)), METH_FASTCALL | METH_KEYWORDS,
    "ResizeBilinear(x, size, coordinate_mode=\"half_pixel\", scales=()) -> Tensor\n\nBilinear resize of the height and width of NCHW input, as ONNX Resize (mode 'linear') and torch.nn.functional.interpolate(mode='bilinear')."},
-  {"ResizeBilinearGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResizeBilinearGrad)), METH_FASTCALL,
+  {"ResizeBilinearGrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResizeBilinearGrad)), METH_FASTCALL | METH_KEYWORDS,
    "ResizeBilinearGrad(x, dy, size, coordinate_mode=\"half_pixel\", scales=()) -> Tensor\n\nThe backward op of ResizeBilinear: each dy is split over the four input pixels it was mixed from."},
   {nullptr, nullptr, 0, nullptr},
 };

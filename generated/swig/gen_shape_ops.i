@@ -2,16 +2,18 @@
 // registry fingerprint: b5b04be16b37d68f
 // The shape ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // ArangeOf(start, limit, delta), declared at cpp/ops/shape_ops.cc:452.
 %{
 namespace opforge { namespace gen {
-PyObject* ArangeOf(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ArangeOf");
-  return op.CallFast(args, nargs);
+PyObject* ArangeOf(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ArangeOf", "arange_of", {"start", "limit", "delta"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* ArangeOf(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ConstantOfShape(shape, value), declared at cpp/ops/shape_ops.cc:435.
 %{
 namespace opforge { namespace gen {
-PyObject* ConstantOfShape(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ConstantOfShape");
-  return op.CallFast(args, nargs);
+PyObject* ConstantOfShape(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ConstantOfShape", "constant_of_shape", {"shape", "value"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* ConstantOfShape(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Expand(x, shape), declared at cpp/ops/shape_ops.cc:374.
 %{
 namespace opforge { namespace gen {
-PyObject* Expand(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Expand");
-  return op.CallFast(args, nargs);
+PyObject* Expand(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Expand", "expand", {"x", "shape"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* Expand(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ReshapeTo(x, shape, allowzero, dims), declared at cpp/ops/shape_ops.cc:351.
 %{
 namespace opforge { namespace gen {
-PyObject* ReshapeTo(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ReshapeTo");
-  return op.CallFast(args, nargs);
+PyObject* ReshapeTo(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ReshapeTo", "reshape_to", {"x", "shape", "allowzero", "dims"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* ReshapeTo(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Shape(x), declared at cpp/ops/shape_ops.cc:334.
 %{
 namespace opforge { namespace gen {
-PyObject* Shape(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Shape");
-  return op.CallFast(args, nargs);
+PyObject* Shape(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Shape", "shape", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,9 +61,9 @@ PyObject* Shape(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // StridedSlice(x, starts, ends, axes, steps), declared at cpp/ops/shape_ops.cc:392.
 %{
 namespace opforge { namespace gen {
-PyObject* StridedSlice(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("StridedSlice");
-  return op.CallFast(args, nargs);
+PyObject* StridedSlice(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("StridedSlice", "strided_slice", {"x", "starts", "ends", "axes", "steps"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -69,28 +71,28 @@ PyObject* StridedSlice(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Tile(x, repeats), declared at cpp/ops/shape_ops.cc:418.
 %{
 namespace opforge { namespace gen {
-PyObject* Tile(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Tile");
-  return op.CallFast(args, nargs);
+PyObject* Tile(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Tile", "tile", {"x", "repeats"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_shape_methods[] = {
-  {"ArangeOf", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ArangeOf)), METH_FASTCALL,
+  {"ArangeOf", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ArangeOf)), METH_FASTCALL | METH_KEYWORDS,
    "ArangeOf(start, limit, delta) -> Tensor\n\nEvenly spaced values from start towards limit by delta (ONNX Range)."},
-  {"ConstantOfShape", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConstantOfShape)), METH_FASTCALL,
+  {"ConstantOfShape", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ConstantOfShape)), METH_FASTCALL | METH_KEYWORDS,
    "ConstantOfShape(shape, value) -> Tensor\n\nA tensor of a shape given as a tensor, every element set to one value (ONNX ConstantOfShape)."},
-  {"Expand", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Expand)), METH_FASTCALL,
+  {"Expand", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Expand)), METH_FASTCALL | METH_KEYWORDS,
    "Expand(x, shape) -> Tensor\n\nBroadcasts x against a shape given as a tensor (ONNX Expand)."},
-  {"ReshapeTo", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReshapeTo)), METH_FASTCALL,
+  {"ReshapeTo", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReshapeTo)), METH_FASTCALL | METH_KEYWORDS,
    "ReshapeTo(x, shape, allowzero=False, dims=()) -> Tensor\n\nReshape to a shape given as a tensor (ONNX Reshape), without copying."},
-  {"Shape", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Shape)), METH_FASTCALL,
+  {"Shape", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Shape)), METH_FASTCALL | METH_KEYWORDS,
    "Shape(x) -> Tensor\n\nThe shape of a tensor as a 1-D int64 tensor."},
-  {"StridedSlice", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::StridedSlice)), METH_FASTCALL,
+  {"StridedSlice", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::StridedSlice)), METH_FASTCALL | METH_KEYWORDS,
    "StridedSlice(x, starts, ends, axes, steps) -> Tensor\n\nSlices x with per-axis starts, ends and steps given as tensors (ONNX Slice)."},
-  {"Tile", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Tile)), METH_FASTCALL,
+  {"Tile", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Tile)), METH_FASTCALL | METH_KEYWORDS,
    "Tile(x, repeats) -> Tensor\n\nRepeats x along each axis (ONNX Tile), with the counts given as a tensor."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: 5d767fb73a4c7a22
 // The special ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // Ceil(x), declared at cpp/ops/special_ops.cc:42.
 %{
 namespace opforge { namespace gen {
-PyObject* Ceil(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Ceil");
-  return op.CallFast(args, nargs);
+PyObject* Ceil(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Ceil", "ceil", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* Ceil(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Erf(x), declared at cpp/ops/special_ops.cc:9.
 %{
 namespace opforge { namespace gen {
-PyObject* Erf(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Erf");
-  return op.CallFast(args, nargs);
+PyObject* Erf(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Erf", "erf", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* Erf(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Floor(x), declared at cpp/ops/special_ops.cc:25.
 %{
 namespace opforge { namespace gen {
-PyObject* Floor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Floor");
-  return op.CallFast(args, nargs);
+PyObject* Floor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Floor", "floor", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* Floor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // IsInf(x), declared at cpp/ops/special_ops.cc:109.
 %{
 namespace opforge { namespace gen {
-PyObject* IsInf(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("IsInf");
-  return op.CallFast(args, nargs);
+PyObject* IsInf(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("IsInf", "is_inf", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* IsInf(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // IsNan(x), declared at cpp/ops/special_ops.cc:93.
 %{
 namespace opforge { namespace gen {
-PyObject* IsNan(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("IsNan");
-  return op.CallFast(args, nargs);
+PyObject* IsNan(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("IsNan", "is_nan", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,9 +61,9 @@ PyObject* IsNan(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Round(x), declared at cpp/ops/special_ops.cc:59.
 %{
 namespace opforge { namespace gen {
-PyObject* Round(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Round");
-  return op.CallFast(args, nargs);
+PyObject* Round(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Round", "round", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -69,28 +71,28 @@ PyObject* Round(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Sign(x), declared at cpp/ops/special_ops.cc:76.
 %{
 namespace opforge { namespace gen {
-PyObject* Sign(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Sign");
-  return op.CallFast(args, nargs);
+PyObject* Sign(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Sign", "sign", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_special_methods[] = {
-  {"Ceil", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Ceil)), METH_FASTCALL,
+  {"Ceil", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Ceil)), METH_FASTCALL | METH_KEYWORDS,
    "Ceil(x) -> Tensor\n\nReturns the smallest integer not less than x, element-wise."},
-  {"Erf", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Erf)), METH_FASTCALL,
+  {"Erf", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Erf)), METH_FASTCALL | METH_KEYWORDS,
    "Erf(x) -> Tensor\n\nReturns the Gauss error function erf(x) element-wise."},
-  {"Floor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Floor)), METH_FASTCALL,
+  {"Floor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Floor)), METH_FASTCALL | METH_KEYWORDS,
    "Floor(x) -> Tensor\n\nReturns the largest integer not greater than x, element-wise."},
-  {"IsInf", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::IsInf)), METH_FASTCALL,
+  {"IsInf", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::IsInf)), METH_FASTCALL | METH_KEYWORDS,
    "IsInf(x) -> Tensor\n\nReturns whether each element of x is +inf or -inf."},
-  {"IsNan", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::IsNan)), METH_FASTCALL,
+  {"IsNan", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::IsNan)), METH_FASTCALL | METH_KEYWORDS,
    "IsNan(x) -> Tensor\n\nReturns whether each element of x is NaN."},
-  {"Round", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Round)), METH_FASTCALL,
+  {"Round", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Round)), METH_FASTCALL | METH_KEYWORDS,
    "Round(x) -> Tensor\n\nRounds x to the nearest integer element-wise, halves to even."},
-  {"Sign", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sign)), METH_FASTCALL,
+  {"Sign", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Sign)), METH_FASTCALL | METH_KEYWORDS,
    "Sign(x) -> Tensor\n\nReturns -1, 0 or 1 by the sign of x, element-wise."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -2,16 +2,18 @@
 // registry fingerprint: 20312b48293ba064
 // The state ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // AssignAddVariable(var, delta), declared at cpp/ops/state_ops.cc:75.
 %{
 namespace opforge { namespace gen {
-PyObject* AssignAddVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("AssignAddVariable");
-  return op.CallFast(args, nargs);
+PyObject* AssignAddVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("AssignAddVariable", "assign_add_variable", {"var", "delta"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* AssignAddVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
 // AssignSubVariable(var, delta), declared at cpp/ops/state_ops.cc:91.
 %{
 namespace opforge { namespace gen {
-PyObject* AssignSubVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("AssignSubVariable");
-  return op.CallFast(args, nargs);
+PyObject* AssignSubVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("AssignSubVariable", "assign_sub_variable", {"var", "delta"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* AssignSubVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
 // AssignVariable(var, value, alias), declared at cpp/ops/state_ops.cc:35.
 %{
 namespace opforge { namespace gen {
-PyObject* AssignVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("AssignVariable");
-  return op.CallFast(args, nargs);
+PyObject* AssignVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("AssignVariable", "assign_variable", {"var", "value", "alias"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* AssignVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Group(), declared at cpp/ops/state_ops.cc:120.
 %{
 namespace opforge { namespace gen {
-PyObject* Group(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Group");
-  return op.CallFast(args, nargs);
+PyObject* Group(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Group", "group", {});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* Group(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ReadVariable(var, dtype, shape), declared at cpp/ops/state_ops.cc:56.
 %{
 namespace opforge { namespace gen {
-PyObject* ReadVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ReadVariable");
-  return op.CallFast(args, nargs);
+PyObject* ReadVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ReadVariable", "read_variable", {"var", "dtype", "shape"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,9 +61,9 @@ PyObject* ReadVariable(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // ResourceApplyAdam(var, m, v, grad, step, lr, beta1, beta2, epsilon, weight_decay), declared at cpp/ops/state_ops.cc:177.
 %{
 namespace opforge { namespace gen {
-PyObject* ResourceApplyAdam(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ResourceApplyAdam");
-  return op.CallFast(args, nargs);
+PyObject* ResourceApplyAdam(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ResourceApplyAdam", "resource_apply_adam", {"var", "m", "v", "grad", "step", "lr", "beta1", "beta2", "epsilon", "weight_decay"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -69,9 +71,9 @@ PyObject* ResourceApplyAdam(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
 // ResourceApplyGradientDescent(var, grad, lr, weight_decay), declared at cpp/ops/state_ops.cc:131.
 %{
 namespace opforge { namespace gen {
-PyObject* ResourceApplyGradientDescent(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ResourceApplyGradientDescent");
-  return op.CallFast(args, nargs);
+PyObject* ResourceApplyGradientDescent(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ResourceApplyGradientDescent", "resource_apply_gradient_descent", {"var", "grad", "lr", "weight_decay"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -79,9 +81,9 @@ PyObject* ResourceApplyGradientDescent(PyObject*, PyObject* const* args, Py_ssiz
 // ResourceApplyMomentum(var, accum, grad, lr, momentum, weight_decay, nesterov), declared at cpp/ops/state_ops.cc:151.
 %{
 namespace opforge { namespace gen {
-PyObject* ResourceApplyMomentum(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("ResourceApplyMomentum");
-  return op.CallFast(args, nargs);
+PyObject* ResourceApplyMomentum(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("ResourceApplyMomentum", "resource_apply_momentum", {"var", "accum", "grad", "lr", "momentum", "weight_decay", "nesterov"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -89,32 +91,32 @@ PyObject* ResourceApplyMomentum(PyObject*, PyObject* const* args, Py_ssize_t nar
 // VariableIsInitialized(var), declared at cpp/ops/state_ops.cc:107.
 %{
 namespace opforge { namespace gen {
-PyObject* VariableIsInitialized(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("VariableIsInitialized");
-  return op.CallFast(args, nargs);
+PyObject* VariableIsInitialized(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("VariableIsInitialized", "variable_is_initialized", {"var"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_state_methods[] = {
-  {"AssignAddVariable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AssignAddVariable)), METH_FASTCALL,
+  {"AssignAddVariable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AssignAddVariable)), METH_FASTCALL | METH_KEYWORDS,
    "AssignAddVariable(var, delta) -> Tensor\n\nAdds `delta` to variable `var` in place."},
-  {"AssignSubVariable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AssignSubVariable)), METH_FASTCALL,
+  {"AssignSubVariable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AssignSubVariable)), METH_FASTCALL | METH_KEYWORDS,
    "AssignSubVariable(var, delta) -> Tensor\n\nSubtracts `delta` from variable `var` in place."},
-  {"AssignVariable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AssignVariable)), METH_FASTCALL,
+  {"AssignVariable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::AssignVariable)), METH_FASTCALL | METH_KEYWORDS,
    "AssignVariable(var, value, alias=False) -> Tensor\n\nSets variable `var` to `value`, creating (initializing) it if needed."},
-  {"Group", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Group)), METH_FASTCALL,
+  {"Group", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Group)), METH_FASTCALL | METH_KEYWORDS,
    "Group() -> Tensor\n\nDoes nothing; runs after its control inputs (opforge.group, a training step's one op)."},
-  {"ReadVariable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReadVariable)), METH_FASTCALL,
+  {"ReadVariable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ReadVariable)), METH_FASTCALL | METH_KEYWORDS,
    "ReadVariable(var, dtype, shape) -> Tensor\n\nA copy of variable `var`'s value."},
-  {"ResourceApplyAdam", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResourceApplyAdam)), METH_FASTCALL,
+  {"ResourceApplyAdam", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResourceApplyAdam)), METH_FASTCALL | METH_KEYWORDS,
    "ResourceApplyAdam(var, m, v, grad, step, lr, beta1=0.9, beta2=0.999, epsilon=1e-08, weight_decay=0.0) -> Tensor\n\nAdam's update (PyTorch's, bias-corrected for `step`) on variables var, m and v in place (ApplyAdam's update)."},
-  {"ResourceApplyGradientDescent", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResourceApplyGradientDescent)), METH_FASTCALL,
+  {"ResourceApplyGradientDescent", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResourceApplyGradientDescent)), METH_FASTCALL | METH_KEYWORDS,
    "ResourceApplyGradientDescent(var, grad, lr, weight_decay=0.0) -> Tensor\n\nvar -= lr * (grad + weight_decay * var), on the variable in place (ApplyGradientDescent's update)."},
-  {"ResourceApplyMomentum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResourceApplyMomentum)), METH_FASTCALL,
+  {"ResourceApplyMomentum", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::ResourceApplyMomentum)), METH_FASTCALL | METH_KEYWORDS,
    "ResourceApplyMomentum(var, accum, grad, lr, momentum, weight_decay=0.0, nesterov=False) -> Tensor\n\nPyTorch's SGD momentum update on variables var and accum in place (ApplyMomentum's update)."},
-  {"VariableIsInitialized", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::VariableIsInitialized)), METH_FASTCALL,
+  {"VariableIsInitialized", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::VariableIsInitialized)), METH_FASTCALL | METH_KEYWORDS,
    "VariableIsInitialized(var) -> Tensor\n\nWhether variable `var` holds a value."},
   {nullptr, nullptr, 0, nullptr},
 };

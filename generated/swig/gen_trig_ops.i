@@ -2,16 +2,18 @@
 // registry fingerprint: e8e4682f8be3c680
 // The trig ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // Acos(x), declared at cpp/ops/trig_ops.cc:26.
 %{
 namespace opforge { namespace gen {
-PyObject* Acos(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Acos");
-  return op.CallFast(args, nargs);
+PyObject* Acos(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Acos", "acos", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -19,9 +21,9 @@ PyObject* Acos(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Acosh(x), declared at cpp/ops/trig_ops.cc:29.
 %{
 namespace opforge { namespace gen {
-PyObject* Acosh(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Acosh");
-  return op.CallFast(args, nargs);
+PyObject* Acosh(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Acosh", "acosh", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -29,9 +31,9 @@ PyObject* Acosh(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Asin(x), declared at cpp/ops/trig_ops.cc:25.
 %{
 namespace opforge { namespace gen {
-PyObject* Asin(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Asin");
-  return op.CallFast(args, nargs);
+PyObject* Asin(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Asin", "asin", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -39,9 +41,9 @@ PyObject* Asin(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Asinh(x), declared at cpp/ops/trig_ops.cc:28.
 %{
 namespace opforge { namespace gen {
-PyObject* Asinh(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Asinh");
-  return op.CallFast(args, nargs);
+PyObject* Asinh(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Asinh", "asinh", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -49,9 +51,9 @@ PyObject* Asinh(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Atan(x), declared at cpp/ops/trig_ops.cc:27.
 %{
 namespace opforge { namespace gen {
-PyObject* Atan(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Atan");
-  return op.CallFast(args, nargs);
+PyObject* Atan(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Atan", "atan", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
@@ -59,26 +61,26 @@ PyObject* Atan(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // Atanh(x), declared at cpp/ops/trig_ops.cc:30.
 %{
 namespace opforge { namespace gen {
-PyObject* Atanh(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Atanh");
-  return op.CallFast(args, nargs);
+PyObject* Atanh(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Atanh", "atanh", {"x"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_trig_methods[] = {
-  {"Acos", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Acos)), METH_FASTCALL,
+  {"Acos", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Acos)), METH_FASTCALL | METH_KEYWORDS,
    "Acos(x) -> Tensor\n\nReturns arccos(x) element-wise."},
-  {"Acosh", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Acosh)), METH_FASTCALL,
+  {"Acosh", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Acosh)), METH_FASTCALL | METH_KEYWORDS,
    "Acosh(x) -> Tensor\n\nReturns arccosh(x) element-wise."},
-  {"Asin", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Asin)), METH_FASTCALL,
+  {"Asin", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Asin)), METH_FASTCALL | METH_KEYWORDS,
    "Asin(x) -> Tensor\n\nReturns arcsin(x) element-wise."},
-  {"Asinh", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Asinh)), METH_FASTCALL,
+  {"Asinh", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Asinh)), METH_FASTCALL | METH_KEYWORDS,
    "Asinh(x) -> Tensor\n\nReturns arcsinh(x) element-wise."},
-  {"Atan", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Atan)), METH_FASTCALL,
+  {"Atan", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Atan)), METH_FASTCALL | METH_KEYWORDS,
    "Atan(x) -> Tensor\n\nReturns arctan(x) element-wise."},
-  {"Atanh", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Atanh)), METH_FASTCALL,
+  {"Atanh", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Atanh)), METH_FASTCALL | METH_KEYWORDS,
    "Atanh(x) -> Tensor\n\nReturns arctanh(x) element-wise."},
   {nullptr, nullptr, 0, nullptr},
 };

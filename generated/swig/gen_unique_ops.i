@@ -2,23 +2,25 @@
 // registry fingerprint: fd200c592f05ad3f
 // The unique ops' entry points, one call each into the call path
 // (swig/py_call.h: bind, then this thread's mode); swig/pywrap_internal.i
-// %includes this file. Each is a METH_FASTCALL function added to the module
-// at init: its arguments arrive as the caller's array, with no tuple built
-// and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// %includes this file. Each is a METH_FASTCALL | METH_KEYWORDS function added
+// to the module at init: its arguments arrive as the caller's array, with no
+// tuple built and unpacked per call (SWIG's own wrappers take METH_VARARGS).
+// gen_<group>_ops.py exports each under the op's Python name
+// (_pw.public_entry).
 
 // Unique(x, sorted), declared at cpp/ops/unique_ops.cc:24.
 %{
 namespace opforge { namespace gen {
-PyObject* Unique(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  static const opforge::py::OpBinding op("Unique");
-  return op.CallFast(args, nargs);
+PyObject* Unique(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const opforge::py::OpBinding op("Unique", "unique", {"x", "sorted"});
+  return op.CallFast(args, nargs, kwnames);
 }
 }}  // namespace opforge::gen
 %}
 
 %{
 static PyMethodDef opforge_gen_unique_methods[] = {
-  {"Unique", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Unique)), METH_FASTCALL,
+  {"Unique", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(opforge::gen::Unique)), METH_FASTCALL | METH_KEYWORDS,
    "Unique(x, sorted=True) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]\n\nThe distinct rows of x (ONNX Unique over an axis moved first and flattened)."},
   {nullptr, nullptr, 0, nullptr},
 };

@@ -176,24 +176,25 @@ class _TensorMethods:
 
     # The operators, for SymbolicTensor (graph views) and other subclasses:
     # opforge.Tensor has them as C slots that call the ops directly
-    # (swig/py_tensor_ops.cc), and these are not copied onto it.
-    __add__ = _ops.add
-    __sub__ = _ops.sub
-    __mul__ = _ops.mul
-    __truediv__ = _ops.div
-    __pow__ = _ops.pow
-    __matmul__ = _ops.mat_mul
-    __neg__ = _ops.neg
-    __abs__ = _ops.abs
-    __eq__ = _ops.equal
-    __ne__ = _ops.not_equal
-    __lt__ = _ops.less
-    __le__ = _ops.less_equal
-    __gt__ = _ops.greater
-    __ge__ = _ops.greater_equal
-    __and__ = _ops.logical_and
-    __or__ = _ops.logical_or
-    __invert__ = _ops.logical_not
+    # (swig/py_tensor_ops.cc), and these are not copied onto it. Defs, not
+    # the op functions themselves: those are builtins, which do not bind self.
+    def __add__(self, other): return _ops.add(self, other)
+    def __sub__(self, other): return _ops.sub(self, other)
+    def __mul__(self, other): return _ops.mul(self, other)
+    def __truediv__(self, other): return _ops.div(self, other)
+    def __pow__(self, other): return _ops.pow(self, other)
+    def __matmul__(self, other): return _ops.mat_mul(self, other)
+    def __neg__(self): return _ops.neg(self)
+    def __abs__(self): return _ops.abs(self)
+    def __eq__(self, other): return _ops.equal(self, other)
+    def __ne__(self, other): return _ops.not_equal(self, other)
+    def __lt__(self, other): return _ops.less(self, other)
+    def __le__(self, other): return _ops.less_equal(self, other)
+    def __gt__(self, other): return _ops.greater(self, other)
+    def __ge__(self, other): return _ops.greater_equal(self, other)
+    def __and__(self, other): return _ops.logical_and(self, other)
+    def __or__(self, other): return _ops.logical_or(self, other)
+    def __invert__(self): return _ops.logical_not(self)
 
     def __radd__(self, other): return _add(other, self)
     def __rsub__(self, other): return _sub(other, self)

@@ -2,11 +2,16 @@
 
 Parameter names get a trailing ``_`` when they are Python keywords (see
 naming.py), defaults become Python source (lists as tuples, dtypes as their
-names), and every wrapper passes all its parameters positionally to the
-entry point, in the op's parameter order.
+names). A built-in op's function is its C++ entry point itself, exported
+under the op's Python name with a text signature and the docstring
+(``public_doc``; swig/py_entry_points.cc), so a call runs no Python frame.
+Where that cannot be (a custom library's op, a default that is not a plain
+literal) the wrapper is a ``def`` that passes all its parameters
+positionally to the entry point, in the op's parameter order.
 """
 from __future__ import annotations
 
+import ast
 import json
 import math
 from dataclasses import dataclass
@@ -145,6 +150,24 @@ class PyOp:
     def docstring(self) -> str:
         """The docstring text (unescaped, unindented: the ``pydoc`` filter does that)."""
         return docstrings.op_docstring(self)
+
+    @property
+    def text_signature(self) -> bool:
+        """Whether Python can read this signature off a builtin's docstring
+        (inspect takes only literal defaults there)."""
+        try:
+            for p in self.params:
+                if p.default is not None:
+                    ast.literal_eval(p.default)
+        except ValueError:
+            return False
+        return True
+
+    @property
+    def public_doc(self) -> str:
+        """The entry point's docstring as exported: ``name(signature)``, the
+        ``--`` line that makes it the builtin's text signature, then the docstring."""
+        return f"{self.python_name}({self.signature})\n--\n\n{self.docstring}"
 
 
 @dataclass(frozen=True)
