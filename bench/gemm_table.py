@@ -1,7 +1,7 @@
 """Issue 22's GEMM table: float32 matmul GFLOP/s beside numpy (OpenBLAS) and
 beside the machine's measured FMA peak.
 
-    python -m bench.gemm_table [--repeats N] [--quick] [--onnx] [--train] [--all] [--epilogue]
+    python -m bench.gemm_table [--repeats N] [--quick] [--onnx] [--train] [--train-only] [--all] [--epilogue]
 
 --all prints the whole issue-22 table in one run: the matmul rows, the ONNX
 MLPs beside onnxruntime, and the training steps beside PyTorch (when torch
@@ -192,6 +192,7 @@ def main(argv=None):
     p.add_argument("--onnx", action="store_true", help="also the ONNX MLPs beside onnxruntime")
     p.add_argument("--onnx-only", action="store_true", help="only the ONNX MLPs")
     p.add_argument("--train", action="store_true", help="also the MLP training steps beside PyTorch")
+    p.add_argument("--train-only", action="store_true", help="only the MLP training steps (and the peak)")
     p.add_argument("--epilogue", action="store_true",
                    help="only FusedMatMul's epilogue cost beside the bare product (per activation)")
     p.add_argument("--all", action="store_true", help="matmul, ONNX MLPs and training steps: the issue-22 table")
@@ -219,10 +220,11 @@ def main(argv=None):
         return 0
     print(f"measured FMA peak: {peak:.0f} GFLOP/s on {threads} threads; "
           f"median of {repeats} interleaved repeats")
-    print(f"{'float32 matmul':<28}{'numpy GF/s':>11}{'opforge GF/s':>13}{'% peak':>8}{'vs numpy':>9}  path")
+    if not (args.onnx_only or args.train_only):
+        print(f"{'float32 matmul':<28}{'numpy GF/s':>11}{'opforge GF/s':>13}{'% peak':>8}{'vs numpy':>9}  path")
     if args.cpu_time:
         print("(timed by thread CPU time, one thread each; the peak is wall-clock and drops with load)")
-    for name, g_np, g_of, ratio, path in ([] if args.onnx_only else
+    for name, g_np, g_of, ratio, path in ([] if args.onnx_only or args.train_only else
                                           matmul_rows(of, repeats, args.quick, args.cpu_time, args.settle)):
         print(f"{name:<28}{g_np:>11.1f}{g_of:>13.1f}{100 * g_of / peak:>7.0f}%{ratio:>8.2f}x  {path}")
     if args.all:
@@ -231,7 +233,7 @@ def main(argv=None):
         print(f"{'ONNX MLP (Session.run)':<36}{'ort ms':>8}{'opforge ms':>11}{'vs ort':>8}")
         for name, t_ort, t_of, ratio in onnx_rows(repeats, args.cpu_time):
             print(f"{name:<36}{t_ort:>8.3f}{t_of:>11.3f}{ratio:>7.2f}x")
-    if args.train:
+    if args.train or args.train_only:
         from bench import train_step
         trows = train_step.rows(repeats, args.quick, args.cpu_time)
         print(f"{'training step (fwd+bwd+Adam)':<36}{'torch ms':>9}{'opforge ms':>11}{'vs torch':>9}"

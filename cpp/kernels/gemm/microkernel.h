@@ -71,6 +71,12 @@ struct StridedArgs;
 struct Epilogue;
 bool GemvSplitDepth(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t threads);
 
+// More than 64 rows, at most nr / 2 columns, B's columns contiguous (a
+// weight stored [N, K]) and A's rows contiguous: row dot products through
+// gemv_t, rows split over the threads when `parallel` (skinny.cc). False:
+// not that case.
+bool SkinnyRows(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, bool parallel);
+
 const Kernels* Avx512Kernels();  // nullptr when not compiled for x86
 const Kernels* Avx2Kernels();
 const Kernels* GenericKernels();

@@ -404,6 +404,7 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
     return;
   }
   const Kernels& kr = Get();
+  if (SkinnyRows(g, ep, kr, parallel)) return;
   int64_t threads = parallel ? NumIntraOpThreads() : 1;
   // Up to kBBoundRows rows a product is bound by reading B, as a GEMV: two
   // threads pay from the same size of B. ONNX MLP batch 4 (4 x 784 x 256
