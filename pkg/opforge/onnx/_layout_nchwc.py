@@ -164,9 +164,9 @@ def _conv_step(n, filt, bias, attrs):
     return P.conv2d_nchwc(n.input(0), filt, bias, res, scale, **attrs)
 
 
-def _reorder_to(n, block):
+def _reorder_to(n, block, channels=0):
     from opforge import ops as P
-    return P.reorder_to_nchwc(n.input(0), block=block)
+    return P.reorder_to_nchwc(n.input(0), block=block, channels=channels)
 
 
 def _reorder_from(n, channels, block):
@@ -305,7 +305,7 @@ def rewrite(program, model):
             nchw = se is None and x not in blocked and groups == 1 and c < block
             if se is None and x not in blocked and not nchw:
                 bx = x + "::nchwc"
-                add(_node("ReorderToNchwc", [x], [bx], ctx), functools.partial(_reorder_to, block=block), [(0, bx)])
+                add(_node("ReorderToNchwc", [x], [bx], ctx), functools.partial(_reorder_to, block=block, channels=c), [(0, bx)])
                 blocked[x] = (bx, c)
             attrs = dict(filter_shape=[int(d) for d in w.shape], block=block, groups=groups, strides=list(strides),
                          pads=list(pads), dilations=list(dil), activation=act,
