@@ -117,12 +117,12 @@ def test_mixed_layout_at_batch_two_keeps_the_larger_convs_nchw(monkeypatch):
     assert _kinds(prog)["Conv2DNchwc"] == 6, _kinds(prog)
     x = rng.standard_normal((2, 16, 32, 32)).astype(np.float32)
     _close(prog.run({"x": x}), _ort(model, x))
-    # Larger planes: c0 and d0 (2 x 1024 pixels at stride 2) and c6 (2 x 64 at stride 1 after the pool) go NCHW;
-    # c2, c4 and c5 (its input blocked, 2 x 64 pixels) stay blocked.
+    # Larger planes: c0 and d0 (2 x 1024 pixels at stride 2) go NCHW; c2, c4, c5 and c6 (2 x 64 pixels) stay
+    # blocked.
     model = _net(rng, batch=2, side=64)
     prog = _importer.Program(model)
     kinds = _kinds(prog)
-    assert kinds["Conv2DNchwc"] == 3 and kinds["Conv"] == 4, kinds
+    assert kinds["Conv2DNchwc"] == 4 and kinds["Conv"] == 3, kinds
     x = rng.standard_normal((2, 16, 64, 64)).astype(np.float32)
     _close(prog.run({"x": x}), _ort(model, x))
 
@@ -147,13 +147,15 @@ def test_mixed_rule_on_resnet18_layers():
     def w(o, c, k):
         return np.zeros((o, c, k, k), np.float32)
 
-    # Batch 1: the strided layers and the 7x7 stage blocked, 56x56 and 28x28 stride-1 layers NCHW (Winograd),
-    # 14x14 ones blocked only when their input is.
+    # Batch 1: the strided layers, the 14x14 and 7x7 stages blocked, 56x56 and 28x28 stride-1 layers NCHW
+    # (Winograd).
     assert wins(w(128, 64, 3), [2, 2], 784, False, 16)
     assert wins(w(128, 64, 1), [2, 2], 784, True, 16)
     assert not wins(w(64, 64, 3), [1, 1], 3136, False, 16)
     assert not wins(w(128, 128, 3), [1, 1], 784, True, 16)
-    assert wins(w(256, 256, 3), [1, 1], 196, True, 16) and not wins(w(256, 256, 3), [1, 1], 196, False, 16)
+    assert wins(w(256, 256, 3), [1, 1], 196, True, 16) and wins(w(256, 256, 3), [1, 1], 196, False, 16)
+    assert wins(w(64, 512, 1), [1, 1], 169, False, 16)  # SqueezeNet's last squeeze
+    assert not wins(w(64, 384, 1), [1, 1], 729, False, 16)
     assert wins(w(512, 512, 3), [1, 1], 49, False, 16)
     assert not wins(w(64, 3, 7), [2, 2], 12544, False, 16)  # the stem
     # Batch 8: only the strided convs to 7x7 (392 pixels) and the 1x1s beside them.
@@ -171,3 +173,42 @@ def test_reorder_checks_the_channels_the_blocks_hide():
         of.ops.reorder_to_nchwc(x, block=16, channels=16)
     with pytest.raises(of.errors.InvalidArgumentError, match="'channels' must be >= 0"):
         of.ops.reorder_to_nchwc(x, block=16, channels=-1)
+
+
+def _fire(rng, first, second):
+    """A SqueezeNet fire module at 13x13: squeeze 1x1, expand 1x1 (`first` channels) and 3x3 (`second`),
+    Concat, classifier 1x1, pool."""
+    def w(*s):
+        return (rng.standard_normal(s) * (2.0 / np.prod(s[1:])) ** 0.5).astype(np.float32)
+
+    inits = {"ws": w(16, 64, 1, 1), "w1": w(first, 16, 1, 1), "b1": w(first), "w3": w(second, 16, 3, 3),
+             "b3": w(second), "wc": w(10, first + second, 1, 1)}
+    N = helper.make_node
+    nodes = [N("Conv", ["x", "ws"], ["s"]), N("Relu", ["s"], ["sr"]),
+             N("Conv", ["sr", "w1", "b1"], ["e1"]), N("Relu", ["e1"], ["r1"]),
+             N("Conv", ["sr", "w3", "b3"], ["e3"], pads=[1, 1, 1, 1]), N("Relu", ["e3"], ["r3"]),
+             N("Concat", ["r1", "r3"], ["cat"], axis=1), N("Conv", ["cat", "wc"], ["c"]),
+             N("GlobalAveragePool", ["c"], ["p"]), N("Flatten", ["p"], ["z"])]
+    graph = helper.make_graph(nodes, "fire", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 13, 13])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", 18)])
+
+
+@pytest.mark.parametrize("first, second, blocked_concat", [(32, 24, True), (24, 32, False)])
+def test_concat_of_blocked_values_stays_blocked_when_whole_blocks(monkeypatch, first, second, blocked_concat):
+    monkeypatch.setenv("OPFORGE_NCHWC_BLOCK", "16")
+    monkeypatch.setenv("OPFORGE_NCHWC", "mixed")
+    rng = np.random.default_rng(first)
+    model = _fire(rng, first, second)
+    prog = _importer.Program(model)
+    kinds = _kinds(prog)
+    # 32 + 24: two whole blocks then a padded one, the Concat on the blocks. 24 + 32: the padding of the first
+    # would sit mid-result, so both are reordered back and concatenated in NCHW (the classifier's input goes in
+    # again).
+    assert kinds["Conv2DNchwc"] == 4, kinds
+    assert (kinds["ReorderToNchwc"], kinds["ReorderFromNchwc"]) == ((1, 1) if blocked_concat else (2, 3)), kinds
+    x = rng.standard_normal((1, 64, 13, 13)).astype(np.float32)
+    want = _ort(model, x)
+    for _ in range(2):
+        _close(prog.run({"x": x}), want)

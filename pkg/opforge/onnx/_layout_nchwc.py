@@ -50,28 +50,25 @@ def intel_cpu():
 
 
 # Output pixels (all images of a call) up to which the 'mixed' layout runs a dense conv blocked; measured on
-# ResNet-18 (Xeon, AVX-512). Where a call has more, the packed GEMM (several images' columns side by side) and
-# Winograd (enough 4x4 tiles) beat the direct blocked kernel.
-MIXED_STRIDED_PIXELS = int(os.environ.get("OPFORGE_NCHWC_STRIDED", "784"))  # 28x28 at batch 1
-MIXED_SMALL_PIXELS = int(os.environ.get("OPFORGE_NCHWC_SMALL", "49"))  # 7x7 at batch 1
-MIXED_FOLLOW_PIXELS = int(os.environ.get("OPFORGE_NCHWC_FOLLOWPX", "196"))  # 14x14 at batch 1
+# ResNet-18 and SqueezeNet (Xeon, AVX-512). Where a call has more, the packed GEMM (several images' columns side
+# by side) and Winograd (enough 4x4 tiles) beat the direct blocked kernel.
+MIXED_STRIDED_PIXELS = 784  # 28x28 at batch 1
+MIXED_SMALL_PIXELS = 196  # 14x14 at batch 1
 
 
 def mixed_wins(w, strides, out_pixels, blocked_input, block):
     """Whether the 'mixed' layout runs this dense conv (filter w [O, C, kh, kw]; out_pixels: N * OH * OW, None
-    where unknown) blocked. Measured per layer on ResNet-18 at batch 1 (Xeon, one thread, blocked against packed
-    NCHW): a strided conv 0.82-1.16 against 1.22-1.42 ms (3x3) and 0.105 against 0.16 ms (1x1 s2); a 3x3 at
-    7x7 2.5-2.6 against 2.7-2.9 ms; at 14x14 even (1.6-1.8 ms both: blocked when its input is blocked already,
-    saving the reorders); at 28x28 and 56x56 Winograd wins (1.4-1.6 against 1.6 ms). At batch 8 the packed GEMM
-    wins everywhere but the strided 7x7 outputs."""
+    where unknown) blocked. Measured per layer at batch 1 (Xeon, one thread, blocked against packed NCHW):
+    ResNet-18's strided 3x3 convs 0.82-1.16 against 1.22-1.42 ms and 1x1 s2 0.105 against 0.16 ms; its 3x3 at
+    7x7 2.5-2.6 against 2.7-2.9 ms, at 14x14 even (1.6-1.8 ms both), at 28x28 and 56x56 Winograd wins (1.4-1.6
+    against 1.6); SqueezeNet's 13x13 layers 1.87 against 2.20 ms in all. At batch 8 the packed GEMM wins all
+    but the strided convs to 7x7. A 1x1 conv whose input is blocked already runs blocked (no reorder)."""
     o, c, kh, kw = w.shape
     if c < block or out_pixels is None:  # a stem: its output would be reordered back whole before the pool
         return False
     if (kh, kw) == (1, 1) and blocked_input:
         return True
-    if max(strides) > 1:
-        return out_pixels <= MIXED_STRIDED_PIXELS
-    return out_pixels <= (MIXED_FOLLOW_PIXELS if blocked_input else MIXED_SMALL_PIXELS)
+    return out_pixels <= (MIXED_STRIDED_PIXELS if max(strides) > 1 else MIXED_SMALL_PIXELS)
 
 
 def block_size():
@@ -377,6 +374,15 @@ def rewrite(program, model):
             if op in _UNARY and blocked[ins[0]][0] in pooled:
                 pooled.add(nctx.node.output[0])
             blocked[outputs[0][1]] = (nctx.node.output[0], c)
+            plain_gone.add(outputs[0][1])
+            continue
+        if op == "Concat" and len(ins) >= 2 and all(k in blocked for k in ins) and len(outputs) == 1 \
+                and ctx.attr("axis", 1) == 1 and all(blocked[k][1] % block == 0 for k in ins[:-1]):
+            # Along the channels, whole blocks: the same Concat on axis 1 of the 5-D values (the last input's
+            # padding lanes end up last, where the result's are).
+            nctx = _copy(ctx, {k: blocked[k][0] for k in ins})
+            add(nctx, fn, [(0, nctx.node.output[0])])
+            blocked[outputs[0][1]] = (nctx.node.output[0], sum(blocked[k][1] for k in ins))
             plain_gone.add(outputs[0][1])
             continue
         if op == "GlobalAveragePool" and ins and ins[0] in blocked and len(outputs) == 1:
