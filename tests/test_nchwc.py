@@ -44,7 +44,7 @@ CASES = [
     (2, 20, 9, 9, 24, 3, 1, [2, 3, 2, 1], 2, False, False, False, "hardswish"),      # dilated, asymmetric: 3 + 1
     (1, 32, 3, 3, 48, 3, 1, [1, 1, 1, 1], 1, False, False, True, "sigmoid"),         # all 3 columns but one edge
     (1, 48, 14, 14, 64, 3, 2, [1, 1, 1, 1], 1, False, False, False, "relu"),         # stride 2: one edge, alone
-    (1, 32, 28, 27, 48, 3, 2, [1, 1, 1, 1], 1, False, False, True, "relu"),          # 1 edge + 13: pairs with the 13th
+    (1, 32, 27, 28, 48, 3, 2, [1, 1, 1, 1], 1, False, False, True, "relu"),          # 1 edge + 13: pairs with the 13th
 ]
 
 
