@@ -2,7 +2,9 @@
 
 On by default for graphs with a depthwise conv (MobileNet, EfficientNet;
 docs/nchwc.md has the numbers); OPFORGE_NCHWC=0 turns it off, =1 applies
-it to every conv it can run. At import, each maximal region of float32 Convs (one group, or depthwise)
+it to every conv it can run. Other graphs (ResNet, SqueezeNet) get the
+'mixed' layout on an Intel CPU (OPFORGE_NCHWC=mixed: on any): only the dense
+convs whose shape mixed_wins picks run blocked. At import, each maximal region of float32 Convs (one group, or depthwise)
 with the elementwise operators between them (Relu, HardSwish, HardSigmoid,
 Sigmoid, Clip, Add and Mul of two blocked values, GlobalAveragePool) runs in
 [N, ceil(C / B), H, W, B] (cpp/ops/nchwc_ops.cc): the filters are laid out
