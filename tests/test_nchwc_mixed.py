@@ -212,3 +212,22 @@ def test_concat_of_blocked_values_stays_blocked_when_whole_blocks(monkeypatch, f
     want = _ort(model, x)
     for _ in range(2):
         _close(prog.run({"x": x}), want)
+
+
+def test_packing_after_the_blocked_convs_sees_the_static_shapes(monkeypatch):
+    # c1 (NCHW) reads c0's output; the pass drops c0's weight, and shape inference without it lost c1's input
+    # size: its filter was packed for any size (a Winograd transform beside the panels; ResNet-18 b8 +150 MiB).
+    from opforge import ops as P
+    monkeypatch.setenv("OPFORGE_NCHWC_BLOCK", "16")
+    monkeypatch.setenv("OPFORGE_NCHWC", "mixed")
+    packs, pack = [], P.pack_conv2d_filter
+    monkeypatch.setattr(P, "pack_conv2d_filter", lambda w, **kw: packs.append((w.shape, kw)) or pack(w, **kw))
+    rng = np.random.default_rng(6)
+    model = _net(rng)
+    prog = _importer.Program(model)
+    assert prog.static_shapes["r0"] == (1, 32, 16, 16)
+    # 16 tiles of 4x4 at batch 1: Winograd in the column layout, as for the same conv without the pass.
+    assert [kw for shape, kw in packs if shape == (32, 32, 3, 3)] == [
+        {"winograd": True, "panels": True, "columns": True}], packs
+    x = rng.standard_normal((1, 16, 32, 32)).astype(np.float32)
+    _close(prog.run({"x": x}), _ort(model, x))
