@@ -32,13 +32,18 @@ def reorder_to_gen(draw, dtype):
     shape = (draw(st.integers(0, 2)), draw(st.integers(1, 20)), draw(st.integers(0, 4)), draw(st.integers(0, 4)))
     if draw(st.integers(0, 9)) == 0:
         shape = shape[:3]
-    return (array(draw, dtype, shape),), {"block": draw(st.sampled_from([8, 16, 16, 4]))}
+    channels = draw(st.sampled_from([0, 0, shape[1], shape[1] + 1, -1]))  # 0: unchecked
+    return (array(draw, dtype, shape),), {"block": draw(st.sampled_from([8, 16, 16, 4])), "channels": channels}
 
 
-def reorder_to(x, block):
+def reorder_to(x, block, channels=0):
     _check_block(block)
+    if channels < 0:
+        raise ValueError("attr 'channels' must be >= 0")
     if x.ndim != 4:
         raise ValueError("argument 'x' must be 4-D")
+    if channels > 0 and x.shape[1] != channels:
+        raise ValueError("argument 'x' has a different channel count")
     return _to(x, block)
 
 

@@ -38,6 +38,13 @@ CASES = [
     (2, 20, 12, 12, 30, 3, 1, [1, 0, 2, 1], 1, False, False, True, "sigmoid"),       # dense 3x3
     (1, 17, 1, 1, 9, 1, 1, [0, 0, 0, 0], 1, False, False, False, "relu"),            # an SE block's 1x1
     (1, 8, 4, 3, 8, 3, 1, [0, 0, 0, 0], 1, True, False, False, "none"),              # no interior column
+    # Dense rows' edge columns two at a time (DensePair): left with right, two on one side, an odd one alone.
+    (1, 40, 7, 7, 72, 3, 1, [1, 1, 1, 1], 1, False, False, True, "relu"),            # a 7x7 row: 1 + 5 + 1
+    (1, 24, 7, 9, 40, 5, 1, [2, 2, 2, 2], 1, False, False, True, "none"),            # 2 + 5 + 2
+    (2, 20, 9, 9, 24, 3, 1, [2, 3, 2, 1], 2, False, False, False, "hardswish"),      # dilated, asymmetric: 3 + 1
+    (1, 32, 3, 3, 48, 3, 1, [1, 1, 1, 1], 1, False, False, True, "sigmoid"),         # all 3 columns but one edge
+    (1, 48, 14, 14, 64, 3, 2, [1, 1, 1, 1], 1, False, False, False, "relu"),         # stride 2: one edge, alone
+    (1, 32, 27, 28, 48, 3, 2, [1, 1, 1, 1], 1, False, False, True, "relu"),          # 1 edge + 13: pairs with the 13th
 ]
 
 

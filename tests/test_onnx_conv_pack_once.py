@@ -72,7 +72,8 @@ def test_unknown_batch_keeps_transform_and_panels():
     _check(prog.run({"x": x}), want)
 
 
-def test_small_static_outputs_store_no_winograd_transform():
+def test_small_static_outputs_store_no_winograd_transform(monkeypatch):
+    monkeypatch.setenv("OPFORGE_NCHWC", "0")  # the packed route (an Intel CPU runs convs this small blocked)
     model, x, want, w1 = _model(6)  # 6x6 outputs: below Winograd's 8x8, so the panels alone
     prog = _importer.Program(model)
     assert _blob(prog, "w1").nbytes == P.pack_conv2d_filter(w1, winograd=False).numpy().nbytes

@@ -222,6 +222,7 @@ def test_column_panels_at_batch_one_with_few_pixels_match_onnxruntime(monkeypatc
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     packed, pack = [], P.pack_conv2d_filter
     monkeypatch.setattr(P, "pack_conv2d_filter", lambda w, **kw: packed.append(kw["columns"]) or pack(w, **kw))
+    monkeypatch.setenv("OPFORGE_NCHWC", "0")  # the packed route itself (an Intel CPU runs a 7x7 3x3 conv blocked)
     imported = opforge.onnx.import_model(model)
     assert packed == [True, True]  # 200 outputs: 7 of 224 tile columns wasted, fewer than the pixels' 15 of 64
     got = np.asarray(of.Session(imported.graph).run([imported.outputs["y"]], {imported.inputs["x"]: x})[0])

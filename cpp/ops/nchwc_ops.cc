@@ -49,6 +49,12 @@ Status ReorderToShape(InferenceContext* ctx) {
     return errors::InvalidArgument("argument 'x' must be 4-D [batch, channels, height, width], got shape ",
                                    x.DebugString());
   }
+  // The blocks alone would not tell 8 channels from 16 (block 16): the consumer's count, where given.
+  const int64_t want = ctx->attr_int("channels");
+  if (want < 0) return errors::InvalidArgument("attr 'channels' must be >= 0 (0: any), got ", want);
+  if (want > 0 && !IsUnknownDim(x.dim(1)) && x.dim(1) != want) {
+    return errors::InvalidArgument("argument 'x' has ", x.dim(1), " channels, attr 'channels' is ", want);
+  }
   const int64_t c = IsUnknownDim(x.dim(1)) ? kUnknownDim : Blocks(x.dim(1), b);
   ctx->set_output_shape(0, TensorShape({x.dim(0), c, x.dim(2), x.dim(3), b}));
   return Status::OK();
@@ -179,6 +185,7 @@ block: 16 or 8 (a scalar).
 REGISTER_OP("ReorderToNchwc")
     .Input("x: T")
     .Attr("block: int")
+    .Attr("channels: int = 0")
     .Output("y: T")
     .Attr("T: {float32}")
     .SetShapeFn(ReorderToShape)
@@ -188,6 +195,7 @@ NCHW -> NCHWc: [N, C, H, W] to [N, ceil(C / block), H, W, block], the lanes past
 
 x: The input, [batch, channels, height, width].
 block: Channels per block, 8 or 16.
+channels: x's channel count, checked where above 0 (the importer sets it: the blocked shape alone does not show it).
 y: The blocked tensor.
 )doc");
 

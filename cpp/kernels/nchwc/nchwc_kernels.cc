@@ -71,7 +71,10 @@ Status BlockSizeKernel(OpKernelContext* ctx) {
 
 Status ReorderToKernel(OpKernelContext* ctx) {
   const Tensor& x = ctx->input(0);
-  const int64 b = ctx->attr_int("block");
+  const int64 b = ctx->attr_int("block"), want = ctx->attr_int("channels");
+  if (want > 0 && x.dim(1) != want) {
+    return errors::InvalidArgument("argument 'x' has ", x.dim(1), " channels, attr 'channels' is ", want);
+  }
   Tensor* y = nullptr;
   OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
   const int64 n = x.dim(0), c = x.dim(1), hw = x.dim(2) * x.dim(3), cb = y->dim(1);

@@ -2,7 +2,9 @@
 
 On by default for graphs with a depthwise conv (MobileNet, EfficientNet;
 docs/nchwc.md has the numbers); OPFORGE_NCHWC=0 turns it off, =1 applies
-it to every conv it can run. At import, each maximal region of float32 Convs (one group, or depthwise)
+it to every conv it can run. Other graphs (ResNet, SqueezeNet) get the
+'mixed' layout on an Intel CPU (OPFORGE_NCHWC=mixed: on any): only the dense
+convs whose shape mixed_wins picks run blocked. At import, each maximal region of float32 Convs (one group, or depthwise)
 with the elementwise operators between them (Relu, HardSwish, HardSigmoid,
 Sigmoid, Clip, Add and Mul of two blocked values, GlobalAveragePool) runs in
 [N, ceil(C / B), H, W, B] (cpp/ops/nchwc_ops.cc): the filters are laid out
@@ -25,11 +27,50 @@ _BINARY = frozenset({"Add", "Mul"})
 
 
 def mode():
-    """'all' (OPFORGE_NCHWC=1: every conv the layout runs), 'off' (0), else 'auto' (the default): graphs with a
-    depthwise conv, their pointwise and depthwise convs and a first conv of few channels only. A dense k x k conv
-    over many channels stays NCHW there (Winograd and the packed GEMM serve it better)."""
+    """'all' (OPFORGE_NCHWC=1: every conv the layout runs), 'off' (0), 'mixed' (=mixed: the dense layers the
+    blocked kernel wins, see mixed_wins), else 'auto' (the default): graphs with a depthwise conv, their
+    pointwise and depthwise convs and a first conv of few channels only; other graphs 'mixed' on an Intel
+    CPU (measured there), unchanged elsewhere (Zen 5 was tuned without it)."""
     v = os.environ.get("OPFORGE_NCHWC", "")
-    return "all" if v == "1" else "off" if v == "0" else "auto"
+    return "all" if v == "1" else "off" if v == "0" else "mixed" if v == "mixed" else "auto"
+
+
+def intel_cpu():
+    """The CPU's vendor is Intel (/proc/cpuinfo), unless OPFORGE_CONV_TUNING=amd or =intel says otherwise, as
+    the conv kernels' own per-CPU settings (cpp/kernels/conv/conv_tuning.cc)."""
+    forced = os.environ.get("OPFORGE_CONV_TUNING", "")
+    if forced in ("amd", "intel"):
+        return forced == "intel"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return "GenuineIntel" in line
+    except OSError:
+        pass
+    return False
+
+
+# Output pixels (all images of a call) up to which the 'mixed' layout runs a dense conv blocked; measured on
+# ResNet-18 and SqueezeNet (Xeon, AVX-512). Where a call has more, the packed GEMM (several images' columns side
+# by side) and Winograd (enough 4x4 tiles) beat the direct blocked kernel.
+MIXED_STRIDED_PIXELS = 784  # 28x28 at batch 1
+MIXED_SMALL_PIXELS = 196  # 14x14 at batch 1
+
+
+def mixed_wins(w, strides, out_pixels, blocked_input, block):
+    """Whether the 'mixed' layout runs this dense conv (filter w [O, C, kh, kw]; out_pixels: N * OH * OW, None
+    where unknown) blocked. Measured per layer at batch 1 (Xeon, one thread, blocked against packed NCHW):
+    ResNet-18's strided 3x3 convs 0.82-1.16 against 1.22-1.42 ms and 1x1 s2 0.105 against 0.16 ms; its 3x3 at
+    7x7 2.5-2.6 against 2.7-2.9 ms, at 14x14 even (1.6-1.8 ms both), at 28x28 and 56x56 Winograd wins (1.4-1.6
+    against 1.6); SqueezeNet's 13x13 layers 1.87 against 2.20 ms in all. At batch 8 the packed GEMM wins all
+    but the strided convs to 7x7. A 1x1 conv whose input is blocked already runs blocked (no reorder)."""
+    o, c, kh, kw = w.shape
+    if c < block or out_pixels is None:  # a stem: its output would be reordered back whole before the pool
+        return False
+    if (kh, kw) == (1, 1) and blocked_input:
+        return True
+    return out_pixels <= (MIXED_STRIDED_PIXELS if max(strides) > 1 else MIXED_SMALL_PIXELS)
 
 
 def block_size():
@@ -122,9 +163,9 @@ def _conv_step(n, filt, bias, attrs):
     return P.conv2d_nchwc(n.input(0), filt, bias, res, scale, **attrs)
 
 
-def _reorder_to(n, block):
+def _reorder_to(n, block, channels=0):
     from opforge import ops as P
-    return P.reorder_to_nchwc(n.input(0), block=block)
+    return P.reorder_to_nchwc(n.input(0), block=block, channels=channels)
 
 
 def _reorder_from(n, channels, block):
@@ -167,6 +208,10 @@ def _conv_plan(ctx, fn, inits, shapes):
     return w, b, groups, strides, pads, dil, kw.get("activation", "none")
 
 
+def _out_pixels(shape):
+    return shape[0] * shape[2] * shape[3] if shape and len(shape) == 4 and all(shape[i] for i in (0, 2, 3)) else None
+
+
 def _is_depthwise(ctx, fn, inits):
     from opforge.onnx import _ops_conv
     base = fn.func if isinstance(fn, functools.partial) else fn
@@ -184,9 +229,14 @@ def rewrite(program, model):
     from opforge.onnx import _ops_conv, _pack_conv
     if how == "auto" and not any(
             _is_depthwise(ctx, fn, program.initializers) for ctx, fn, _ in program.steps):
-        return
+        if not intel_cpu():
+            return
+        how = "mixed"
     block = block_size()
     shapes = _pack_conv._static_shapes(model, program.initializers)
+    # For pack_filters: without the weights this pass drops, ONNX shape inference would lose every size after
+    # them, and the convs there would store a Winograd transform beside their panels (ResNet-18 b8: +150 MiB).
+    program.static_shapes = shapes
     steps = program.steps
     inits = dict(program.initializers)  # and the Identity copies exporters make of shared weights
     for ctx, _, _ in steps:
@@ -200,6 +250,7 @@ def rewrite(program, model):
     blocked = {}   # plain name -> (its blocked value's name, channels)
     made_at = {}   # blocked name -> index in `new` of the step making it
     convs = {}     # blocked name of a conv's output (no activation) -> index of its step, for a residual Add
+    residual_convs = {}  # blocked name of a conv + residual's output (no activation) -> its step, for a Relu
     new, replaced, plain_gone = [], set(), set()
     pooled = set()  # blocked names of [N, Cb, 1, 1, B] values (an SE block's pooled branch)
     scaled = {}     # plain name of an SE Mul's output -> (blocked x, blocked scale), for the conv reading it
@@ -244,6 +295,10 @@ def rewrite(program, model):
             w, groups = plan[0], plan[2]
             if groups == 1 and w.shape[2:] != (1, 1) and not (w.shape[1] < block and node.input[0] not in blocked):
                 plan = None
+        elif plan is not None and how == "mixed":
+            if plan[2] != 1 or not mixed_wins(plan[0], plan[3], _out_pixels(shapes.get(node.output[0])),
+                                              node.input[0] in blocked or node.input[0] in scaled, block):
+                plan = None
         if plan is not None:
             w, b, groups, strides, pads, dil, act = plan
             x, y = node.input[0], node.output[0]
@@ -252,7 +307,7 @@ def rewrite(program, model):
             nchw = se is None and x not in blocked and groups == 1 and c < block
             if se is None and x not in blocked and not nchw:
                 bx = x + "::nchwc"
-                add(_node("ReorderToNchwc", [x], [bx], ctx), functools.partial(_reorder_to, block=block), [(0, bx)])
+                add(_node("ReorderToNchwc", [x], [bx], ctx), functools.partial(_reorder_to, block=block, channels=c), [(0, bx)])
                 blocked[x] = (bx, c)
             attrs = dict(filter_shape=[int(d) for d in w.shape], block=block, groups=groups, strides=list(strides),
                          pads=list(pads), dilations=list(dil), activation=act,
@@ -292,7 +347,20 @@ def rewrite(program, model):
                 del convs[a]
                 blocked[outputs[0][1]] = (y2, blocked[ins[0]][1])
                 plain_gone.add(outputs[0][1])
+                if readers.get(outputs[0][1]) == 1 and outputs[0][1] not in outs:
+                    residual_convs[y2] = j
                 continue
+        if op == "Relu" and len(ins) == 1 and ins[0] in blocked and blocked[ins[0]][0] in residual_convs \
+                and len(outputs) == 1:
+            # Conv -> Add -> Relu (a ResNet block's end): the Relu runs on the conv's registers after the residual.
+            j = residual_convs.pop(blocked[ins[0]][0])
+            cctx, cfn, couts = new[j]
+            new[j] = (cctx, functools.partial(cfn.func, **{**cfn.keywords,
+                                                           "attrs": {**cfn.keywords["attrs"], "activation": "relu"}}),
+                      couts)
+            blocked[outputs[0][1]] = blocked[ins[0]]
+            plain_gone.add(outputs[0][1])
+            continue
         if op == "Mul" and len(ins) == 2 and all(k in blocked for k in ins) and len(outputs) == 1 \
                 and blocked[ins[0]][1] == blocked[ins[1]][1] and (blocked[ins[0]][0] in pooled) != (
                     blocked[ins[1]][0] in pooled) and runs_scaled(outputs[0][1]):
@@ -311,6 +379,15 @@ def rewrite(program, model):
             if op in _UNARY and blocked[ins[0]][0] in pooled:
                 pooled.add(nctx.node.output[0])
             blocked[outputs[0][1]] = (nctx.node.output[0], c)
+            plain_gone.add(outputs[0][1])
+            continue
+        if op == "Concat" and len(ins) >= 2 and all(k in blocked for k in ins) and len(outputs) == 1 \
+                and ctx.attr("axis", 1) == 1 and all(blocked[k][1] % block == 0 for k in ins[:-1]):
+            # Along the channels, whole blocks: the same Concat on axis 1 of the 5-D values (the last input's
+            # padding lanes end up last, where the result's are).
+            nctx = _copy(ctx, {k: blocked[k][0] for k in ins})
+            add(nctx, fn, [(0, nctx.node.output[0])])
+            blocked[outputs[0][1]] = (nctx.node.output[0], sum(blocked[k][1] for k in ins))
             plain_gone.add(outputs[0][1])
             continue
         if op == "GlobalAveragePool" and ins and ins[0] in blocked and len(outputs) == 1:

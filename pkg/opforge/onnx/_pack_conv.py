@@ -164,7 +164,7 @@ def pack_filters(program, model):
         todo.append(i)
     if not todo:
         return
-    shapes = _static_shapes(model, inits)
+    shapes = getattr(program, "static_shapes", None) or _static_shapes(model, inits)  # from before the NCHWc pass
     # A weight goes as soon as its last reader is packed (the peak holds one of the two copies, not both); only
     # one that nothing else reads (no other input position, no graph output).
     graph_outputs = set(program.outputs)
