@@ -4,15 +4,14 @@ Each op gets a C++ entry point ``opforge::gen::<Op>`` (METH_FASTCALL |
 METH_KEYWORDS, added to the module at init) taking its parameters as an
 array in the op's parameter order, which OpBinding (swig/py_call.h) binds;
 OpBinding is told the Python function's name and parameter names, for calls
-by keyword. Parameter names
-that are C++ keywords, or names the entry point uses itself, get a
-trailing ``_`` (``cpp_name``).
+by keyword. The entry points name no parameters in C++; ``cpp_ident`` (a
+name's C++-safe spelling) serves the validator's spelling check.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model import AttrType, Group, OpDef, Param, Registry, Source
+from ..model import Group, OpDef, Param, Registry, Source
 from . import pyi
 from .python import PyOp
 
@@ -29,19 +28,6 @@ CPP_KEYWORDS = frozenset("""
 """.split())  # noqa: SIM905
 # Names the generated entry point uses in its body.
 CPP_RESERVED_LOCALS = frozenset({"op", "inputs", "attrs", "opforge", "std", "PyObject"})
-
-# The entry point's C++ parameter type of an attr.
-CPP_ATTR_TYPES = {
-    AttrType.INT: "opforge::py::IntAttr",
-    AttrType.FLOAT: "opforge::py::FloatAttr",
-    AttrType.BOOL: "opforge::py::BoolAttr",
-    AttrType.STRING: "opforge::py::StringAttr",
-    AttrType.TYPE: "opforge::py::TypeAttr",
-    AttrType.SHAPE: "opforge::py::ShapeAttr",
-    AttrType.LIST_INT: "opforge::py::IntListAttr",
-    AttrType.LIST_FLOAT: "opforge::py::FloatListAttr",
-    AttrType.LIST_TYPE: "opforge::py::TypeListAttr",
-}
 
 
 def cpp_ident(name: str) -> str:
@@ -70,24 +56,11 @@ def cstr(text: str) -> str:
 
 @dataclass(frozen=True)
 class SwigParam:
-    name: str         # as declared: the attr name OpBinding is told
-    cpp_name: str
-    cpp_type: str
-    is_input: bool
+    name: str  # as declared: the comment above the entry point names it
 
     @staticmethod
     def of(param: Param) -> SwigParam:
-        cpp_type = "PyObject*" if param.is_input else CPP_ATTR_TYPES[param.attr.type]
-        return SwigParam(param.name, cpp_ident(param.name), cpp_type, param.is_input)
-
-    @property
-    def decl(self) -> str:
-        return f"{self.cpp_type} {self.cpp_name}"
-
-    @property
-    def value(self) -> str:
-        """How the entry point passes it on: the PyObject* or the moved AttrValue."""
-        return self.cpp_name if self.is_input else f"std::move({self.cpp_name}.value)"
+        return SwigParam(param.name)
 
 
 @dataclass(frozen=True)
@@ -107,18 +80,6 @@ class SwigOp:
         doc = f"{sig}\n\n{op.summary}" if op.summary else sig
         return SwigOp(op.name, op.source, doc, tuple(SwigParam.of(p) for p in op.params), py.python_name,
                       tuple(p.py_name for p in py.params))
-
-    @property
-    def inputs(self) -> tuple[SwigParam, ...]:
-        return tuple(p for p in self.params if p.is_input)
-
-    @property
-    def attrs(self) -> tuple[SwigParam, ...]:
-        return tuple(p for p in self.params if not p.is_input)
-
-    @property
-    def attr_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.attrs)
 
 
 @dataclass(frozen=True)
