@@ -128,7 +128,10 @@ def _overlaps(kind):
 
 
 def test_gil_is_released_while_kernels_run():
-    assert _overlaps("op") > 0
+    # One overlap proves the release; a host that never runs the two threads
+    # at once in a whole run (seen once in a CI run beside the sanitizer
+    # build) proves nothing either way, so the run may be repeated.
+    assert any(_overlaps("op") > 0 for _ in range(3))
 
 
 def test_gil_proof_fails_for_code_that_holds_the_gil():
