@@ -82,6 +82,11 @@ PyObject* ValidateDeclaration(const char* name, PyObject* specs) {
     else if (k == "gradient") builder.Gradient(text);
     else if (k == "no_gradient") builder.NoGradient();
     else if (k == "category") builder.Category(text);
+    else if (k == "transpose_attr") {  // "input attr"
+      const std::string t = text;
+      const size_t space = t.find(' ');
+      builder.TransposeAttr(t.substr(0, space), space == std::string::npos ? "" : t.substr(space + 1));
+    }
   }
   Py_DECREF(seq);
   builder.SetShapeFn(shape_fns::Unchanged);

@@ -192,12 +192,19 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
     if (!ConvertAnyAttr(args[pos], name, op.attrs[i], &attrs[i])) return nullptr;
   }
   InlinedVector<BindInput, 4> inputs(op.inputs.size());
+  uint32_t transposed = 0;  // inputs borrowed as their transposes (BorrowTransposed)
   for (size_t a = 0; a < op.inputs.size(); ++a) {
     const ArgDef& arg = op.inputs[a];
+    if (a < 32 && BorrowTransposed(arg, py_inputs[a], &inputs[a].tensor)) {
+      inputs[a].kind = BindInput::kTensor;
+      transposed |= 1u << a;
+      continue;
+    }
     const bool ok = arg.is_list() ? ToBindListInput(py_inputs[a], name, arg, async, &inputs[a])
                                   : ToBindInput(py_inputs[a], name, arg.name, async, &inputs[a]);
     if (!ok) return nullptr;
   }
+  FlipTransposeAttrs(op, transposed, attrs.data());
   BoundCall bc;
   Status s = Bind(op, inputs.data(), attrs.data(), &bc);
   if (!s.ok()) return SetError(s);

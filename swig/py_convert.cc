@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "numpy_api.h"
 #include "numpy_buffer.h"
@@ -148,6 +149,44 @@ bool TensorFromArray(PyObject* obj, const char* op, const std::string& arg, Tens
   Py_DECREF(source);  // the buffer holds its own reference
   *out = Tensor::Adopt(dtype, shape, buf);
   return true;
+}
+
+bool BorrowTransposed(const ArgDef& arg, PyObject* obj, Tensor* out) {
+  if (arg.transpose_attr_index < 0 || !PyArray_Check(obj)) return false;
+  PyArrayObject* arr = reinterpret_cast<PyArrayObject*>(obj);
+  const int rank = PyArray_NDIM(arr);
+  if (rank < 2 || rank > kMaxRank || PyArray_IS_C_CONTIGUOUS(arr) || !PyArray_ISALIGNED(arr) ||
+      !PyArray_ISNOTSWAPPED(arr)) {
+    return false;
+  }
+  DType dtype;
+  if (!DTypeFromDescr(PyArray_DESCR(arr), &dtype)) return false;
+  int64_t dims[kMaxRank], strides[kMaxRank];
+  for (int d = 0; d < rank; ++d) {
+    dims[d] = PyArray_DIM(arr, d);
+    strides[d] = PyArray_STRIDE(arr, d);
+  }
+  std::swap(dims[rank - 2], dims[rank - 1]);
+  std::swap(strides[rank - 2], strides[rank - 1]);
+  int64_t step = PyArray_ITEMSIZE(arr);  // C order of the swapped axes, axes of one element aside
+  for (int d = rank - 1; d >= 0; --d) {
+    if (dims[d] == 0) return false;
+    if (dims[d] != 1 && strides[d] != step) return false;
+    step *= dims[d];
+  }
+  // The view starts at its lowest address (every stride that matters is
+  // positive), so the buffer covers exactly the C array.
+  *out = Tensor::Adopt(dtype, TensorShape(dims, rank), new NumpyBuffer(arr));
+  return true;
+}
+
+void FlipTransposeAttrs(const OpDef& op, uint32_t borrowed, AttrValue* attrs) {
+  for (size_t a = 0; a < op.inputs.size(); ++a) {
+    if (borrowed >> a & 1u) {
+      AttrValue& v = attrs[op.inputs[a].transpose_attr_index];
+      v.b = !v.b;
+    }
+  }
 }
 
 bool BorrowsWritableMemory(const Tensor& t) {

@@ -6,6 +6,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <cstdint>
 #include <string>
 
 #include "bind.h"
@@ -28,6 +29,15 @@ bool ToBindListInput(PyObject* obj, const char* op, const ArgDef& arg, bool keep
 // A C-contiguous, aligned, native-endian array of a supported dtype is
 // borrowed (no copy; the array is kept alive); anything else is copied.
 bool TensorFromArray(PyObject* array, const char* op, const std::string& arg, Tensor* out);
+
+// An input the op reads transposed under a bool attr (ArgDef::transpose_attr),
+// given as a numpy array whose last two axes, swapped, are C-contiguous (w.T,
+// x.swapaxes(-1, -2)): borrowed as that C array with those axes swapped, no
+// copy, and true; the caller flips the attr (FlipTransposeAttrs). False, with
+// nothing set, for any other array: TensorFromArray then borrows or copies it.
+bool BorrowTransposed(const ArgDef& arg, PyObject* obj, Tensor* out);
+// Flips the transpose attr of each input whose bit is set in `borrowed`.
+void FlipTransposeAttrs(const OpDef& op, uint32_t borrowed, AttrValue* attrs);
 
 // True if t's memory is a writable numpy array it borrows: its values may
 // change after the op call (the gradient recorder copies such inputs).

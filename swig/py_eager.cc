@@ -199,6 +199,7 @@ PyObject* EagerPlain(const OpBinding& b, PyObject* const* args, PyObject* const*
   // BindValues, the binder less the flattening and weak values.
   BoundCall bc;
   bool autograd = false;
+  uint32_t transposed = 0;  // inputs borrowed as their transposes (BorrowTransposed)
   for (size_t a = 0; a < op.inputs.size(); ++a) {
     PyObject* obj = py_inputs[a];
     if (IsTensor(obj)) {
@@ -208,7 +209,9 @@ PyObject* EagerPlain(const OpBinding& b, PyObject* const* args, PyObject* const*
       autograd |= pt->ag != nullptr;
     } else if (PyArray_CheckExact(obj)) {
       Tensor t;  // default-initialized (not zeroed), then moved in
-      if (!TensorFromArray(obj, name, op.inputs[a].name, &t)) {
+      if (a < 32 && BorrowTransposed(op.inputs[a], obj, &t)) {
+        transposed |= 1u << a;
+      } else if (!TensorFromArray(obj, name, op.inputs[a].name, &t)) {
         *handled = true;
         return nullptr;
       }
@@ -219,7 +222,9 @@ PyObject* EagerPlain(const OpBinding& b, PyObject* const* args, PyObject* const*
   }
   *handled = true;
   const size_t n = bc.values.size();
-  if (b.memoizable()) {
+  // The memo is keyed by the attrs as passed: a call with flipped attrs keeps out of it.
+  const bool memo = b.memoizable() && transposed == 0;
+  if (memo) {
     if (EagerMemo* m = MemoLookup(b, bc.values.data(), n, args)) {
       PyObject* r = RunEager(op, bc.values.data(), n, m->attrs.data(), m->output_shapes.data(), autograd,
                              py_inputs, call);
@@ -232,10 +237,11 @@ PyObject* EagerPlain(const OpBinding& b, PyObject* const* args, PyObject* const*
   for (const auto& [i, pos] : b.attr_pos()) {
     if (!ConvertAnyAttr(args[pos], name, op.attrs[i], &attrs[i])) return nullptr;
   }
+  FlipTransposeAttrs(op, transposed, attrs.data());
   Status s = BindValues(op, attrs.data(), &bc);
   if (!s.ok()) return SetError(s);
   bc.autograd = autograd;
-  if (b.memoizable()) MemoStore(b, bc, args);
+  if (memo) MemoStore(b, bc, args);
   return RunBound(op, bc, py_inputs, call);
 }
 

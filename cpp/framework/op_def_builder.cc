@@ -435,6 +435,11 @@ OpDefBuilder& OpDefBuilder::SetIsStateful() {
   return *this;
 }
 
+OpDefBuilder& OpDefBuilder::TransposeAttr(std::string input, std::string attr) {
+  transpose_attrs_.emplace_back(std::move(input), std::move(attr));
+  return *this;
+}
+
 OpDefBuilder& OpDefBuilder::Category(std::string family) {
   category_ = std::move(family);
   return *this;
@@ -505,6 +510,21 @@ Status OpDefBuilder::Finalize(OpDef* out) const {
                                           "' is a resource, so the op must be declared SetIsStateful()"));
     }
     def.resource_attrs.push_back(static_cast<int>(i));
+  }
+  for (const auto& [input, attr] : transpose_attrs_) {
+    const int i = def.FindInput(input), a = def.FindAttr(attr);
+    if (i < 0 || def.inputs[i].is_list()) {
+      return fail(errors::InvalidArgument("TransposeAttr('", input, "', ...): not a single-tensor input"));
+    }
+    if (a < 0 || def.attrs[a].type != AttrType::kBool || def.attrs[a].inferred) {
+      return fail(errors::InvalidArgument("TransposeAttr('", input, "', '", attr, "'): '", attr,
+                                          "' is not a bool attr"));
+    }
+    if (def.inputs[i].transpose_attr_index >= 0) {
+      return fail(errors::InvalidArgument("TransposeAttr('", input, "', ...) is declared twice"));
+    }
+    def.inputs[i].transpose_attr = attr;
+    def.inputs[i].transpose_attr_index = a;
   }
   std::vector<std::string> locals;
   for (const std::string& spec : gradients_) {

@@ -54,8 +54,9 @@ std::string ArgJson(const ArgDef& a) {
   std::ostringstream os;
   os << "{\"doc\": " << Quote(a.doc) << ", \"fixed_type\": "
      << (a.fixed_type == DType::kInvalid ? "null" : Quote(DTypeName(a.fixed_type)))
-     << ", \"name\": " << Quote(a.name) << ", \"number_attr\": " << OrNull(a.number_attr)
-     << ", \"type_attr\": " << OrNull(a.type_attr) << "}";
+     << ", \"name\": " << Quote(a.name) << ", \"number_attr\": " << OrNull(a.number_attr);
+  if (!a.transpose_attr.empty()) os << ", \"transpose_attr\": " << Quote(a.transpose_attr);  // only where declared
+  os << ", \"type_attr\": " << OrNull(a.type_attr) << "}";
   return os.str();
 }
 

@@ -123,6 +123,8 @@ REGISTER_OP("FusedMatMul")
     .Output("y: T")
     .Attr("T: {float32}")
     .SetShapeFn(FusedMatMulShape)
+    .TransposeAttr("a", "transpose_a")
+    .TransposeAttr("b", "transpose_b")
     // The activation's derivative (from y, or the recomputed pre-activation
     // for gelu/silu), then MatMul's gradient; the bias gets dpre summed over
     // the rows (the sweep sums a broadcast gradient to the input's shape).
@@ -261,6 +263,8 @@ REGISTER_OP("MatMul")
     .Output("product: T")
     .Attr("T: {numbertype, halftype}")
     .SetShapeFn(MatMulShape)
+    .TransposeAttr("a", "transpose_a")
+    .TransposeAttr("b", "transpose_b")
     .Category("contraction")
     // Only the operands that need a gradient get a GEMM (an MLP's input does not).
     .Gradient("a, b = MatMulGrad(a, b, dproduct, transpose_a=transpose_a, transpose_b=transpose_b, "

@@ -67,6 +67,7 @@ REGISTER_OP("PackMatMulWeight")
     .Output("packed: uint8")
     .Attr("T: {float32}")
     .SetShapeFn(PackShape)
+    .TransposeAttr("b", "transpose_b")
     .NoGradient()  // an opaque blob
     .Doc(R"doc(
 Packs a constant float32 weight once for FusedMatMulPacked: the GEMM microkernel's B panels.

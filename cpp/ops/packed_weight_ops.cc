@@ -182,6 +182,7 @@ REGISTER_OP("PackHalfMatMulWeight")
     .Output("packed: uint8")
     .Attr("T: {float16}")
     .SetShapeFn(PackHalfShape)
+    .TransposeAttr("b", "transpose_b")
     .NoGradient()  // an opaque blob
     .Doc(R"doc(
 Packs a constant float16 weight once for HalfMatMulPacked: widened to float32 panels of 32 columns.

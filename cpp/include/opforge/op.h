@@ -31,6 +31,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opforge/attr.h"
@@ -52,6 +53,10 @@ struct ArgDef {
   std::string number_attr;           // "N" for list args, else empty
   int type_attr_index = -1;          // index into OpDef::attrs
   int number_attr_index = -1;
+  // The bool attr that makes the op read this input's last two axes
+  // transposed ("transpose_b"), declared with TransposeAttr(); empty if none.
+  std::string transpose_attr;
+  int transpose_attr_index = -1;
   bool is_list() const { return !number_attr.empty(); }
 };
 
@@ -136,6 +141,11 @@ class OpDefBuilder {
   // The op has state beyond its inputs (see OpDef::stateful); required for
   // ops with `resource` attrs.
   OpDefBuilder& SetIsStateful();
+  // `attr` (bool) makes the op read `input`'s last two axes transposed, so
+  // the op with the attr flipped on the swapped axes is the same function.
+  // The call path uses it to borrow a transposed numpy view (w.T) in place,
+  // where it would otherwise copy the view into a C-contiguous array.
+  OpDefBuilder& TransposeAttr(std::string input, std::string attr);
 
   // Parses and validates every spec. Errors name the op and file:line.
   Status Finalize(OpDef* out) const;
@@ -150,6 +160,7 @@ class OpDefBuilder {
   bool no_gradient_ = false;
   std::string category_ = "none";
   bool stateful_ = false;
+  std::vector<std::pair<std::string, std::string>> transpose_attrs_;  // (input, attr)
 };
 
 // Registers at static-initialisation time. A declaration that fails

@@ -232,11 +232,16 @@ class ArgDef:
     fixed_type: DType | None
     number_attr: str | None
     doc: str
+    transpose_attr: str | None = None   # TransposeAttr(): the bool attr reading it transposed
 
     KEYS = ("name", "type_attr", "fixed_type", "number_attr", "doc")
 
     @staticmethod
     def parse(d: Any, where: str, dtypes: DTypeTable) -> ArgDef:
+        transpose_attr = None
+        if isinstance(d, dict) and "transpose_attr" in d:  # written only where declared
+            transpose_attr = _typed(d["transpose_attr"], (str,), "transpose_attr", where)
+            d = {k: v for k, v in d.items() if k != "transpose_attr"}
         _fields(d, ArgDef.KEYS, where)
         type_attr = _typed(d["type_attr"], (str,), "type_attr", where, nullable=True)
         fixed = d["fixed_type"]
@@ -247,12 +252,16 @@ class ArgDef:
             type_attr=type_attr,
             fixed_type=None if fixed is None else dtypes.get(fixed, "fixed_type", where),
             number_attr=_typed(d["number_attr"], (str,), "number_attr", where, nullable=True),
-            doc=_typed(d["doc"], (str,), "doc", where))
+            doc=_typed(d["doc"], (str,), "doc", where),
+            transpose_attr=transpose_attr)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "type_attr": self.type_attr,
-                "fixed_type": None if self.fixed_type is None else self.fixed_type.name,
-                "number_attr": self.number_attr, "doc": self.doc}
+        out = {"name": self.name, "type_attr": self.type_attr,
+               "fixed_type": None if self.fixed_type is None else self.fixed_type.name,
+               "number_attr": self.number_attr, "doc": self.doc}
+        if self.transpose_attr is not None:
+            out["transpose_attr"] = self.transpose_attr
+        return out
 
     @property
     def is_list(self) -> bool:
@@ -522,6 +531,11 @@ class OpDef:
         if unknown:
             raise SchemaError(f"{where}: params names {unknown}, which are neither "
                                "inputs nor attrs that are not inferred")
+        bools = {a.name for a in attrs if a.type is AttrType.BOOL and not a.inferred}
+        for a in inputs:
+            if a.transpose_attr is not None and (a.is_list or a.transpose_attr not in bools):
+                raise SchemaError(f"{where}: input {a.name!r} names transpose_attr "
+                                  f"{a.transpose_attr!r}, which is not a bool attr (or the input is a list)")
         kernels = _typed(d["kernels"], (dict,), "kernels", where)
         return OpDef(
             name=_typed(d["name"], (str,), "name", where),
