@@ -119,6 +119,18 @@ def test_another_format_is_refused_with_a_message():
         reader.read("{", "where")
 
 
+def test_a_transpose_attr_must_name_a_bool_attr_of_the_op():
+    doc = json.loads(pw.registry_json())
+    matmul = next(op for op in doc["ops"] if op["name"] == "MatMul")
+    assert matmul["inputs"][1]["transpose_attr"] == "transpose_b"
+    ops = {op.name: op for op in reader.read(json.dumps(doc), "test").ops}
+    assert ops["MatMul"].inputs[1].transpose_attr == "transpose_b"
+    for bad in ("T", "nope", 1):
+        matmul["inputs"][1]["transpose_attr"] = bad
+        with pytest.raises(SchemaError, match="MatMul"):
+            reader.read(json.dumps(doc), "test")
+
+
 def test_python_m_opforge_describe_reads_through_the_reader():
     r = subprocess.run([sys.executable, "-m", "opforge", "describe", "Add"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
