@@ -142,6 +142,11 @@ def build(sizes, of, torch):
             "np.matmul(x, y)", "of.matmul(x, y)", "torch.matmul(tx, ty)",
             {"x": normal(m, m), "y": normal(m, m)}, rtol=1e-4, atol=1e-5 * m)
 
+    # A Linear layer on numpy weights as users write it: w.T is a view (no copy).
+    add("matmul.linear_view", "matmul", "x @ w.T, [1, 768] @ [768, 768].T float32 (numpy view)", (1, 768),
+        "GFLOP/s", 2.0 * 768 * 768, "x @ w.T", "of.matmul(x, w.T)", "torch.matmul(tx, tw.T)",
+        {"x": normal(1, 768), "w": normal(768, 768)}, rtol=1e-4, atol=1e-4 * 768 ** 0.5)
+
     # Backward ops (gen_grad_ops) beside the numpy (and torch) expressions they replace.
     r = sizes.row
     add("backward.softmax_grad", "backward", f"softmax_grad, ({rows:,}, {r}) float32", (rows, r), "GB/s",

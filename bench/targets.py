@@ -14,6 +14,8 @@ SPEEDUP_TARGETS = [
     ("sum 10M float32: >= 2.5x numpy", "reduction.sum_all", 2.5, False),
     ("matmul 1024 float32: >= 0.95x numpy", "matmul.1024", 0.95, False),
     ("matmul 2048 float32: >= 0.95x numpy", "matmul.2048", 0.95, False),
+    # Issue 22: M = 1 products at >= 1.0x numpy, here on numpy's transposed view of a weight.
+    ("x @ w.T, 1x768 @ (768x768).T numpy view: >= 1.0x numpy (issue 22)", "matmul.linear_view", 1.0, False),
     # Issue 21 (one call path): the one-element add through the binder and
     # the C++ mode stack, and the Tensor operator (a C slot), one element each.
     ("one-element add on numpy inputs: >= 1.2x numpy (issue 21)", "dispatch.add_1", 1.2, False),
