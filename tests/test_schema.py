@@ -51,6 +51,20 @@ def test_the_installed_package_never_imports_codegen():
     assert r.stdout.strip() == "[]"
 
 
+def test_import_opforge_reads_no_schema_until_asked():
+    """The schema model's dataclasses cost `import opforge` about 10 ms (bench/targets.py's import budget is
+    50 ms): graphs and load_op_library import it on first use."""
+    lazy = ("opforge._schema", "opforge._opinfo", "opforge._elf")
+    code = (f"import sys, opforge\nprint(sorted(m for m in sys.modules if m.startswith({lazy!r})))\n"
+            "g = opforge.Graph()\n"
+            "with g.as_default():\n"
+            "    y = opforge.add(opforge.constant(1.0), 2.0)\n"
+            "print(float(opforge.Session(g).run(y)))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PKG.parent.parent)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["[]", "3.0"]
+
+
 def test_the_reader_needs_the_standard_library_only():
     """codegen loads opforge._schema from the source tree before any build: it may
     import no third-party module (jinja2 only where wrappers are rendered) and no opforge."""

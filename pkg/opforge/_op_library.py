@@ -23,7 +23,7 @@ import sys
 import threading
 import types
 
-from opforge import _elf, _opinfo, _pywrap_internal as _pw, errors
+from opforge import _pywrap_internal as _pw, errors
 
 _lock = threading.Lock()
 _by_path: dict[str, tuple[tuple[int, int, int], types.ModuleType]] = {}
@@ -38,6 +38,8 @@ def _parse_stamp(stamp: str) -> tuple[str, str]:
 def check_stamp(path: str) -> None:
     """Raises an opforge.errors exception unless `path` is a shared library
     built against this opforge (same version and ABI)."""
+    from opforge import _elf  # here, not at import: `import opforge` stays lean (dataclasses)
+
     try:
         elf, section = _elf.read_section(path, ".opforge_stamp")
     except _elf.NotElfError as e:
@@ -132,6 +134,7 @@ def load_op_library(path) -> types.ModuleType:
             rendered.append(_render(real, staged_json))
 
         _pw._load_library(real, accept)
+        from opforge import _opinfo  # (imports the schema model: 10 ms `import opforge` need not pay)
         _opinfo.refresh()  # the registry now has the library's ops
         text, grads, dask, op_names = rendered[-1]
         module = _make_module(real, text, op_names)

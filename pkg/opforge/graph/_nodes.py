@@ -5,7 +5,6 @@ loading and rewriting graphs need them back by argument, and the attrs a
 caller gives (not the inferred T and N). Both come from the registry.
 """
 
-from opforge import _opinfo
 from opforge import errors as _errors
 
 
@@ -14,6 +13,7 @@ _by_name: tuple = (None, {})  # (the registry read, its ops by name)
 
 def _ops():
     global _by_name
+    from opforge import _opinfo  # on first use: the schema model costs `import opforge` 10 ms
     reg = _opinfo.registry()
     if _by_name[0] is not reg:
         _by_name = (reg, {op.name: op for op in reg.ops})
@@ -24,6 +24,7 @@ def op_def(op_type):
     """The registry's declaration of `op_type` (built-in or from a loaded library)."""
     ops = _ops()
     if op_type not in ops:
+        from opforge import _opinfo
         _opinfo.refresh()  # a library loaded since the registry was read
         ops = _ops()
     op = ops.get(op_type)
