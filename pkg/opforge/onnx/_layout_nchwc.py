@@ -55,7 +55,11 @@ def intel_cpu():
 # ResNet-18 and SqueezeNet (Xeon, AVX-512). Where a call has more, the packed GEMM (several images' columns side
 # by side) and Winograd (enough 4x4 tiles) beat the direct blocked kernel.
 MIXED_STRIDED_PIXELS = 784  # 28x28 at batch 1
-MIXED_SMALL_PIXELS = 196  # 14x14 at batch 1
+# 14x14 at batch 1, 7x7 at batch 8: since the blocked kernel's 7-pixel x 3-block rows (nchwc_taps_isa.inc),
+# ResNet-18 b8 runs its 7x7 stage blocked (two threads, chrt, interleaved, load 5-6: ort/opforge 1.00 -> 1.10x;
+# b1 and SqueezeNet b1 unchanged). 784 (ResNet's 28x28 and SqueezeNet's 27x27 layers at batch 1) lost: 0.94x
+# against 0.975x, SqueezeNet 0.81x against 0.90x.
+MIXED_SMALL_PIXELS = 392
 
 
 def mixed_wins(w, strides, out_pixels, blocked_input, block):
@@ -64,7 +68,8 @@ def mixed_wins(w, strides, out_pixels, blocked_input, block):
     ResNet-18's strided 3x3 convs 0.82-1.16 against 1.22-1.42 ms and 1x1 s2 0.105 against 0.16 ms; its 3x3 at
     7x7 2.5-2.6 against 2.7-2.9 ms, at 14x14 even (1.6-1.8 ms both), at 28x28 and 56x56 Winograd wins (1.4-1.6
     against 1.6); SqueezeNet's 13x13 layers 1.87 against 2.20 ms in all. At batch 8 the packed GEMM wins all
-    but the strided convs to 7x7. A 1x1 conv whose input is blocked already runs blocked (no reorder)."""
+    but the convs to 7x7 (MIXED_SMALL_PIXELS). A 1x1 conv whose input is blocked already runs blocked (no
+    reorder)."""
     o, c, kh, kw = w.shape
     if c < block or out_pixels is None:  # a stem: its output would be reordered back whole before the pool
         return False
