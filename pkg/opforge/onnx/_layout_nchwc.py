@@ -55,11 +55,12 @@ def intel_cpu():
 # ResNet-18 and SqueezeNet (Xeon, AVX-512). Where a call has more, the packed GEMM (several images' columns side
 # by side) and Winograd (enough 4x4 tiles) beat the direct blocked kernel.
 MIXED_STRIDED_PIXELS = 784  # 28x28 at batch 1
-# 14x14 at batch 1, 7x7 at batch 8: since the blocked kernel's 7-pixel x 3-block rows (nchwc_taps_isa.inc),
-# ResNet-18 b8 runs its 7x7 stage blocked (two threads, chrt, interleaved, load 5-6: ort/opforge 1.00 -> 1.10x;
-# b1 and SqueezeNet b1 unchanged). 784 (ResNet's 28x28 and SqueezeNet's 27x27 layers at batch 1) lost: 0.94x
-# against 0.975x, SqueezeNet 0.81x against 0.90x.
-MIXED_SMALL_PIXELS = 392
+# 14x14 at batch 1, 7x7 and 13x13 at batch 8: since the blocked kernel's rows over (block, tap) lists
+# (nchwc_taps_isa.inc), ResNet-18 b8 runs its 7x7 stage blocked and SqueezeNet b8 its 13x13 fire module (two
+# threads, chrt, interleaved with onnxruntime in one process, load 5-7: ResNet-18 b8 ort/opforge 1.00 -> 1.10x
+# at 392, SqueezeNet b8 1.02-1.06 -> 1.06-1.09x at 1352; b1 unchanged). 784 (ResNet's 28x28 and SqueezeNet's
+# 27x27 layers at batch 1) lost: ResNet b1 0.94x against 0.975x, SqueezeNet b1 0.81x against 0.90x.
+MIXED_SMALL_PIXELS = 1352
 
 
 def mixed_wins(w, strides, out_pixels, blocked_input, block):
