@@ -169,11 +169,12 @@ def test_mixed_rule_on_resnet18_layers():
     assert not wins(w(64, 3, 7), [2, 2], 12544, False, 16)  # the stem
     # Batch 8: the convs to 7x7 (392 pixels) and the 1x1s beside them, SqueezeNet's 13x13 (1352); ResNet's
     # 14x14 stage (1568) stays NCHW.
-    assert wins(w(256, 64, 3), [1, 1], 8 * 169, False, 16)
-    assert not wins(w(128, 64, 3), [2, 2], 8 * 784, False, 16)
-    assert wins(w(512, 256, 3), [2, 2], 8 * 49, False, 16)
-    assert wins(w(512, 512, 3), [1, 1], 8 * 49, True, 16)
-    assert not wins(w(256, 256, 3), [1, 1], 8 * 196, False, 16)
+    assert wins(w(256, 64, 3), [1, 1], 8 * 169, False, 16, plane=169)
+    assert not wins(w(128, 64, 3), [2, 2], 8 * 784, False, 16, plane=784)
+    assert wins(w(512, 256, 3), [2, 2], 8 * 49, False, 16, plane=49)
+    assert wins(w(512, 512, 3), [1, 1], 8 * 49, True, 16, plane=49)
+    assert not wins(w(256, 256, 3), [1, 1], 8 * 196, False, 16, plane=196)
+    assert not wins(w(64, 64, 3), [1, 1], 2 * 400, False, 16, plane=400)  # a plane over 196: NCHW at any batch
     assert not wins(w(512, 512, 3), [1, 1], None, True, 16)
 
 
