@@ -57,6 +57,13 @@ def _net(rng, batch=1, side=32):
     return helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", 18)])
 
 
+@pytest.fixture
+def small_196(monkeypatch):
+    """_net's layer counts were drawn for a stride-1 limit of 196 pixels (c1 at 16x16 NCHW): these tests check
+    where the layout changes, not the limit (test_mixed_rule_on_resnet18_layers does)."""
+    monkeypatch.setattr(_layout_nchwc, "MIXED_SMALL_PIXELS", 196)
+
+
 def _ort(model, x):
     if os.environ.get("OPFORGE_SANITIZED"):
         pytest.skip("onnxruntime is not run under the sanitizer preload")
@@ -74,6 +81,7 @@ def _close(got, want):
 
 
 @pytest.mark.parametrize("block", ["8", "16"])
+@pytest.mark.usefixtures("small_196")
 def test_mixed_layout_matches_onnxruntime_and_nchw(monkeypatch, block):
     monkeypatch.setenv("OPFORGE_NCHWC_BLOCK", block)
     rng = np.random.default_rng(int(block))
@@ -127,6 +135,7 @@ def test_mixed_layout_at_batch_two_keeps_the_larger_convs_nchw(monkeypatch):
     _close(prog.run({"x": x}), _ort(model, x))
 
 
+@pytest.mark.usefixtures("small_196")
 def test_auto_picks_mixed_on_intel_only(monkeypatch):
     monkeypatch.delenv("OPFORGE_NCHWC", raising=False)
     monkeypatch.setenv("OPFORGE_NCHWC_BLOCK", "16")
@@ -158,10 +167,14 @@ def test_mixed_rule_on_resnet18_layers():
     assert not wins(w(64, 384, 1), [1, 1], 729, False, 16)
     assert wins(w(512, 512, 3), [1, 1], 49, False, 16)
     assert not wins(w(64, 3, 7), [2, 2], 12544, False, 16)  # the stem
-    # Batch 8: only the strided convs to 7x7 (392 pixels) and the 1x1s beside them.
-    assert not wins(w(128, 64, 3), [2, 2], 8 * 784, False, 16)
-    assert wins(w(512, 256, 3), [2, 2], 8 * 49, False, 16)
-    assert not wins(w(512, 512, 3), [1, 1], 8 * 49, True, 16)
+    # Batch 8: the convs to 7x7 (392 pixels) and the 1x1s beside them, SqueezeNet's 13x13 (1352); ResNet's
+    # 14x14 stage (1568) stays NCHW.
+    assert wins(w(256, 64, 3), [1, 1], 8 * 169, False, 16, plane=169)
+    assert not wins(w(128, 64, 3), [2, 2], 8 * 784, False, 16, plane=784)
+    assert wins(w(512, 256, 3), [2, 2], 8 * 49, False, 16, plane=49)
+    assert wins(w(512, 512, 3), [1, 1], 8 * 49, True, 16, plane=49)
+    assert not wins(w(256, 256, 3), [1, 1], 8 * 196, False, 16, plane=196)
+    assert not wins(w(64, 64, 3), [1, 1], 2 * 400, False, 16, plane=400)  # a plane over 196: NCHW at any batch
     assert not wins(w(512, 512, 3), [1, 1], None, True, 16)
 
 
@@ -214,6 +227,7 @@ def test_concat_of_blocked_values_stays_blocked_when_whole_blocks(monkeypatch, f
         _close(prog.run({"x": x}), want)
 
 
+@pytest.mark.usefixtures("small_196")
 def test_packing_after_the_blocked_convs_sees_the_static_shapes(monkeypatch):
     # c1 (NCHW) reads c0's output; the pass drops c0's weight, and shape inference without it lost c1's input
     # size: its filter was packed for any size (a Winograd transform beside the panels; ResNet-18 b8 +150 MiB).

@@ -23,6 +23,9 @@ struct ConvArgs {
   int act;
   // Output columns [ox_lo, ox_hi) read no padding column at any tap.
   int64_t ox_lo, ox_hi;
+  // Rows of 3 or 4 output blocks run as DenseRowTaps (nchwc_taps_isa.inc):
+  // Intel, blocks of 16, an NCHWc input of full blocks, x's columns padded.
+  bool taps = false;
 };
 
 // The vector loops of one instruction set (nchwc_isa.inc, one translation

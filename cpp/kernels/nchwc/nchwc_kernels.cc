@@ -13,6 +13,7 @@
 #include "opforge/kernel.h"
 #include "opforge/parallel.h"
 
+#include "../conv/conv_tuning.h"
 #include "../simd_math.h"
 #include "../vector_math.h"
 
@@ -120,6 +121,33 @@ Status ReorderFromKernel(OpKernelContext* ctx) {
   return Status::OK();
 }
 
+// x's horizontal padding copied in (zeros), for the taps rows: every output
+// column then reads only real columns, and a row runs as even tiles instead
+// of interior tiles and checked edge columns (a 7x7 row: 4 + 3 instead of 5
+// and a pair, the pair reading the whole filter slice for 8 FMAs a load).
+// About 0.5 ns per float on one thread (512x7x7: 12 us against a 2.4 ms conv).
+void PadColumns(ConvArgs* a, std::vector<float>* buf) {
+  const int64 last = (a->ow - 1) * a->sw - a->pl + (a->kw - 1) * a->dw;  // the last column read
+  const int64 pl = a->pl, pr = std::max<int64>(0, last - (a->w_ - 1));
+  if (pl == 0 && pr == 0) return;
+  const int64 b = a->x_pix, w = a->w_ + pl + pr, rows = a->n * a->icb * a->h;
+  buf->resize(rows * w * b);
+  const float* src = a->x;
+  float* dst = buf->data();
+  const int64 in_row = a->w_ * b;
+  ParallelFor(rows, w * b, [&](int64 r0, int64 r1) {
+    for (int64 r = r0; r < r1; ++r) {
+      float* d = dst + r * w * b;
+      std::memset(d, 0, sizeof(float) * pl * b);
+      std::memcpy(d + pl * b, src + r * in_row, sizeof(float) * in_row);
+      std::memset(d + (pl + a->w_) * b, 0, sizeof(float) * pr * b);
+    }
+  });
+  a->x = dst, a->w_ = w, a->pl = 0;
+  a->x_row = w * b, a->x_blk = a->h * w * b, a->x_img = a->icb * a->x_blk;
+  a->ox_lo = 0, a->ox_hi = a->ow;
+}
+
 int ActOf(const std::string& s) {
   return s == "relu" ? kRelu : s == "sigmoid" ? kSigmoid : s == "silu" ? kSilu : s == "hardswish" ? kHardSwish : kNone;
 }
@@ -181,6 +209,11 @@ Status ConvKernel(OpKernelContext* ctx) {
     if (a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.pt == 0 && a.pl == 0 && !nchw) {
       // A pointwise conv: the image's pixels as one row, so tiles run across row ends (7x7: 8 full tiles of 6).
       a.w_ = a.ow = a.h * a.w_, a.h = a.oh = 1, a.x_row = a.w_ * b, a.ox_lo = 0, a.ox_hi = a.ow;
+    }
+    std::vector<float> padded;
+    if (f.native == 16 && b == 16 && !nchw && a.c % b == 0 && conv::IntelTuning()) {
+      a.taps = true;
+      PadColumns(&a, &padded);
     }
     const int64 units = f.dense_units(a);
     ParallelFor(units, a.n * a.ob * a.oh * a.ow * taps * a.icb * a.ib * b / units,

@@ -55,22 +55,32 @@ def intel_cpu():
 # ResNet-18 and SqueezeNet (Xeon, AVX-512). Where a call has more, the packed GEMM (several images' columns side
 # by side) and Winograd (enough 4x4 tiles) beat the direct blocked kernel.
 MIXED_STRIDED_PIXELS = 784  # 28x28 at batch 1
-MIXED_SMALL_PIXELS = 196  # 14x14 at batch 1
+# A stride-1 conv runs blocked up to MIXED_SMALL_PIXELS in all and MIXED_SMALL_PLANE per image: 14x14 at
+# batch 1, 7x7 and 13x13 at batch 8. Since the blocked kernel's rows over (block, tap) lists
+# (nchwc_taps_isa.inc), ResNet-18 b8 runs its 7x7 stage blocked and SqueezeNet b8 its 13x13 fire module (two
+# threads, chrt, interleaved with onnxruntime in one process, load 5-7: ResNet-18 b8 ort/opforge 1.00 -> 1.10x,
+# SqueezeNet b8 1.02-1.06 -> 1.06-1.09x; b1 unchanged). Planes of 784 (ResNet's 28x28 and SqueezeNet's 27x27
+# layers at batch 1) lost: ResNet b1 0.94x against 0.975x, SqueezeNet b1 0.81x against 0.90x.
+MIXED_SMALL_PIXELS = 1352
+MIXED_SMALL_PLANE = 196
 
 
-def mixed_wins(w, strides, out_pixels, blocked_input, block):
+def mixed_wins(w, strides, out_pixels, blocked_input, block, plane=None):
     """Whether the 'mixed' layout runs this dense conv (filter w [O, C, kh, kw]; out_pixels: N * OH * OW, None
-    where unknown) blocked. Measured per layer at batch 1 (Xeon, one thread, blocked against packed NCHW):
+    where unknown; plane: OH * OW, out_pixels if not given) blocked. Measured per layer at batch 1 (Xeon, one thread, blocked against packed NCHW):
     ResNet-18's strided 3x3 convs 0.82-1.16 against 1.22-1.42 ms and 1x1 s2 0.105 against 0.16 ms; its 3x3 at
     7x7 2.5-2.6 against 2.7-2.9 ms, at 14x14 even (1.6-1.8 ms both), at 28x28 and 56x56 Winograd wins (1.4-1.6
     against 1.6); SqueezeNet's 13x13 layers 1.87 against 2.20 ms in all. At batch 8 the packed GEMM wins all
-    but the strided convs to 7x7. A 1x1 conv whose input is blocked already runs blocked (no reorder)."""
+    but the convs to 7x7 (MIXED_SMALL_PIXELS). A 1x1 conv whose input is blocked already runs blocked (no
+    reorder)."""
     o, c, kh, kw = w.shape
     if c < block or out_pixels is None:  # a stem: its output would be reordered back whole before the pool
         return False
     if (kh, kw) == (1, 1) and blocked_input:
         return True
-    return out_pixels <= (MIXED_STRIDED_PIXELS if max(strides) > 1 else MIXED_SMALL_PIXELS)
+    if max(strides) > 1:
+        return out_pixels <= MIXED_STRIDED_PIXELS
+    return out_pixels <= MIXED_SMALL_PIXELS and (out_pixels if plane is None else plane) <= MIXED_SMALL_PLANE
 
 
 def block_size():
@@ -296,8 +306,10 @@ def rewrite(program, model):
             if groups == 1 and w.shape[2:] != (1, 1) and not (w.shape[1] < block and node.input[0] not in blocked):
                 plan = None
         elif plan is not None and how == "mixed":
-            if plan[2] != 1 or not mixed_wins(plan[0], plan[3], _out_pixels(shapes.get(node.output[0])),
-                                              node.input[0] in blocked or node.input[0] in scaled, block):
+            out = shapes.get(node.output[0])
+            if plan[2] != 1 or not mixed_wins(plan[0], plan[3], _out_pixels(out),
+                                              node.input[0] in blocked or node.input[0] in scaled, block,
+                                              plane=_out_pixels(out) // out[0] if _out_pixels(out) else None):
                 plan = None
         if plan is not None:
             w, b, groups, strides, pads, dil, act = plan
