@@ -1,5 +1,5 @@
 // The AVX-512 f32 microkernel alone, on packed panels, by where its operands
-// live (session 15; docs/gemm.md, "C's tiles in scratch"). Not built by
+// live (session 15; docs/gemm.md, "The microkernel on this Intel core"). Not built by
 // CMake; from the repository root:
 //
 //   g++ -O3 -std=c++17 -Icpp/kernels/gemm -Icpp/kernels -o /tmp/probe bench/gemm_kernel_probe.cc

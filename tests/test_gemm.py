@@ -347,45 +347,6 @@ def test_gemm_blocking_override(blocking):
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
-_C_TILES_SCRIPT = """
-import sys, numpy as np, opforge as of
-rng = np.random.default_rng(11)
-out = {}
-# C's rows span more than twice a 2 MiB L2 per thread (sgemm.cc's Packed keeps
-# C's tiles in scratch there on Intel): edge rows (1201) and columns (2100),
-# depth over several kc blocks, the epilogue on the last.
-for m, k, n in ((1201, 300, 2100), (1300, 530, 1650)):
-    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
-    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-    bias = rng.uniform(-1, 1, n).astype(np.float32)
-    out[f"mm{m}"] = of.matmul(a, b).numpy()
-    out[f"relu{m}"] = of.ops.gen_linalg_ops.fused_mat_mul(a, b, bias, activation="relu").numpy()
-    want = a.astype(np.float64) @ b.astype(np.float64)
-    np.testing.assert_allclose(out[f"mm{m}"], want, rtol=1e-5, atol=20 * np.finfo(np.float32).eps * k)
-    np.testing.assert_allclose(out[f"relu{m}"], np.maximum(want + bias, 0), rtol=1e-5,
-                               atol=20 * np.finfo(np.float32).eps * k)
-np.savez(sys.argv[1], **out)
-"""
-
-
-@pytest.mark.parametrize("blocking", [None, "64,4,512,1"])
-def test_c_tiles_in_scratch_match_c_in_place(tmp_path, blocking):
-    # OPFORGE_GEMM_C_TILES=1 accumulates C's tiles in contiguous scratch
-    # between depth blocks (the default on Intel for wide C), 0 in C itself:
-    # the same sums in the same order, so the same bits; with kc = 64 and nc
-    # = 512 many depth blocks and several column blocks reuse the scratch.
-    files = {}
-    for mode in ("0", "1"):
-        files[mode] = tmp_path / f"ct{mode}.npz"
-        env = dict(os.environ, OPFORGE_GEMM_C_TILES=mode, OPFORGE_GEMM_HANDOFF="0")
-        if blocking:
-            env["OPFORGE_GEMM_BLOCKING"] = blocking
-        subprocess.run([sys.executable, "-c", _C_TILES_SCRIPT, str(files[mode])], env=env, check=True, timeout=300)
-    off, on = np.load(files["0"]), np.load(files["1"])
-    for key in off.files:
-        np.testing.assert_array_equal(on[key], off[key], err_msg=key)
-
-
 def test_fused_relu_keeps_nan():
     # max(0, NaN) is NaN, as numpy's maximum: the in-register ReLU too.
     x = np.ones((20, 8), np.float32)

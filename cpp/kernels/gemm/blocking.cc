@@ -3,16 +3,6 @@
 // per core). On Intel Sapphire Rapids (2 MiB L2) the same kc / panels / nc
 // measured best within noise, but fewer tiles per thread re-pack less of B
 // (sgemm.cc's MakeGrid; docs/gemm.md, "Intel Sapphire Rapids").
-//
-// C's tile (12 rows of 128 bytes) is read and written once per kc block of
-// depth. With C's rows a multiple of 4 KiB apart (n = 2048) each row is a
-// page of its own and all fall in one L1 set: on the Intel KVM guest of
-// sessions 13-15 (4 KiB pages, THP only on madvise) the 12 x 32 kernel on
-// L2-resident A panels ran 142 GFLOP/s with C's rows 8 KiB apart, 159 with
-// them on huge pages, 172 with rows 8256 bytes apart on huge pages, 187-193
-// with the tile contiguous (tmp harness, chrt -f 1, under load 6). So there
-// the packed driver keeps C's tiles contiguous in huge-page scratch between
-// depth blocks (c_tiles). Zen 5 (unmeasured here) keeps the old path.
 #include "blocking.h"
 
 #include <algorithm>
@@ -37,21 +27,10 @@ int64_t ReadCacheSize(const char* path) {
   return v;
 }
 
-bool IsIntel() {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  __builtin_cpu_init();
-  return __builtin_cpu_is("intel");
-#else
-  return false;
-#endif
-}
-
 Blocking Choose() {
-  Blocking b{256, 16, 3072, 4, false, false};  // Zen 5 (1 MiB L2) and anything unknown
+  Blocking b{256, 16, 3072, 4};  // Zen 5 (1 MiB L2) and anything unknown
   const int64_t l2 = L2BytesPerCore();
   if (l2 >= (int64_t{2} << 20)) b.tiles_per_thread = 1;
-  b.c_tiles = b.huge_scratch = IsIntel();
-  if (const char* env = std::getenv("OPFORGE_GEMM_C_TILES")) b.c_tiles = b.huge_scratch = std::atoi(env) != 0;
   if (const char* env = std::getenv("OPFORGE_GEMM_BLOCKING")) {
     long long kc = 0, mp = 0, nc = 0, tpt = b.tiles_per_thread;
     if (std::sscanf(env, "%lld,%lld,%lld,%lld", &kc, &mp, &nc, &tpt) >= 3) {

@@ -14,17 +14,10 @@ struct Blocking {
   // Tiles per intra-op thread of a threaded product with packed A (sgemm.cc's
   // MakeGrid): more balance a busy core, fewer re-pack less of A and B.
   int64_t tiles_per_thread;
-  // A product deeper than kc accumulates its C tiles in a contiguous scratch
-  // buffer between depth blocks, writing C itself only on the last block
-  // (sgemm.cc's Packed), and scratch of 2 MiB or more is advised as huge
-  // pages (scratch.cc). See blocking.cc.
-  bool c_tiles;
-  bool huge_scratch;
 };
 
 // The blocking for this CPU (blocking.cc). OPFORGE_GEMM_BLOCKING="kc,mc_panels,nc,tiles_per_thread"
-// overrides it (for measuring; values are clamped to sane ranges), and
-// OPFORGE_GEMM_C_TILES=0/1 c_tiles and huge_scratch together.
+// overrides it (for measuring; values are clamped to sane ranges).
 const Blocking& GetBlocking();
 
 // This core's L2 in bytes as the OS reports it (sysfs), 0 when unknown.

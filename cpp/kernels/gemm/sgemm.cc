@@ -30,8 +30,6 @@
 #include "epilogue.h"
 #include "gemm.h"
 #include "microkernel.h"
-#include "pack_a.h"
-#include "scratch.h"
 #include "small_split.h"
 #include "tile_grid.h"
 #include "opforge/parallel.h"
@@ -110,6 +108,48 @@ const Kernels* Select() {
 const Kernels& Get() {
   static const Kernels* k = Select();
   return *k;
+}
+
+// 64-byte-aligned per-thread scratch; slot 0 for B, 1 for A, 2 for the A
+// a threaded call packs once for all its threads (PrepackA).
+float* Scratch(int slot, int64_t count) {
+  static thread_local std::vector<float> bufs[3];
+  std::vector<float>& v = bufs[slot];
+  if (static_cast<int64_t>(v.size()) < count + 16) v.resize(count + 16);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
+  return reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
+}
+
+// One mr-high A panel: dst[p * mr + i] = A(i, p) for i < m (rows past m are
+// never read: the microkernel for m rows is called).
+void PackA(const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, int mr, float* dst) {
+  if (rs == 1) {
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* s = src + p * cs;
+      for (int64_t i = 0; i < m; ++i) dst[p * mr + i] = s[i];
+    }
+    return;
+  }
+  // Row-major A: 8 depths at a time, so each source row is read in runs.
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    for (int64_t i = 0; i < m; ++i) {
+      const float* s = src + i * rs + p * cs;
+      for (int q = 0; q < 8; ++q) dst[(p + q) * mr + i] = s[q * cs];
+    }
+  }
+  for (; p < kc; ++p) {
+    for (int64_t i = 0; i < m; ++i) dst[p * mr + i] = src[i * rs + p * cs];
+  }
+}
+
+// PackA through the ISA's kernel where it has one for this layout (row-major A).
+void PackAFor(const Kernels& kr, const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, float* dst) {
+  if (kr.pack_a != nullptr && cs == 1 && rs != 1) {
+    kr.pack_a(src, rs, cs, m, kc, kr.mr, dst);
+  } else {
+    PackA(src, rs, cs, m, kc, kr.mr, dst);
+  }
 }
 
 // Whether the microkernels apply the epilogue in registers where their ISA
@@ -238,15 +278,6 @@ void SmallM(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
   }
 }
 
-// Floats of C tiles Packed keeps in scratch (64 MiB): past that C is
-// accumulated in place.
-constexpr int64_t kMaxCTiles = int64_t{1} << 24;
-
-// rows x cols floats from src (rows ss apart) to dst (rows ds apart).
-void CopyTile(const float* src, int64_t ss, float* dst, int64_t ds, int rows, int cols) {
-  for (int i = 0; i < rows; ++i) std::memcpy(dst + i * ds, src + i * ss, sizeof(float) * cols);
-}
-
 // apre: all of A packed by the threaded caller (then i0 == 0, i1 == m), or null.
 void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i0, int64_t i1,
             int64_t j0, int64_t j1, const float* apre) {
@@ -258,19 +289,6 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
   float* apack = apre != nullptr ? nullptr : Scratch(1, MC * std::min(g.k, kKC));
   const int64_t m_padded = (g.m + mr - 1) / mr * mr;
   const bool in_regs = RegisterEpilogue(ep, kr);
-  // C's tiles between depth blocks (Blocking::c_tiles): tile (t, q), t the
-  // mr-row tile from i0 and q the panel, at ctiles + (q * tiles_m + t) * mr *
-  // nr, rows nr apart; C itself is read at most on the first block (beta !=
-  // 0) and written on the last. Same arithmetic, same order: the same bits.
-  // Only where C's rows here span more than twice the L2 (n = 2048 on two
-  // threads: 8 MiB): a 784-1024-1024-10 training step's products (C 1 MiB)
-  // ran 12.3-12.5 ms with them in place, 12.6-13.9 in scratch (the copies
-  // cost more than the page walks and set conflicts they save); n = 1024
-  // (2 MiB per thread) within noise.
-  const int64_t tiles_m = (i1 - i0 + mr - 1) / mr;
-  const bool wide_c = (i1 - i0) * g.ldc * static_cast<int64_t>(sizeof(float)) > 2 * L2BytesPerCore();
-  float* const ctiles = bl.c_tiles && wide_c && g.k > kKC && tiles_m * mr * nc_max <= kMaxCTiles
-                            ? Scratch(3, tiles_m * mr * nc_max) : nullptr;
   for (int64_t jc = j0; jc < j1; jc += kNC) {
     const int64_t nc = std::min(kNC, j1 - jc);
     const int64_t npanels = (nc + nr - 1) / nr;
@@ -301,16 +319,6 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
           for (int64_t ir = 0; ir < mc; ir += mr) {
             const int m = static_cast<int>(std::min<int64_t>(mr, mc - ir));
             float* c = g.c + (ic + ir) * g.ldc + jr;
-            if (ctiles != nullptr) {
-              float* const ct = ctiles + (q * tiles_m + (ic + ir - i0) / mr) * mr * nr;
-              if (pc == 0 && beta != 0.0f) CopyTile(c, g.ldc, ct, nr, m, n);
-              if (last) {
-                CopyTile(ct, nr, c, g.ldc, m, n);
-              } else {
-                kr.packed[m - 1](kc, ablk + ir * kc, 1, mr, bp, nr, ct, nr, n, g.alpha, beta);
-                continue;
-              }
-            }
             if (last && in_regs) {
               kr.packed_epi[m - 1](kc, ablk + ir * kc, 1, mr, bp, nr, c, g.ldc, n, g.alpha, beta,
                                    TileEp(ep, ic + ir, jr));
