@@ -122,6 +122,18 @@ def test_avg_pool_matches_numpy(case, include_pad):
     np.testing.assert_allclose(np.vdot(y.astype(np.float64), dy), np.vdot(x.astype(np.float64), dx), rtol=1e-4)
 
 
+def test_avg_pool_window_of_padding_only_is_nan():
+    # Only an empty input leaves a window without a real pixel (pads < kernel): its mean is 0 / 0, as numpy's
+    # mean of nothing (the kernel used to write 0; hypothesis found it in test_bad_input).
+    x = np.zeros((1, 1, 0, 0), np.float32)
+    attrs = dict(ksize=[3, 3], strides=[1, 1], pads=[1, 1, 2, 2])
+    assert np.isnan(of.avg_pool2d(x, **attrs, count_include_pad=False).numpy()).all()
+    assert (of.avg_pool2d(x, **attrs, count_include_pad=True).numpy() == 0).all()
+    y = of.avg_pool2d(np.zeros((1, 1, 0, 4), np.float32), ksize=[2, 2], strides=[1, 1], pads=[1, 0, 1, 0],
+                      count_include_pad=False).numpy()
+    assert y.shape == (1, 1, 1, 3) and np.isnan(y).all()
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 9), st.integers(1, 9), st.integers(1, 4), st.integers(1, 4))
 def test_adaptive_avg_pool_matches_numpy(h, w, oh, ow):

@@ -165,8 +165,11 @@ inline Window AvgWindow(const Pool& p, int64 i, int64 j, bool include_pad) {
   const int64 he = std::min(hs + p.kh, p.h + p.pb), we = std::min(ws + p.kw, p.w + p.pr);
   win.h0 = std::max<int64>(hs, 0), win.w0 = std::max<int64>(ws, 0);
   win.h1 = std::min(he, p.h), win.w1 = std::min(we, p.w);
-  const int64 count = include_pad ? (he - hs) * (we - ws) : (win.h1 - win.h0) * (win.w1 - win.w0);
-  win.inv = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
+  const int64 rows = std::max<int64>(0, win.h1 - win.h0), cols = std::max<int64>(0, win.w1 - win.w0);
+  const int64 count = include_pad ? (he - hs) * (we - ws) : rows * cols;
+  // A window of padding only (pads < kernel leave one only on an empty input):
+  // 0 / 0, NaN, as numpy's mean of nothing; 0 would be a silent made-up value.
+  win.inv = count > 0 ? 1.0 / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
   return win;
 }
 
