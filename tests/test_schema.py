@@ -46,9 +46,14 @@ def test_the_installed_package_never_imports_codegen():
             "text, grads, dask = render_library(reg, 'lib.so')\n"
             "compile(text, 'lib', 'exec')\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('codegen', 'opforge._codegen')))\n")
+    assert _python(code).strip() == "[]"
+
+
+def _python(code):
+    """What a fresh interpreter prints running `code` from the source tree's parent."""
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PKG.parent.parent)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "[]"
+    return r.stdout
 
 
 def test_import_opforge_reads_no_schema_until_asked():
@@ -60,9 +65,7 @@ def test_import_opforge_reads_no_schema_until_asked():
             "with g.as_default():\n"
             "    y = opforge.add(opforge.constant(1.0), 2.0)\n"
             "print(float(opforge.Session(g).run(y)))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PKG.parent.parent)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["[]", "3.0"]
+    assert _python(code).split() == ["[]", "3.0"]
 
 
 def test_the_reader_needs_the_standard_library_only():
