@@ -149,17 +149,24 @@ def test_bad_reorder_and_pool_input():
         P.reorder_to_nchwc(np.zeros((1, 3, 2, 2), np.float64), block=8)
 
 
+def check_cases(cases, blocks):
+    """Every case at every block size against FusedConv2D (the subprocess scripts here and in
+    test_nchwc_taps.py call it under another dispatch or CPU tuning)."""
+    for block in blocks:
+        rng = np.random.default_rng(block)
+        for args in cases:
+            got, want = _case(args, block, rng)
+            np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * max(1, np.abs(want).max()),
+                                       err_msg=str(args))
+
+
 _SCRIPT = """
-import numpy as np, sys
+import sys
 sys.path.insert(0, {tests!r})
-from test_nchwc import CASES, _case
+from test_nchwc import CASES, check_cases
 from opforge import ops as P
 assert int(P.nchwc_block_size().numpy()) == 8  # the cap took
-for block in (8, 16):
-    rng = np.random.default_rng(block)
-    for args in CASES:
-        got, want = _case(args, block, rng)
-        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * max(1, np.abs(want).max()), err_msg=str(args))
+check_cases(CASES, (8, 16))
 print("ok")
 """
 
