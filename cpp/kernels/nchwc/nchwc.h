@@ -26,6 +26,9 @@ struct ConvArgs {
   // Rows of 3 or 4 output blocks run as DenseRowTaps (nchwc_taps_isa.inc):
   // Intel, blocks of 16, an NCHWc input of full blocks, x's columns padded.
   bool taps = false;
+  // Units with output rows outside the groups of output blocks (each thread
+  // a band of rows over all blocks), not groups outside rows.
+  bool rows_outer = false;
 };
 
 // The vector loops of one instruction set (nchwc_isa.inc, one translation
