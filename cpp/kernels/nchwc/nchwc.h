@@ -31,6 +31,14 @@ struct ConvArgs {
   bool rows_outer = false;
 };
 
+// The reorders (nchwc_reorder.cc) in units of (image, channel block, chunk
+// of pixels), ReorderUnits of them: NCHW x [n, c, hw] into NCHWc y [n, cb,
+// hw, b] (lanes past c zero), and back.
+int64_t ReorderUnits(int64_t n, int64_t cb, int64_t hw);
+void ReorderToRange(const float* x, int64_t c, int64_t cb, int64_t hw, int64_t b, float* y, int64_t u0, int64_t u1);
+void ReorderFromRange(const float* x, int64_t c, int64_t cb, int64_t hw, int64_t b, float* y, int64_t u0,
+                      int64_t u1);
+
 // The vector loops of one instruction set (nchwc_isa.inc, one translation
 // unit each: compiled together they were the build's longest step).
 struct Table {

@@ -82,22 +82,8 @@ Status ReorderToKernel(OpKernelContext* ctx) {
   if (y->NumElements() == 0) return Status::OK();
   const float* xs = x.data<float>();
   float* ys = y->data<float>();
-  ParallelFor(n * cb, hw * b, [&](int64 u0, int64 u1) {
-    for (int64 u = u0; u < u1; ++u) {
-      const int64 img = u / cb, blk = u % cb;
-      float* out = ys + u * hw * b;
-      const int64 lanes = std::min(b, c - blk * b);
-      if (lanes < b) std::memset(out, 0, sizeof(float) * hw * b);
-      const float* in = xs + (img * c + blk * b) * hw;
-      for (int64 i0 = 0; i0 < hw; i0 += 64) {  // 64 pixels at a time: the lanes' rows stay in L1
-        const int64 i1 = std::min(hw, i0 + 64);
-        for (int64 l = 0; l < lanes; ++l) {
-          const float* src = in + l * hw;
-          for (int64 i = i0; i < i1; ++i) out[i * b + l] = src[i];
-        }
-      }
-    }
-  });
+  const int64 units = ReorderUnits(n, cb, hw);
+  ParallelFor(units, n * cb * hw * b / units, [&](int64 u0, int64 u1) { ReorderToRange(xs, c, cb, hw, b, ys, u0, u1); });
   return Status::OK();
 }
 
@@ -110,14 +96,8 @@ Status ReorderFromKernel(OpKernelContext* ctx) {
   const int64 n = x.dim(0), cb = x.dim(1), hw = x.dim(2) * x.dim(3);
   const float* xs = x.data<float>();
   float* ys = y->data<float>();
-  ParallelFor(n * c, hw, [&](int64 u0, int64 u1) {
-    for (int64 u = u0; u < u1; ++u) {
-      const int64 img = u / c, ch = u % c;
-      const float* in = xs + ((img * cb + ch / b) * hw) * b + ch % b;
-      float* out = ys + u * hw;
-      for (int64 i = 0; i < hw; ++i) out[i] = in[i * b];
-    }
-  });
+  const int64 units = ReorderUnits(n, cb, hw);
+  ParallelFor(units, n * cb * hw * b / units, [&](int64 u0, int64 u1) { ReorderFromRange(xs, c, cb, hw, b, ys, u0, u1); });
   return Status::OK();
 }
 
