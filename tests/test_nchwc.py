@@ -92,6 +92,17 @@ def test_reorders_and_global_average_pool(block):
     np.testing.assert_allclose(from_nchwc(g, 21), x.mean((2, 3), keepdims=True), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("block", [8, 16])
+@pytest.mark.parametrize("shape", [(1, 64, 23, 23), (3, 37, 17, 19), (2, 4, 1, 3)])
+def test_reorders_over_pixel_chunks(block, shape):
+    """The reorders' units are (image, block, 256 pixels): several chunks per plane, a last chunk and a block of
+    lanes that are not multiples of the 4 x 4 transposes (cpp/kernels/nchwc/nchwc_reorder.cc), exactly."""
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    bx = P.reorder_to_nchwc(x, block=block).numpy()
+    np.testing.assert_array_equal(bx, to_nchwc(x, block))
+    np.testing.assert_array_equal(P.reorder_from_nchwc(bx, channels=shape[1], block=block).numpy(), x)
+
+
 def test_block_size_follows_the_isa():
     assert int(P.nchwc_block_size().numpy()) in (8, 16)
 

@@ -26,7 +26,18 @@ struct ConvArgs {
   // Rows of 3 or 4 output blocks run as DenseRowTaps (nchwc_taps_isa.inc):
   // Intel, blocks of 16, an NCHWc input of full blocks, x's columns padded.
   bool taps = false;
+  // Units with output rows outside the groups of output blocks (each thread
+  // a band of rows over all blocks), not groups outside rows.
+  bool rows_outer = false;
 };
+
+// The reorders (nchwc_reorder.cc) in units of (image, channel block, chunk
+// of pixels), ReorderUnits of them: NCHW x [n, c, hw] into NCHWc y [n, cb,
+// hw, b] (lanes past c zero), and back.
+int64_t ReorderUnits(int64_t n, int64_t cb, int64_t hw);
+void ReorderToRange(const float* x, int64_t c, int64_t cb, int64_t hw, int64_t b, float* y, int64_t u0, int64_t u1);
+void ReorderFromRange(const float* x, int64_t c, int64_t cb, int64_t hw, int64_t b, float* y, int64_t u0,
+                      int64_t u1);
 
 // The vector loops of one instruction set (nchwc_isa.inc, one translation
 // unit each: compiled together they were the build's longest step).

@@ -82,22 +82,8 @@ Status ReorderToKernel(OpKernelContext* ctx) {
   if (y->NumElements() == 0) return Status::OK();
   const float* xs = x.data<float>();
   float* ys = y->data<float>();
-  ParallelFor(n * cb, hw * b, [&](int64 u0, int64 u1) {
-    for (int64 u = u0; u < u1; ++u) {
-      const int64 img = u / cb, blk = u % cb;
-      float* out = ys + u * hw * b;
-      const int64 lanes = std::min(b, c - blk * b);
-      if (lanes < b) std::memset(out, 0, sizeof(float) * hw * b);
-      const float* in = xs + (img * c + blk * b) * hw;
-      for (int64 i0 = 0; i0 < hw; i0 += 64) {  // 64 pixels at a time: the lanes' rows stay in L1
-        const int64 i1 = std::min(hw, i0 + 64);
-        for (int64 l = 0; l < lanes; ++l) {
-          const float* src = in + l * hw;
-          for (int64 i = i0; i < i1; ++i) out[i * b + l] = src[i];
-        }
-      }
-    }
-  });
+  const int64 units = ReorderUnits(n, cb, hw);
+  ParallelFor(units, n * cb * hw * b / units, [&](int64 u0, int64 u1) { ReorderToRange(xs, c, cb, hw, b, ys, u0, u1); });
   return Status::OK();
 }
 
@@ -110,14 +96,8 @@ Status ReorderFromKernel(OpKernelContext* ctx) {
   const int64 n = x.dim(0), cb = x.dim(1), hw = x.dim(2) * x.dim(3);
   const float* xs = x.data<float>();
   float* ys = y->data<float>();
-  ParallelFor(n * c, hw, [&](int64 u0, int64 u1) {
-    for (int64 u = u0; u < u1; ++u) {
-      const int64 img = u / c, ch = u % c;
-      const float* in = xs + ((img * cb + ch / b) * hw) * b + ch % b;
-      float* out = ys + u * hw;
-      for (int64 i = 0; i < hw; ++i) out[i] = in[i * b];
-    }
-  });
+  const int64 units = ReorderUnits(n, cb, hw);
+  ParallelFor(units, n * cb * hw * b / units, [&](int64 u0, int64 u1) { ReorderFromRange(xs, c, cb, hw, b, ys, u0, u1); });
   return Status::OK();
 }
 
@@ -214,6 +194,22 @@ Status ConvKernel(OpKernelContext* ctx) {
     if (f.native == 16 && b == 16 && !nchw && a.c % b == 0 && conv::IntelTuning()) {
       a.taps = true;
       PadColumns(&a, &padded);
+    }
+    // Two or more threads: a thread's share is a range of units, so with the
+    // groups of output blocks outside the rows each thread reads all of x and
+    // its groups' share of the filter, with the rows outside each reads its
+    // band of x (plus the window's halo) and all of the filter. Rows outside
+    // where x is the larger operand. ResNet-18 b1, two threads, in the model,
+    // three process pairs (ms, before -> after): 64 -> 128 3x3 stride 2
+    // 0.48-0.54 -> 0.44-0.47 (x 784 KiB, filter 288 KiB), its 1x1 stride 2
+    // 0.071-0.086 -> 0.063-0.065, 128 -> 256 1x1 stride 2 0.068-0.081 ->
+    // 0.065-0.066; rows outside for a larger filter lost (the 14x14 layers,
+    // x 196 KiB, filter 2.25 MiB: 0.70-0.79 -> 0.81-0.86), as for SqueezeNet's
+    // 64 -> 256 3x3 at 13x13 (x 42 KiB, filter 576 KiB: 0.156 -> 0.160).
+    // Intel only (measured there); SE-scaled convs keep the groups outside
+    // (their scaled operand is made once per image and group).
+    if (conv::IntelTuning() && NumIntraOpThreads() > 1 && a.scale == nullptr) {
+      a.rows_outer = a.x_img > a.ob * b * a.icb * a.ib * taps;  // x's floats per image against the filter's
     }
     const int64 units = f.dense_units(a);
     ParallelFor(units, a.n * a.ob * a.oh * a.ow * taps * a.icb * a.ib * b / units,
