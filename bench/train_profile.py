@@ -5,8 +5,7 @@ step's shapes, beside the whole step, interleaved in one process.
     python -m bench.train_profile [--repeats N]
 
 The rows sum to about the step: what the step takes beyond the sum is the
-tape, Python and the ops not listed (the loss's gradient). Indented rows
-(the unfused backward FusedMatMulGrad replaced) are for comparison only.
+tape, Python and the ops not listed (the loss's gradient, a third bias sum).
 GF/s rows count the product's multiply-adds twice. Run it under `chrt -f 1`
 on a shared machine and compare rows of one run, not runs."""
 import argparse
@@ -26,7 +25,7 @@ def cases(of):
 
     x, w1, b1, h1, w2, b2, h2, w3, b3 = t(256, 784), t(1024, 784), t(1024), t(256, 1024), t(1024, 1024), t(1024), \
         t(256, 1024), t(10, 1024), t(10)
-    dz, dh, y, h3 = t(256, 10), t(256, 1024), rng.integers(0, 10, 256), t(256, 10)
+    dz, dh, y = t(256, 10), t(256, 1024), rng.integers(0, 10, 256)
     ops, gemm = of.ops, 2 * 256 * 1024
     slots = [[of.tensor(np.zeros(tuple(p.shape), np.float32)) for _ in range(2)] + [p, of.tensor(p.numpy() * 1e-3)]
              for p in (w1, b1, w2, b2, w3, b3)]
@@ -38,17 +37,13 @@ def cases(of):
         ("forward 3: 256x1024 @ [10,1024]^T +b", lambda: ops.fused_mat_mul(h2, w3, b3, transpose_b=True), 0),
         ("loss: sparse softmax cross-entropy, mean",
          lambda: of.mean(ops.sparse_softmax_cross_entropy_with_logits(dz, y)[0]), 0),
-        ("backward 3: FusedMatMulGrad, N = 10", lambda: ops.fused_mat_mul_grad(dz, h3, h2, w3, b3, transpose_b=True),
-         0),
-        ("backward 2: FusedMatMulGrad relu (dX, dW, db)", lambda: ops.fused_mat_mul_grad(
-            dh, h2, h1, w2, b2, transpose_b=True, activation="relu"), 2 * gemm * 1024),
-        ("backward 1: FusedMatMulGrad relu (dW, db)", lambda: ops.fused_mat_mul_grad(
-            dh, h1, x, w1, b1, transpose_b=True, activation="relu", compute_grad_a=False), gemm * 784),
-        # What backward 2 ran before FusedMatMulGrad, for comparison (not in the sum).
-        ("  unfused 2: relu grad + bias sum + MatMulGrad", lambda: (
-            lambda dpre: (of.sum(dpre, axis=0), ops.mat_mul_grad(h1, w2, dpre, transpose_b=True)))(
-            ops.fused_mat_mul_activation_grad(dh, h2, h1, w2, b2, transpose_b=True, activation="relu")),
-         2 * gemm * 1024),
+        ("backward 3: dX and dW (N = 10)", lambda: ops.mat_mul_grad(h2, w3, dz, transpose_b=True), 0),
+        ("relu grad 256x1024 (x2 per step)", lambda: ops.fused_mat_mul_activation_grad(
+            dh, h2, h1, w2, b2, transpose_b=True, activation="relu"), 0),
+        ("bias grad: column sums 256x1024 (x2)", lambda: of.sum(dh, axis=0), 0),
+        ("backward 2: dX = dY W, dW = dY^T X", lambda: ops.mat_mul_grad(h1, w2, dh, transpose_b=True), 2 * gemm * 1024),
+        ("backward 1: dW only (dX zeros)", lambda: ops.mat_mul_grad(x, w1, dh, transpose_b=True,
+                                                                   compute_grad_a=False), gemm * 784),
         ("Adam, 6 parameters (1.86M)", lambda: [ops.apply_adam(p, m, v, g, lr=1e-3, step=1) for m, v, p, g in slots],
          0),
     ]
@@ -80,11 +75,13 @@ def main(argv=None):
                 call()
             times[i].append((time.perf_counter() - t) / 5)
     med = [statistics.median(ts) for ts in times]
-    total = sum(m for (name, _, _), m in zip(rows[:-1], med[:-1]) if not name.startswith(" "))
+    weight = {"relu grad": 2, "bias grad": 2}
+    total = sum(m * next((w for k, w in weight.items() if name.startswith(k)), 1)
+                for (name, _, _), m in zip(rows[:-1], med[:-1]))
     print(f"{'op (784-1024-1024-10, batch 256)':<48}{'ms':>8}{'GF/s':>7}")
     for (name, _, flops), m in zip(rows, med):
         print(f"{name:<48}{m * 1e3:>8.3f}" + (f"{flops / m / 1e9:>7.0f}" if flops else ""))
-    print(f"{'sum of the ops (indented rows left out)':<48}{total * 1e3:>8.3f}")
+    print(f"{'sum of the ops (x2 rows counted twice)':<48}{total * 1e3:>8.3f}")
     print(f"(median of {args.repeats} interleaved repeats; load average "
           f"{' '.join(f'{v:.1f}' for v in __import__('os').getloadavg())})")
     return 0

@@ -138,12 +138,6 @@ def fused_mat_mul_activation_grad(dy, y, a, b, bias, transpose_a, transpose_b, a
     return np.asarray(d, dtype=np.float32)
 
 
-def fused_mat_mul_grad(dy, y, a, b, bias, transpose_a, transpose_b, activation):
-    dpre = fused_mat_mul_activation_grad(dy, y, a, b, bias, transpose_a, transpose_b, activation)
-    da, db = mat_mul_grad(a, b, dpre, transpose_a, transpose_b)
-    return da, db, dpre.sum(axis=tuple(range(dpre.ndim - 1)), dtype=np.float64).astype(np.float32)
-
-
 def fused_mat_mul_activation_grad_grad_gen(draw, dtype):
     (dy, y, a, b, bias), attrs = fused_mat_mul_activation_grad_gen(draw, dtype)
     attrs["activation"] = draw(st.sampled_from(["none", "relu"]))  # the others raise UnimplementedError
@@ -562,7 +556,6 @@ ORACLES = {
     "ArgMax": arg_reduction(np.argmax), "ArgMin": arg_reduction(np.argmin),
     "MatMul": (matmul_gen, matmul), "FusedMatMul": (fused_mat_mul_gen, fused_mat_mul),
     "FusedMatMulActivationGrad": (fused_mat_mul_activation_grad_gen, fused_mat_mul_activation_grad),
-    "FusedMatMulGrad": (fused_mat_mul_activation_grad_gen, fused_mat_mul_grad),
     "FusedMatMulActivationGradGrad": (fused_mat_mul_activation_grad_grad_gen, fused_mat_mul_activation_grad_grad),
     "Cast": (cast_gen, cast), "Concat": (concat_gen, concat),
     "Fill": (fill_gen, fill), "Reshape": (reshape_gen, reshape), "Slice": (slice_gen, slice_),

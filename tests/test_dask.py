@@ -70,7 +70,6 @@ NOT_DISTRIBUTED = {
     "FusedMatMul": "an inference fast path for whole arrays; distribute MatMul + Add",
     "FusedElementwise": "made by the graph fusion pass when a graph is planned; distribute the ops it fuses",
     "FusedMatMulActivationGrad": "FusedMatMul's gradient, over whole arrays like it",
-    "FusedMatMulGrad": "FusedMatMul's gradient, over whole arrays like it",
     "FusedMatMulActivationGradGrad": "the second-order term of FusedMatMul's gradient, over whole arrays like it",
     **{op: "quantization (issue 25): per-tensor parameters depend on the whole array, not yet distributed"
        for op in ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "QLinearMatMul",

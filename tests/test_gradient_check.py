@@ -190,8 +190,6 @@ FLOAT32_ONLY = {
     "FusedMatMul": "tests/test_gemm.py::test_fused_matmul_gradient (the unfused tape and central differences)",
     "FusedMatMulActivationGrad": "tests/test_fused_linear_tape.py (a Hessian-vector product against autograd, "
                                  "central differences in dy)",
-    "FusedMatMulGrad": "tests/test_fused_matmul_grad.py (central differences of FusedMatMul; second order "
-                       "against the unfused ops)",
 }
 
 

@@ -128,12 +128,11 @@ REGISTER_OP("FusedMatMul")
     // The activation's derivative (from y, or the recomputed pre-activation
     // for gelu/silu), then MatMul's gradient; the bias gets dpre summed over
     // the rows (the sweep sums a broadcast gradient to the input's shape).
-    // One op for the layer's backward (FusedMatMulGrad): the bias's column
-    // sums are taken in the same pass as dpre = dy * act'(pre), which then
-    // feeds the two products without leaving the kernel.
-    .Gradient("a, b, bias = FusedMatMulGrad(dy, y, a, b, bias, transpose_a=transpose_a, "
-              "transpose_b=transpose_b, activation=activation, compute_grad_a=needs_grad(a), "
-              "compute_grad_b=needs_grad(b), compute_grad_bias=needs_grad(bias))")
+    .Gradient("let dpre = FusedMatMulActivationGrad(dy, y, a, b, bias, transpose_a=transpose_a, "
+              "transpose_b=transpose_b, activation=activation)")
+    .Gradient("a, b = MatMulGrad(a, b, dpre, transpose_a=transpose_a, transpose_b=transpose_b, "
+              "compute_grad_a=needs_grad(a), compute_grad_b=needs_grad(b))")
+    .Gradient("bias = dpre")
     .Doc(R"doc(
 activation(a @ b + bias) in one pass: the bias and the activation are applied
 to each output tile of the GEMM while it is still in cache.
@@ -212,78 +211,6 @@ transpose_a: As in the FusedMatMul.
 transpose_b: As in the FusedMatMul.
 activation: As in the FusedMatMul.
 dpre: The gradient of a @ b + bias, of y's shape.
-)doc");
-
-// dy and y of a FusedMatMul (checked as for FusedMatMulActivationGrad); the
-// gradients have their operands' shapes.
-Status FusedMatMulGradShape(InferenceContext* ctx) {
-  OF_RETURN_IF_ERROR(FusedMatMulActivationGradShape(ctx));
-  for (int i = 0; i < 3; ++i) ctx->set_output_shape(i, ctx->input_shape(2 + i));
-  return Status::OK();
-}
-
-REGISTER_OP("FusedMatMulGrad")
-    .Input("dy: T")
-    .Input("y: T")
-    .Input("a: T")
-    .Input("b: T")
-    .Input("bias: T")
-    .Attr("transpose_a: bool = false")
-    .Attr("transpose_b: bool = false")
-    .Attr("activation: string = 'none'")
-    .Attr("compute_grad_a: bool = true")
-    .Attr("compute_grad_b: bool = true")
-    .Attr("compute_grad_bias: bool = true")
-    .Output("grad_a: T")
-    .Output("grad_b: T")
-    .Output("grad_bias: T")
-    .Attr("T: {float32}")
-    .SetShapeFn(FusedMatMulGradShape)
-    // With dpre = FusedMatMulActivationGrad(dy, ...) the outputs are
-    // MatMulGrad(a, b, dpre) and dpre summed over the rows: linear in dpre,
-    // so the direction (dgrad_a, dgrad_b, dgrad_bias) pulls back to
-    // ddpre = MatMul(ka, b) + MatMul(a, kb) + dgrad_bias (MatMulGrad's rule,
-    // the bias broadcast over the rows), then through dpre as
-    // FusedMatMulActivationGrad's own rules do. Its second-order term dpre2
-    // is exactly zero where it is computed (none, relu) and raises for the
-    // other activations, so its products are dropped; adding 0 * dpre2 to
-    // what MatMulGrad reads keeps the refusal where a or b needs it.
-    .Gradient("let ka = Mul(dgrad_a, compute_grad_a)")
-    .Gradient("let kb = Mul(dgrad_b, compute_grad_b)")
-    .Gradient("let ddpre = Add(Add(MatMul(ka, b, transpose_a=transpose_a, transpose_b=transpose_b), "
-              "MatMul(a, kb, transpose_a=transpose_a, transpose_b=transpose_b)), "
-              "Mul(dgrad_bias, compute_grad_bias))")
-    .Gradient("dy = FusedMatMulActivationGrad(ddpre, y, a, b, bias, transpose_a=transpose_a, "
-              "transpose_b=transpose_b, activation=activation)")
-    .Gradient("y = ZerosLike(y)")
-    .Gradient("let dpre2 = FusedMatMulActivationGradGrad(ddpre, dy, y, a, b, bias, transpose_a=transpose_a, "
-              "transpose_b=transpose_b, activation=activation)")
-    .Gradient("let dpre = Add(FusedMatMulActivationGrad(dy, y, a, b, bias, transpose_a=transpose_a, "
-              "transpose_b=transpose_b, activation=activation), Mul(dpre2, 0.0))")
-    .Gradient("a, b = MatMulGrad(ka, kb, dpre, transpose_a=transpose_a, transpose_b=transpose_b, "
-              "compute_grad_a=needs_grad(a), compute_grad_b=needs_grad(b))")
-    .Gradient("bias = dpre2")
-    .Doc(R"doc(
-The gradients of a FusedMatMul y = activation(a @ b + bias) with respect to
-a, b and bias, given dy: dpre = dy * activation'(pre) (as
-FusedMatMulActivationGrad) and its column sums for the bias in one pass, then
-MatMulGrad(a, b, dpre) on dpre while it is still in cache. A gradient not
-asked for (compute_grad_*) is zeros of its operand's shape and skips its work.
-
-dy: The gradient of y.
-y: FusedMatMul's output.
-a: FusedMatMul's a.
-b: FusedMatMul's b.
-bias: FusedMatMul's bias.
-transpose_a: As in the FusedMatMul.
-transpose_b: As in the FusedMatMul.
-activation: As in the FusedMatMul.
-compute_grad_a: Whether to compute grad_a.
-compute_grad_b: Whether to compute grad_b.
-compute_grad_bias: Whether to compute grad_bias.
-grad_a: The gradient with respect to a, of a's shape.
-grad_b: The gradient with respect to b, of b's shape.
-grad_bias: The gradient with respect to bias, of shape [n].
 )doc");
 
 // ddpre, dy and y of a FusedMatMulActivationGrad (one shape), then its operands.
