@@ -93,7 +93,12 @@ void AdamRange(T* OF_RESTRICT var, T* OF_RESTRICT m, T* OF_RESTRICT v, const T* 
 // each per float on Sapphire Rapids), so the exact form runs at ~1.6
 // Gparam/s per core whether the operands sit in L2 or not: bound by that
 // unit, not memory. 1/d by rcp14 and one Newton step (FMAs; within ~2 ulp
-// of the quotient) leaves the unit only the sqrt.
+// of the quotient) leaves the unit only the sqrt. In a training step the
+// four streams come from L3 (the products between two steps evict them from
+// L2): fetching 2 KiB ahead of each took Adam's share of the 784-1024-1024-10
+// step from 2.08 / 1.79 to 1.95 / 1.67 ms (the exact form: 2.39 / 1.98;
+// one process, interleaved, chrt -f 1, load 3.5; 8 KiB ahead the same).
+constexpr int64 kAdamPrefetch = 512;  // floats
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx2,fma")
 void AdamRangeAvx512(float* var, float* m, float* v, const float* grad, int64 lo, int64 hi, float step_size,
@@ -102,6 +107,12 @@ void AdamRangeAvx512(float* var, float* m, float* v, const float* grad, int64 lo
                c2 = _mm512_set1_ps(1.0f - b2), vwd = _mm512_set1_ps(wd), vbc2 = _mm512_set1_ps(inv_sqrt_bc2),
                veps = _mm512_set1_ps(eps), vstep = _mm512_set1_ps(step_size), one = _mm512_set1_ps(1.0f);
   for (int64 i = lo; i < hi; i += 16) {
+    if (i + kAdamPrefetch < hi) {  // one line of each stream per iteration
+      _mm_prefetch(reinterpret_cast<const char*>(var + i + kAdamPrefetch), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(m + i + kAdamPrefetch), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(v + i + kAdamPrefetch), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(grad + i + kAdamPrefetch), _MM_HINT_T0);
+    }
     const __mmask16 k = hi - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (hi - i)) - 1);
     const __m512 w = _mm512_maskz_loadu_ps(k, var + i);
     const __m512 g = _mm512_fmadd_ps(vwd, w, _mm512_maskz_loadu_ps(k, grad + i));
