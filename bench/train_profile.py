@@ -27,7 +27,8 @@ def cases(of):
         t(256, 1024), t(10, 1024), t(10)
     dz, dh, y = t(256, 10), t(256, 1024), rng.integers(0, 10, 256)
     ops, gemm = of.ops, 2 * 256 * 1024
-    slots = [[of.tensor(np.zeros(tuple(p.shape), np.float32)) for _ in range(2)] + [p, of.tensor(p.numpy() * 1e-3)]
+    # Slots and weights in opforge's allocator, as Adam and nn.Linear make them.
+    slots = [[ops.zeros_like(p) for _ in range(2)] + [ops.add(p, 0.0), ops.mul(p, 1e-3)]
              for p in (w1, b1, w2, b2, w3, b3)]
     return [  # (name, call, flops)
         ("forward 1: 256x784 @ [1024,784]^T +b relu", lambda: ops.fused_mat_mul(x, w1, b1, transpose_b=True,

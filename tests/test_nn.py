@@ -192,3 +192,33 @@ def test_import_opforge_does_not_import_optional_deps():
             "print([m for m in ('safetensors', 'sklearn', 'tqdm', 'matplotlib') if m in sys.modules])")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_parameter_copies_exactly_into_writable_memory_of_its_own(dtype):
+    # Float weights are copied into opforge's allocator (huge pages for the
+    # optimizer's passes), other dtypes by numpy: either way the same bits,
+    # no alias of the source, writable in place.
+    from opforge.nn.layer import parameter
+    src = np.arange(-3, 3, dtype=dtype).reshape(2, 3)
+    if src.dtype.kind == "f":
+        src[0, 0] = -0.0
+        src[1, 2] = np.nan
+    p = parameter(src)
+    got = np.asarray(p)
+    assert got.dtype == src.dtype and got.shape == src.shape
+    assert got.tobytes() == src.tobytes() and not np.shares_memory(got, src)
+    assert p.requires_grad == (src.dtype.kind == "f")
+    src[...] = 7
+    assert got.tobytes() != src.tobytes()
+    got[0, 1] = 5  # writable: optimizers update it in place
+    assert p.numpy()[0, 1] == 5
+
+
+def test_optimizer_slots_are_zeros_of_each_parameter():
+    w = of.nn.Linear(3, 2).parameters()
+    for opt, slots in ((of.optim.Adam(w), lambda o: o._m + o._v), (of.optim.SGD(w, lr=0.1, momentum=0.9),
+                                                                     lambda o: o._accum)):
+        for p, s in zip(w + w, slots(opt)):
+            assert s.shape == p.shape and s.dtype == p.dtype and not np.any(s.numpy())
+            assert not s.requires_grad

@@ -131,6 +131,29 @@ def test_adam_updates_in_place_like_the_reference(wd):
     assert np.shares_memory(before, p.numpy())  # updated in place, not replaced
 
 
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 40, 1000])
+@pytest.mark.parametrize("wd", [0.0, 0.01])
+def test_adam_float32_matches_the_reference(n, wd):
+    # float32 runs a vector loop (AVX-512: the quotient by a reciprocal and a
+    # Newton step): every length's tail, zero gradients (v = 0: the
+    # denominator is eps alone) and gradients of many magnitudes.
+    w0 = RNG.standard_normal(n).astype(np.float32)
+    grads = [(RNG.standard_normal(n) * 10.0 ** RNG.integers(-6, 3, n)).astype(np.float32) for _ in range(4)]
+    for g in grads:
+        g[::3] = 0
+    p = of.tensor(w0.copy())
+    opt = of.optim.Adam([p], lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=wd)
+    for g in grads:
+        opt.step(grads=[g])
+    ref = adam_reference(w0.astype(np.float64), [g.astype(np.float64) for g in grads], 0.01, 0.9, 0.999, 1e-8, wd)
+    # Each step moves a weight by about lr (0.01); float32 keeps the four
+    # steps within 2.5e-5 of that (a reciprocal without its Newton step,
+    # 2^-14 relative, is not).
+    np.testing.assert_allclose(p.numpy(), ref, rtol=0, atol=1e-6)
+    m, v = opt._m[0].numpy(), opt._v[0].numpy()
+    assert (v >= 0).all() and np.isfinite(m).all()
+
+
 @pytest.mark.parametrize("momentum,nesterov,wd", [(0.0, False, 0.0), (0.9, False, 0.1), (0.9, True, 0.0)])
 def test_sgd_matches_the_reference(momentum, nesterov, wd):
     w0 = RNG.standard_normal(10).astype(np.float32)

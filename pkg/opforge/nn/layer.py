@@ -33,12 +33,26 @@ def layer_class(name, path):
     return cls
 
 
+def _own_copy(array):
+    """A copy of `array`; float32/float64 in opforge's allocator, which puts
+    blocks of 1 MiB and more on huge pages (numpy's copy sat on 4 KiB pages
+    below its 4 MiB threshold). A weight is read by every forward and
+    written by every optimizer step: fewer page walks for both (docs/gemm.md)."""
+    a = np.asarray(array.numpy() if isinstance(array, Tensor) else array)
+    if a.dtype in (np.float32, np.float64):
+        from opforge import ops as _ops
+        out = _ops.fill(list(a.shape), np.zeros((), a.dtype))
+        np.asarray(out)[...] = a
+        return out
+    return tensor(np.array(a, copy=True, order="C"))
+
+
 def parameter(array, copy=True):
     """A trainable Tensor over a copy of `array`, or over `array` itself (copy=False: zero-copy loading).
 
     Either way the storage is writable: optimizers update it in place.
     """
-    t = tensor(np.array(array, copy=True, order="C") if copy else array)
+    t = _own_copy(array) if copy else tensor(array)
     if t.dtype.is_floating:
         t.requires_grad = True  # marks the leaf without copying (tensor(..., requires_grad=True) would copy)
     return t

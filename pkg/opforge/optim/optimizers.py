@@ -10,7 +10,13 @@ from opforge.tensor import tensor
 
 
 def _zeros_like(p):
-    return tensor(np.zeros(tuple(p.shape), dtype=p.dtype.name))
+    # A slot from opforge's allocator (Fill has no input to record on the
+    # tape), which puts blocks of 1 MiB and more on huge pages: numpy's
+    # zeros were on 4 KiB pages (below its 4 MiB hugepage threshold, or
+    # not at all), and Adam's m and v, coming back after the products of a
+    # training step, cost a page walk per 4 KiB (784-1024-1024-10: Adam's
+    # share of the step 1.9 -> 1.5 ms; docs/gemm.md).
+    return _ops.fill(list(p.shape), np.zeros((), dtype=p.dtype.name))
 
 
 def _leaf(p):
