@@ -61,16 +61,11 @@ constexpr int64_t kUnpackedDepth = 256;
 // 1.18-1.22x, 96 x 256 x 96 1.06-1.11x -> 1.15-1.20x.
 constexpr int kStridedRows = 8;
 constexpr int64_t kStridedRowsB = int64_t{1} << 17;  // floats: 512 KiB
-// Depth block of the small-M path (B panel 32 KiB). B is read in place there,
-// and a panel of up to 1024 rows, each 4 KiB or more apart, no longer stayed
-// cached for the row tiles (suspected: the rows fall into few cache sets,
-// how few varying with the physical pages; the speed did vary from process
-// to process). One
-// thread, chrt -f 1, three process pairs (session 16): 64 x 768 x 3072
-// 64-73 -> 95-101 GFLOP/s (numpy 0.69-0.74x -> 0.99-1.04x), 64 x 768 x 1024
-// 67-75 -> 99-108, 16 x 768 x 3072 54-59 -> 64-68, 16 x 1024 x 1024 73-87 ->
-// 90-97; 512 in between; 64 x 384 x 729 (rows 2916 bytes apart) the same.
-// Two threads: the same within noise, 16 x 768 x 3072 103-107 -> 120-121.
+// Depth block of the small-M path (B read in place; 32 KiB panels). At 1024,
+// B rows 4 KiB or more apart fell out of cache between row tiles, by how much
+// varying from process to process (session 16, one thread: 64 x 768 x 3072
+// 64-73 -> 95-101 GFLOP/s, 16 x 768 x 3072 54-59 -> 64-68; two: 103-107 ->
+// 120-121 there, the rest and 64 x 384 x 729 the same within noise).
 constexpr int64_t kSmallKC = 256;
 // Below this many multiply-adds one thread is faster than waking another.
 constexpr int64_t kMinParallelFma = 128 * 128 * 128;
