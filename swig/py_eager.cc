@@ -137,9 +137,10 @@ bool KeyMatches(const EagerMemo::Key& key, PyObject* o) {
 }
 
 // The memo if it matches this call (with a reference for the caller), else null.
-EagerMemo* MemoLookup(const OpBinding& b, const Tensor* values, size_t n, PyObject* const* args) {
+EagerMemo* MemoLookup(const OpBinding& b, const Tensor* values, size_t n, PyObject* const* args,
+                      uint32_t transposed) {
   EagerMemo* m = b.memo();
-  if (m == nullptr) return nullptr;
+  if (m == nullptr || m->transposed != transposed) return nullptr;
   for (size_t i = 0; i < n; ++i) {
     if (values[i].dtype() != m->dtypes[i] || !(values[i].shape() == m->shapes[i])) return nullptr;
   }
@@ -151,7 +152,7 @@ EagerMemo* MemoLookup(const OpBinding& b, const Tensor* values, size_t n, PyObje
   return m;
 }
 
-void MemoStore(const OpBinding& b, const BoundCall& bc, PyObject* const* args) {
+void MemoStore(const OpBinding& b, const BoundCall& bc, PyObject* const* args, uint32_t transposed) {
   for (size_t o = 0; o < bc.output_shapes.size(); ++o) {
     if (!bc.output_shapes[o].fully_defined()) return;
   }
@@ -161,6 +162,7 @@ void MemoStore(const OpBinding& b, const BoundCall& bc, PyObject* const* args) {
     if (!MakeKey(args[attr_pos[k].second], &keys[k])) return;
   }
   auto* m = new EagerMemo();
+  m->transposed = transposed;
   for (size_t i = 0; i < bc.values.size(); ++i) {
     m->dtypes[i] = bc.values[i].dtype();
     m->shapes[i] = bc.values[i].shape();
@@ -222,10 +224,9 @@ PyObject* EagerPlain(const OpBinding& b, PyObject* const* args, PyObject* const*
   }
   *handled = true;
   const size_t n = bc.values.size();
-  // The memo is keyed by the attrs as passed: a call with flipped attrs keeps out of it.
-  const bool memo = b.memoizable() && transposed == 0;
+  const bool memo = b.memoizable();
   if (memo) {
-    if (EagerMemo* m = MemoLookup(b, bc.values.data(), n, args)) {
+    if (EagerMemo* m = MemoLookup(b, bc.values.data(), n, args, transposed)) {
       PyObject* r = RunEager(op, bc.values.data(), n, m->attrs.data(), m->output_shapes.data(), autograd,
                              py_inputs, call);
       m->Unref();
@@ -241,7 +242,7 @@ PyObject* EagerPlain(const OpBinding& b, PyObject* const* args, PyObject* const*
   Status s = BindValues(op, attrs.data(), &bc);
   if (!s.ok()) return SetError(s);
   bc.autograd = autograd;
-  if (memo) MemoStore(b, bc, args);
+  if (memo) MemoStore(b, bc, args, transposed);
   return RunBound(op, bc, py_inputs, call);
 }
 

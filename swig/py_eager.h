@@ -22,8 +22,10 @@ namespace py {
 // opforge dtype (objects that live as long as the module) by identity, a
 // Python int or float by value (no reference is held). Other attr values
 // (lists, strings) are converted on every call and not memoised. Inference
-// reads nothing else. Touched only under the GIL; a call holds a reference
-// while it uses the memo (a nested call of the same op may replace it).
+// reads nothing else. Inputs borrowed as their transposes (BorrowTransposed)
+// are part of the key: the completed attrs have their transpose attrs flipped.
+// Touched only under the GIL; a call holds a reference while it uses the memo
+// (a nested call of the same op may replace it).
 struct EagerMemo {
   static constexpr size_t kInputs = 4, kAttrs = 4;
   struct Key {
@@ -33,6 +35,7 @@ struct EagerMemo {
     double f = 0;                // kFloat
   };
   int refs = 1;
+  uint32_t transposed = 0;  // the inputs borrowed as their transposes, one bit each
   DType dtypes[kInputs];
   TensorShape shapes[kInputs];
   Key keys[kAttrs];               // in attr_pos order

@@ -90,14 +90,26 @@ def test_views_that_are_not_plain_transposes_are_correct():
     np.testing.assert_allclose(np.asarray(of.matmul(x, ro)), x @ ro, rtol=1e-4, atol=1e-4)
 
 
-def test_the_flip_does_not_reach_the_call_memo():
-    # Same stored shape and passed attrs: a view (flipped inside) then a C array (not flipped), and back.
+def test_the_call_memo_keys_on_the_flip():
+    # Same stored shape and passed attrs: a view (flipped inside) then a C array (not flipped), and back;
+    # each repeated, so the eager call memo serves the second of each pair from the first's attrs.
     x, w = rand(3, 6), rand(6, 6)
     c = np.ascontiguousarray(w.T)
     for _ in range(3):
-        np.testing.assert_allclose(np.asarray(of.matmul(x, w.T)), x @ w.T, rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(np.asarray(of.matmul(x, w)), x @ w, rtol=1e-5, atol=1e-5)
+        for _ in range(2):
+            np.testing.assert_allclose(np.asarray(of.matmul(x, w.T)), x @ w.T, rtol=1e-5, atol=1e-5)
+        for _ in range(2):
+            np.testing.assert_allclose(np.asarray(of.matmul(x, w)), x @ w, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(np.asarray(of.matmul(x, c)), x @ c, rtol=1e-5, atol=1e-5)
+        # The view with its attr set: flipped back to the plain product of w.
+        for _ in range(2):
+            np.testing.assert_allclose(np.asarray(of.matmul(x, w.T, transpose_b=True)), x @ w, rtol=1e-5, atol=1e-5)
+    # Not square: the flipped call's output shape comes from the memo too.
+    v = rand(5, 6)
+    for _ in range(3):
+        got = np.asarray(of.matmul(x, v.T))
+        assert got.shape == (3, 5)
+        np.testing.assert_allclose(got, x @ v.T, rtol=1e-5, atol=1e-5)
 
 
 def test_general_binder_and_async_paths():
