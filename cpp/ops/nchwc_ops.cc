@@ -164,6 +164,121 @@ Status GlobalAvgShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
+// Conv2DNchwcConcat: every filter's window (4, 2, 2 and 4 ints per filter in
+// filter_shapes, strides, dilations, pads) over one NCHWc x; y holds each
+// conv's output blocks one after another.
+Status Conv2DNchwcConcatShape(InferenceContext* ctx) {
+  int64_t b;
+  OF_RETURN_IF_ERROR(CheckBlock(ctx, &b));
+  const int64_t n = ctx->attr_int("N");
+  const std::vector<int64_t>& fs = ctx->attr_ints("filter_shapes");
+  const std::vector<int64_t>& s = ctx->attr_ints("strides");
+  const std::vector<int64_t>& d = ctx->attr_ints("dilations");
+  const std::vector<int64_t>& p = ctx->attr_ints("pads");
+  if (static_cast<int64_t>(fs.size()) != 4 * n || static_cast<int64_t>(s.size()) != 2 * n ||
+      static_cast<int64_t>(d.size()) != 2 * n || static_cast<int64_t>(p.size()) != 4 * n) {
+    return errors::InvalidArgument("attrs 'filter_shapes', 'strides', 'dilations' and 'pads' must hold 4, 2, 2 and 4 "
+                                   "ints per filter (", n, " filters), got ", fs.size(), ", ", s.size(), ", ",
+                                   d.size(), " and ", p.size());
+  }
+  OF_RETURN_IF_ERROR(conv_shape::CheckConvActivation(ctx));
+  const TensorShape& x = ctx->input_shape(0);
+  int64_t ob = 0, oh = -2, ow = -2;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t* f = fs.data() + 4 * i;
+    if (f[0] < 1 || f[1] < 1 || f[2] < 1 || f[3] < 1 || f[0] > (int64_t{1} << 20) || f[1] > (int64_t{1} << 20) ||
+        f[2] > 64 || f[3] > 64) {
+      return errors::InvalidArgument("attr 'filter_shapes': filter ", i, " must be [out_channels, in_channels, kh, "
+                                     "kw] with channels in [1, 2^20] and kh, kw in [1, 64], got ",
+                                     ListString(std::vector<int64_t>(f, f + 4)));
+    }
+    if (s[2 * i] < 1 || s[2 * i + 1] < 1 || d[2 * i] < 1 || d[2 * i + 1] < 1 || p[4 * i] < 0 || p[4 * i + 1] < 0 ||
+        p[4 * i + 2] < 0 || p[4 * i + 3] < 0) {
+      return errors::InvalidArgument("attrs 'strides' / 'dilations' (>= 1) and 'pads' (>= 0) of filter ", i,
+                                     " are out of range");
+    }
+    if (f[1] != fs[1]) {
+      return errors::InvalidArgument("attr 'filter_shapes': filter ", i, " reads ", f[1], " channels, filter 0 ",
+                                     fs[1], ": every filter reads all of x");
+    }
+    if (i == 0) OF_RETURN_IF_ERROR(CheckBlocked(x, f[1], b, "x"));
+    const TensorShape& w = ctx->input_shape(1 + i);
+    const int64_t want = FilterFloats(std::vector<int64_t>(f, f + 4), 1, false, b);
+    if (w.rank() != 1 || (!IsUnknownDim(w.dim(0)) && w.dim(0) != want)) {
+      return errors::InvalidArgument("argument 'filters' item ", i, " must be 1-D with ", want, " values (filter ",
+                                     ListString(std::vector<int64_t>(f, f + 4)), " laid out in blocks of ", b,
+                                     "), got shape ", w.DebugString());
+    }
+    int64_t h, wd;
+    OF_RETURN_IF_ERROR(conv_shape::ConvOutDim(x.dim(2), f[2], s[2 * i], d[2 * i], p[4 * i], p[4 * i + 2], "height", &h));
+    OF_RETURN_IF_ERROR(conv_shape::ConvOutDim(x.dim(3), f[3], s[2 * i + 1], d[2 * i + 1], p[4 * i + 1], p[4 * i + 3],
+                                              "width", &wd));
+    if (i > 0 && ((h >= 0 && oh >= 0 && h != oh) || (wd >= 0 && ow >= 0 && wd != ow))) {
+      return errors::InvalidArgument("filter ", i, " gives ", h, "x", wd, " outputs, filter 0 ", oh, "x", ow,
+                                     ": the concatenated outputs must have one size");
+    }
+    if (oh < 0) oh = h;
+    if (ow < 0) ow = wd;
+    ob += Blocks(f[0], b);
+  }
+  const TensorShape& bias = ctx->input_shape(1 + n);
+  if (bias.rank() != 1 || (!IsUnknownDim(bias.dim(0)) && bias.dim(0) != 0 && bias.dim(0) != ob * b)) {
+    return errors::InvalidArgument("argument 'bias' must be 1-D of length ", ob * b, " (each filter's out_channels "
+                                   "padded to the block, one after another) or empty, got shape ", bias.DebugString());
+  }
+  ctx->set_output_shape(0, TensorShape({x.dim(0), ob, oh, ow, b}));
+  return Status::OK();
+}
+
+// One pooled size (MaxPool2D's rule: pads below the dilated window; ceil_mode
+// drops a last window that would start in the end padding); -1 stays unknown.
+Status PoolDim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil_mode, const char* axis,
+               int64_t* out) {
+  const int64_t eff = (k - 1) * d + 1;
+  if (pb >= eff || pe >= eff) {
+    return errors::InvalidArgument("attr 'pads' on the ", axis, " (", pb, ", ", pe, ") must be smaller than the "
+                                   "dilated window ", eff);
+  }
+  *out = -1;
+  if (in < 0) return Status::OK();
+  const int64_t padded = in + pb + pe;
+  if (eff > padded) {
+    return errors::InvalidArgument("attr 'ksize': the dilated window's ", axis, " ", eff,
+                                   " is larger than the padded input's ", padded);
+  }
+  int64_t o = ceil_mode ? (padded - eff + s - 1) / s + 1 : (padded - eff) / s + 1;
+  if (ceil_mode && (o - 1) * s >= in + pb) --o;
+  *out = o;
+  return Status::OK();
+}
+
+Status MaxPoolNchwcShape(InferenceContext* ctx) {
+  int64_t b;
+  OF_RETURN_IF_ERROR(CheckBlock(ctx, &b));
+  const TensorShape& x = ctx->input_shape(0);
+  OF_RETURN_IF_ERROR(CheckBlocked(x, -1, b, "x"));
+  const std::vector<int64_t>& k = ctx->attr_ints("ksize");
+  const std::vector<int64_t>& s = ctx->attr_ints("strides");
+  const std::vector<int64_t>& d = ctx->attr_ints("dilations");
+  const std::vector<int64_t>& p = ctx->attr_ints("pads");
+  if (k.size() != 2 || k[0] < 1 || k[1] < 1 || k[0] > 64 || k[1] > 64) {
+    return errors::InvalidArgument("attr 'ksize' must be 2 ints in [1, 64] (height, width), got ", ListString(k));
+  }
+  if (s.size() != 2 || s[0] < 1 || s[1] < 1 || d.size() != 2 || d[0] < 1 || d[1] < 1) {
+    return errors::InvalidArgument("attrs 'strides' and 'dilations' must be 2 ints >= 1 each, got ", ListString(s),
+                                   " and ", ListString(d));
+  }
+  if (p.size() != 4 || p[0] < 0 || p[1] < 0 || p[2] < 0 || p[3] < 0) {
+    return errors::InvalidArgument("attr 'pads' must be 4 ints >= 0 (top, left, bottom, right), got ", ListString(p));
+  }
+  const bool ceil_mode = ctx->attr_bool("ceil_mode");
+  int64_t oh, ow;
+  OF_RETURN_IF_ERROR(PoolDim(x.dim(2), k[0], s[0], d[0], p[0], p[2], ceil_mode, "height", &oh));
+  OF_RETURN_IF_ERROR(PoolDim(x.dim(3), k[1], s[1], d[1], p[1], p[3], ceil_mode, "width", &ow));
+  ctx->set_output_shape(0, TensorShape({x.dim(0), x.dim(1), oh, ow, b}));
+  return Status::OK();
+}
+
 }  // namespace
 
 REGISTER_OP("NchwcBlockSize")
@@ -271,6 +386,71 @@ The mean over height and width of an NCHWc tensor: [N, Cb, H, W, block] -> [N, C
 x: The blocked tensor.
 block: Channels per block, 8 or 16 (x's last dim).
 y: The blocked means.
+)doc");
+
+REGISTER_OP("Conv2DNchwcConcat")
+    .Input("x: T")
+    .Input("filters: N * T")
+    .Input("bias: T")
+    .Attr("N: int >= 1")
+    .Attr("filter_shapes: list(int)")
+    .Attr("strides: list(int)")
+    .Attr("pads: list(int)")
+    .Attr("dilations: list(int)")
+    .Attr("block: int")
+    .Attr("activation: string = 'none'")
+    .Output("y: T")
+    .Attr("T: {float32}")
+    .SetShapeFn(Conv2DNchwcConcatShape)
+    .NoGradient()  // inference over filters laid out at import
+    .Doc(R"doc(
+Concat([activation(Conv2DNchwc(x, filter_i) + bias_i) for each filter], along the channel blocks), with no Concat.
+
+Each dense conv writes its output blocks straight into its slice of y (a
+SqueezeNet fire module's 1x1 and 3x3 expands over one blocked input), so the
+pieces are never stored apart and copied together. Block i of y is conv j's
+block i minus the blocks of the convs before j: where a filter's out_channels
+is not a multiple of block, its padding lanes stay between the pieces.
+
+x: [N, ceil(C / block), H, W, block], read by every filter.
+filters: Each filter laid out as Conv2DNchwc's dense NCHWc filter, [ceil(O/block), ceil(C/block), kh, kw, block (in), block (out)].
+bias: Each filter's ceil(O / block) * block values one after another (zeros past O), or empty for none.
+filter_shapes: 4 ints per filter, [out_channels, in_channels, kernel_height, kernel_width]; every in_channels C.
+strides: 2 ints per filter: stride along height and width.
+pads: 4 ints per filter: zero padding [top, left, bottom, right].
+dilations: 2 ints per filter: dilation along height and width.
+block: Channels per block, 8 or 16.
+activation: 'none', 'relu', 'sigmoid', 'silu' or 'hardswish', for every filter.
+y: [N, sum of ceil(O_i / block), OH, OW, block]; every filter's OH x OW must agree.
+)doc");
+
+REGISTER_OP("MaxPool2DNchwc")
+    .Input("x: T")
+    .Attr("ksize: list(int)")
+    .Attr("block: int")
+    .Attr("strides: list(int) = [1, 1]")
+    .Attr("pads: list(int) = [0, 0, 0, 0]")
+    .Attr("dilations: list(int) = [1, 1]")
+    .Attr("ceil_mode: bool = false")
+    .Output("y: T")
+    .Attr("T: {float32}")
+    .SetShapeFn(MaxPoolNchwcShape)
+    .NoGradient()  // inference layout only
+    .Doc(R"doc(
+MaxPool2D on an NCHWc tensor: [N, Cb, H, W, block] -> [N, Cb, OH, OW, block], each lane its channel's pool.
+
+A pixel's block of channels is one vector, so every window is whole-vector
+loads whatever the stride. Padding never wins (it acts as -inf); a NaN in a
+window gives NaN.
+
+x: The blocked tensor.
+ksize: The window (height, width), each in [1, 64].
+block: Channels per block, 8 or 16 (x's last dim).
+strides: The step of the window on (height, width), each >= 1.
+pads: Implicit -inf padding (top, left, bottom, right), each smaller than the dilated window.
+dilations: The spacing of the window taps on (height, width).
+ceil_mode: Round the output size up (a last window starting in the end padding is dropped).
+y: The pooled blocked tensor.
 )doc");
 
 }  // namespace opforge

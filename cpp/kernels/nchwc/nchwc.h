@@ -16,6 +16,9 @@ struct ConvArgs {
   const float* res;   // y's shape, or null
   const float* scale; // [n, icb, B] factors of x's channels, or null
   float* y;
+  // Output blocks per image of y's buffer: ob, or more where y is a slice of
+  // a Concat's output (Conv2DNchwcConcat: each conv writes its blocks in place).
+  int64_t y_ob = 0;
   int64_t n, icb, ib, c;  // images; input blocks; lanes per input block (B, or C for NCHW input); channels
   int64_t h, w_, oh, ow, ob, kh, kw, sh, sw, dh, dw, pt, pl;
   // Floats between input elements: image, block, lane, row, column.
@@ -39,6 +42,13 @@ void ReorderToRange(const float* x, int64_t c, int64_t cb, int64_t hw, int64_t b
 void ReorderFromRange(const float* x, int64_t c, int64_t cb, int64_t hw, int64_t b, float* y, int64_t u0,
                       int64_t u1);
 
+// Max pooling over NCHWc planes: units (image, block, output row).
+struct PoolArgs {
+  const float* x;
+  float* y;
+  int64_t planes, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
+};
+
 // The vector loops of one instruction set (nchwc_isa.inc, one translation
 // unit each: compiled together they were the build's longest step).
 struct Table {
@@ -46,6 +56,7 @@ struct Table {
   void (*dense[2])(const ConvArgs&, int64_t, int64_t);
   void (*depthwise[2])(const ConvArgs&, int64_t, int64_t);
   void (*mean[2])(const float*, int64_t, float*, int64_t, int64_t);
+  void (*max_pool[2])(const PoolArgs&, int64_t, int64_t);
 };
 namespace baseline { const Table& Functions(); }
 namespace avx2 { const Table& Functions(); }

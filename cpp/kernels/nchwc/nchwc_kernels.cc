@@ -37,6 +37,7 @@ struct Fns {
   void (*dense[2])(const ConvArgs&, int64, int64);
   void (*depthwise[2])(const ConvArgs&, int64, int64);
   void (*mean[2])(const float*, int64, float*, int64, int64);
+  void (*max_pool[2])(const PoolArgs&, int64, int64);
   int native;  // the block that fills one register
 };
 
@@ -44,7 +45,8 @@ template <class T>
 Fns Make(const T& t, int native) {
   Fns f;
   f.dense_units = t.dense_units;
-  for (int i = 0; i < 2; ++i) f.dense[i] = t.dense[i], f.depthwise[i] = t.depthwise[i], f.mean[i] = t.mean[i];
+  for (int i = 0; i < 2; ++i) f.dense[i] = t.dense[i], f.depthwise[i] = t.depthwise[i], f.mean[i] = t.mean[i],
+                              f.max_pool[i] = t.max_pool[i];
   f.native = native;
   return f;
 }
@@ -132,6 +134,66 @@ int ActOf(const std::string& s) {
   return s == "relu" ? kRelu : s == "sigmoid" ? kSigmoid : s == "silu" ? kSilu : s == "hardswish" ? kHardSwish : kNone;
 }
 
+// a's geometry for one filter (fs: [O, C / groups, kh, kw]; s, d, p: its
+// strides, dilations, pads) over x, with oh x ow outputs in ob blocks.
+void Geometry(const Tensor& x, const int64* fs, const int64* s, const int64* d, const int64* p, int64 b, int64 groups,
+              bool nchw, int64 oh, int64 ow, int64 ob, ConvArgs* a) {
+  a->n = x.dim(0), a->h = x.dim(2), a->w_ = x.dim(3);
+  a->oh = oh, a->ow = ow, a->ob = ob, a->kh = fs[2], a->kw = fs[3];
+  if (a->y_ob == 0) a->y_ob = ob;
+  a->sh = s[0], a->sw = s[1], a->dh = d[0], a->dw = d[1], a->pt = p[0], a->pl = p[1];
+  const int64 hw = a->h * a->w_;
+  a->c = fs[1] * groups;
+  if (nchw) {  // one block of all C channels, a lane per plane
+    a->icb = 1, a->ib = fs[1], a->x_img = fs[1] * hw, a->x_blk = 0, a->x_lane = hw, a->x_row = a->w_, a->x_pix = 1;
+  } else {
+    a->icb = x.dim(1), a->ib = b, a->x_img = a->icb * hw * b, a->x_blk = hw * b, a->x_lane = 1,
+    a->x_row = a->w_ * b, a->x_pix = b;
+  }
+  a->ox_lo = std::min(a->ow, (a->pl + a->sw - 1) / a->sw);
+  const int64 last = a->w_ - 1 + a->pl - (a->kw - 1) * a->dw;  // the interior's last column reads ix <= W - 1
+  a->ox_hi = last < 0 ? 0 : std::min(a->ow, last / a->sw + 1);
+}
+
+// Runs the conv a describes (Geometry's, with its pointers set) over the intra-op pool.
+void RunConv(ConvArgs a, int64 b, int64 groups, bool nchw) {
+  const Fns& f = Get();
+  const int slot = Slot(b);
+  const int64 taps = a.kh * a.kw;
+  if (groups != 1) {
+    ParallelFor(a.n * a.ob * a.oh, a.ow * taps * b, [&](int64 u0, int64 u1) { f.depthwise[slot](a, u0, u1); });
+    return;
+  }
+  if (a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.pt == 0 && a.pl == 0 && !nchw) {
+    // A pointwise conv: the image's pixels as one row, so tiles run across row ends (7x7: 8 full tiles of 6).
+    a.w_ = a.ow = a.h * a.w_, a.h = a.oh = 1, a.x_row = a.w_ * b, a.ox_lo = 0, a.ox_hi = a.ow;
+  }
+  std::vector<float> padded;
+  if (f.native == 16 && b == 16 && !nchw && a.c % b == 0 && conv::IntelTuning()) {
+    a.taps = true;
+    PadColumns(&a, &padded);
+  }
+  // Two or more threads: a thread's share is a range of units, so with the
+  // groups of output blocks outside the rows each thread reads all of x and
+  // its groups' share of the filter, with the rows outside each reads its
+  // band of x (plus the window's halo) and all of the filter. Rows outside
+  // where x is the larger operand. ResNet-18 b1, two threads, in the model,
+  // three process pairs (ms, before -> after): 64 -> 128 3x3 stride 2
+  // 0.48-0.54 -> 0.44-0.47 (x 784 KiB, filter 288 KiB), its 1x1 stride 2
+  // 0.071-0.086 -> 0.063-0.065, 128 -> 256 1x1 stride 2 0.068-0.081 ->
+  // 0.065-0.066; rows outside for a larger filter lost (the 14x14 layers,
+  // x 196 KiB, filter 2.25 MiB: 0.70-0.79 -> 0.81-0.86), as for SqueezeNet's
+  // 64 -> 256 3x3 at 13x13 (x 42 KiB, filter 576 KiB: 0.156 -> 0.160).
+  // Intel only (measured there); SE-scaled convs keep the groups outside
+  // (their scaled operand is made once per image and group).
+  if (conv::IntelTuning() && NumIntraOpThreads() > 1 && a.scale == nullptr) {
+    a.rows_outer = a.x_img > a.ob * b * a.icb * a.ib * taps;  // x's floats per image against the filter's
+  }
+  const int64 units = f.dense_units(a);
+  ParallelFor(units, a.n * a.ob * a.oh * a.ow * taps * a.icb * a.ib * b / units,
+              [&](int64 u0, int64 u1) { f.dense[slot](a, u0, u1); });
+}
+
 Status ConvKernel(OpKernelContext* ctx) {
   const Tensor& x = ctx->input(0);
   const Tensor& w = ctx->input(1);
@@ -162,59 +224,67 @@ Status ConvKernel(OpKernelContext* ctx) {
   a.x = x.data<float>(), a.w = w.data<float>(), a.y = y->data<float>();
   a.bias = bias.NumElements() != 0 ? bias.data<float>() : nullptr;
   a.res = res.NumElements() != 0 ? res.data<float>() : nullptr;
-  a.n = x.dim(0), a.h = x.dim(2), a.w_ = x.dim(3);
-  a.oh = y->dim(2), a.ow = y->dim(3), a.ob = y->dim(1), a.kh = fs[2], a.kw = fs[3];
+  a.act = ActOf(ctx->attr("activation").s);
+  Geometry(x, fs.data(), ctx->attr_ints("strides").data(), ctx->attr_ints("dilations").data(),
+           ctx->attr_ints("pads").data(), b, groups, nchw, y->dim(2), y->dim(3), y->dim(1), &a);
+  RunConv(a, b, groups, nchw);
+  return Status::OK();
+}
+
+// Dense convs of one NCHWc x, each writing its output blocks straight into
+// its slice of y (a SqueezeNet fire module's expands): the slices' images
+// are y_ob blocks apart. One conv after another, each over the whole pool
+// (a 1x1's units are a ninth of a 3x3's: one range over both would split unevenly).
+Status ConvConcatKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const int64 nf = ctx->attr_int("N");
+  const Tensor& bias = ctx->input(1 + nf);
+  const std::vector<int64>& fs = ctx->attr_ints("filter_shapes");
   const std::vector<int64>& s = ctx->attr_ints("strides");
   const std::vector<int64>& d = ctx->attr_ints("dilations");
   const std::vector<int64>& p = ctx->attr_ints("pads");
-  a.sh = s[0], a.sw = s[1], a.dh = d[0], a.dw = d[1], a.pt = p[0], a.pl = p[1];
-  a.act = ActOf(ctx->attr("activation").s);
-  const int64 hw = a.h * a.w_;
-  a.c = fs[1] * groups;
-  if (nchw) {  // one block of all C channels, a lane per plane
-    a.icb = 1, a.ib = fs[1], a.x_img = fs[1] * hw, a.x_blk = 0, a.x_lane = hw, a.x_row = a.w_, a.x_pix = 1;
-  } else {
-    a.icb = x.dim(1), a.ib = b, a.x_img = a.icb * hw * b, a.x_blk = hw * b, a.x_lane = 1, a.x_row = a.w_ * b,
-    a.x_pix = b;
+  const int64 b = ctx->attr_int("block");
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  if (bias.NumElements() != 0 && bias.NumElements() != y->dim(1) * b) {
+    return errors::InvalidArgument("argument 'bias' must hold 0 or ", y->dim(1) * b, " values, got ",
+                                   bias.NumElements());
   }
-  a.ox_lo = std::min(a.ow, (a.pl + a.sw - 1) / a.sw);
-  const int64 last = a.w_ - 1 + a.pl - (a.kw - 1) * a.dw;  // the interior's last column reads ix <= W - 1
-  a.ox_hi = last < 0 ? 0 : std::min(a.ow, last / a.sw + 1);
+  if (y->NumElements() == 0) return Status::OK();
+  const int act = ActOf(ctx->attr("activation").s);
+  int64 off = 0;  // the conv's first block in y
+  for (int64 i = 0; i < nf; ++i) {
+    const int64 ob = (fs[4 * i] + b - 1) / b;
+    ConvArgs a;
+    a.x = x.data<float>(), a.w = ctx->input(1 + i).data<float>();
+    a.y = y->data<float>() + off * y->dim(2) * y->dim(3) * b;
+    a.y_ob = y->dim(1);
+    a.bias = bias.NumElements() != 0 ? bias.data<float>() + off * b : nullptr;
+    a.res = nullptr, a.scale = nullptr, a.act = act;
+    Geometry(x, fs.data() + 4 * i, s.data() + 2 * i, d.data() + 2 * i, p.data() + 4 * i, b, 1, false, y->dim(2),
+             y->dim(3), ob, &a);
+    RunConv(a, b, 1, false);
+    off += ob;
+  }
+  return Status::OK();
+}
+
+Status MaxPoolKernel(OpKernelContext* ctx) {
+  const Tensor& x = ctx->input(0);
+  const int64 b = ctx->attr_int("block");
+  Tensor* y = nullptr;
+  OF_RETURN_IF_ERROR(ctx->allocate_output(0, &y));
+  if (y->NumElements() == 0) return Status::OK();
+  const std::vector<int64>& k = ctx->attr_ints("ksize");
+  const std::vector<int64>& s = ctx->attr_ints("strides");
+  const std::vector<int64>& d = ctx->attr_ints("dilations");
+  const std::vector<int64>& p = ctx->attr_ints("pads");
+  PoolArgs a;
+  a.x = x.data<float>(), a.y = y->data<float>();
+  a.planes = x.dim(0) * x.dim(1), a.h = x.dim(2), a.w = x.dim(3), a.oh = y->dim(2), a.ow = y->dim(3);
+  a.kh = k[0], a.kw = k[1], a.sh = s[0], a.sw = s[1], a.dh = d[0], a.dw = d[1], a.pt = p[0], a.pl = p[1];
   const Fns& f = Get();
-  const int slot = Slot(b);
-  const int64 taps = a.kh * a.kw;
-  if (groups != 1) {
-    ParallelFor(a.n * a.ob * a.oh, a.ow * taps * b, [&](int64 u0, int64 u1) { f.depthwise[slot](a, u0, u1); });
-  } else {
-    if (a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.pt == 0 && a.pl == 0 && !nchw) {
-      // A pointwise conv: the image's pixels as one row, so tiles run across row ends (7x7: 8 full tiles of 6).
-      a.w_ = a.ow = a.h * a.w_, a.h = a.oh = 1, a.x_row = a.w_ * b, a.ox_lo = 0, a.ox_hi = a.ow;
-    }
-    std::vector<float> padded;
-    if (f.native == 16 && b == 16 && !nchw && a.c % b == 0 && conv::IntelTuning()) {
-      a.taps = true;
-      PadColumns(&a, &padded);
-    }
-    // Two or more threads: a thread's share is a range of units, so with the
-    // groups of output blocks outside the rows each thread reads all of x and
-    // its groups' share of the filter, with the rows outside each reads its
-    // band of x (plus the window's halo) and all of the filter. Rows outside
-    // where x is the larger operand. ResNet-18 b1, two threads, in the model,
-    // three process pairs (ms, before -> after): 64 -> 128 3x3 stride 2
-    // 0.48-0.54 -> 0.44-0.47 (x 784 KiB, filter 288 KiB), its 1x1 stride 2
-    // 0.071-0.086 -> 0.063-0.065, 128 -> 256 1x1 stride 2 0.068-0.081 ->
-    // 0.065-0.066; rows outside for a larger filter lost (the 14x14 layers,
-    // x 196 KiB, filter 2.25 MiB: 0.70-0.79 -> 0.81-0.86), as for SqueezeNet's
-    // 64 -> 256 3x3 at 13x13 (x 42 KiB, filter 576 KiB: 0.156 -> 0.160).
-    // Intel only (measured there); SE-scaled convs keep the groups outside
-    // (their scaled operand is made once per image and group).
-    if (conv::IntelTuning() && NumIntraOpThreads() > 1 && a.scale == nullptr) {
-      a.rows_outer = a.x_img > a.ob * b * a.icb * a.ib * taps;  // x's floats per image against the filter's
-    }
-    const int64 units = f.dense_units(a);
-    ParallelFor(units, a.n * a.ob * a.oh * a.ow * taps * a.icb * a.ib * b / units,
-                [&](int64 u0, int64 u1) { f.dense[slot](a, u0, u1); });
-  }
+  ParallelFor(a.planes * a.oh, a.ow * a.kh * a.kw * b, [&](int64 u0, int64 u1) { f.max_pool[Slot(b)](a, u0, u1); });
   return Status::OK();
 }
 
@@ -242,6 +312,8 @@ REGISTER_KERNEL("ReorderToNchwc", kCPU, DType::kFloat32, ReorderToKernel);
 REGISTER_KERNEL("ReorderFromNchwc", kCPU, DType::kFloat32, ReorderFromKernel);
 REGISTER_KERNEL("Conv2DNchwc", kCPU, DType::kFloat32, ConvKernel);
 REGISTER_KERNEL("GlobalAveragePoolNchwc", kCPU, DType::kFloat32, GlobalAvgKernel);
+REGISTER_KERNEL("Conv2DNchwcConcat", kCPU, DType::kFloat32, ConvConcatKernel);
+REGISTER_KERNEL("MaxPool2DNchwc", kCPU, DType::kFloat32, MaxPoolKernel);
 
 }  // namespace nchwc
 }  // namespace opforge
