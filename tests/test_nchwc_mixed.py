@@ -96,9 +96,10 @@ def test_mixed_layout_matches_onnxruntime_and_nchw(monkeypatch, block):
     kinds = _kinds(prog)
     # c0, d0, c2, c4, c5 (+ a5's Add and Relu), c6 blocked; c1 NCHW (256 pixels at stride 1).
     assert kinds["Conv2DNchwc"] == 6 and kinds["Conv"] == 1, kinds
-    # In: x, r1 (for c2), cat (for c4), m5 (after the pool). Out: r0 and d0 (for c1 and its residual Add), r2
-    # (for the Concat), r5 (for the pool), p (for Flatten), y (an output).
-    assert kinds["ReorderToNchwc"] == 4 and kinds["ReorderFromNchwc"] == 6, kinds
+    # In: x, r1 (for c2), cat (for c4). Out: r0 and d0 (for c1 and its residual Add), r2 (for the Concat), p
+    # (for Flatten), y (an output). The pool between c5 and c6 runs blocked (MaxPool2DNchwc); m1's reads NCHW.
+    assert kinds["ReorderToNchwc"] == 3 and kinds["ReorderFromNchwc"] == 5, kinds
+    assert kinds["MaxPool2DNchwc"] == 1 and kinds["MaxPool"] == 1, kinds
     fused = [ctx for ctx, fn, _ in prog.steps if ctx.node.op_type == "Conv2DNchwc" and len(ctx.node.input) > 1]
     assert len(fused) == 1 and fused[0].node.input[1] == "c4::nchwc"  # c5 + c4, then Relu, in one conv
     assert [fn.keywords["attrs"]["activation"] for ctx, fn, _ in prog.steps if ctx is fused[0]] == ["relu"]
@@ -167,6 +168,11 @@ def test_mixed_rule_on_resnet18_layers():
     assert not wins(w(64, 384, 1), [1, 1], 729, False, 16)
     assert wins(w(512, 512, 3), [1, 1], 49, False, 16)
     assert not wins(w(64, 3, 7), [2, 2], 12544, False, 16)  # the stem
+    # SqueezeNet's fire expands (C <= 64 to O >= 2C) at 54x54 and 27x27, blocked or not; not at batch 8.
+    assert wins(w(64, 16, 3), [1, 1], 2916, False, 16) and wins(w(64, 16, 1), [1, 1], 2916, False, 16)
+    assert wins(w(128, 32, 3), [1, 1], 2916, True, 16) and wins(w(256, 64, 3), [1, 1], 729, True, 16)
+    assert not wins(w(128, 32, 3), [1, 1], 8 * 2916, True, 16, plane=2916)
+    assert not wins(w(96, 64, 3), [1, 1], 729, True, 16)  # not an expand (O < 2C)
     # Batch 8: the convs to 7x7 (392 pixels) and the 1x1s beside them, SqueezeNet's 13x13 (1352); ResNet's
     # 14x14 stage (1568) stays NCHW.
     assert wins(w(256, 64, 3), [1, 1], 8 * 169, False, 16, plane=169)
@@ -216,10 +222,11 @@ def test_concat_of_blocked_values_stays_blocked_when_whole_blocks(monkeypatch, f
     model = _fire(rng, first, second)
     prog = _importer.Program(model)
     kinds = _kinds(prog)
-    # 32 + 24: two whole blocks then a padded one, the Concat on the blocks. 24 + 32: the padding of the first
-    # would sit mid-result, so both are reordered back and concatenated in NCHW (the classifier's input goes in
-    # again).
-    assert kinds["Conv2DNchwc"] == 4, kinds
+    # 32 + 24: two whole blocks then a padded one: the two expands as one Conv2DNchwcConcat, each writing its
+    # blocks of the result. 24 + 32: the padding of the first would sit mid-result, so both are reordered back
+    # and concatenated in NCHW (the classifier's input goes in again).
+    assert (kinds["Conv2DNchwc"], kinds["Conv2DNchwcConcat"]) == ((2, 1) if blocked_concat else (4, 0)), kinds
+    assert kinds["Concat"] == (0 if blocked_concat else 1), kinds
     assert (kinds["ReorderToNchwc"], kinds["ReorderFromNchwc"]) == ((1, 1) if blocked_concat else (2, 3)), kinds
     x = rng.standard_normal((1, 64, 13, 13)).astype(np.float32)
     want = _ort(model, x)

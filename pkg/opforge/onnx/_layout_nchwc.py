@@ -62,6 +62,10 @@ MIXED_STRIDED_PIXELS = 784  # 28x28 at batch 1
 # SqueezeNet b8 1.02-1.06 -> 1.06-1.09x; b1 unchanged). Planes of 784 (ResNet's 28x28 and SqueezeNet's 27x27
 # layers at batch 1) lost: ResNet b1 0.94x against 0.975x, SqueezeNet b1 0.81x against 0.90x.
 MIXED_SMALL_PIXELS = 1352
+# A stride-1 conv that expands few channels (C <= MIXED_EXPAND_IN, O >= 2C: SqueezeNet's fire expands) runs
+# blocked up to MIXED_EXPAND_PIXELS output pixels per call: Winograd's and the GEMM's depth is C (x 9) there.
+MIXED_EXPAND_IN = int(os.environ.get("OPFORGE_NCHWC_EXPAND_IN", 64))
+MIXED_EXPAND_PIXELS = int(os.environ.get("OPFORGE_NCHWC_EXPAND_PIXELS", 2916))
 MIXED_SMALL_PLANE = 196
 
 
@@ -80,6 +84,8 @@ def mixed_wins(w, strides, out_pixels, blocked_input, block, plane=None):
         return True
     if max(strides) > 1:
         return out_pixels <= MIXED_STRIDED_PIXELS
+    if c <= MIXED_EXPAND_IN and o >= 2 * c and out_pixels <= MIXED_EXPAND_PIXELS:
+        return True
     return out_pixels <= MIXED_SMALL_PIXELS and (out_pixels if plane is None else plane) <= MIXED_SMALL_PLANE
 
 
@@ -183,6 +189,33 @@ def _reorder_from(n, channels, block):
     return P.reorder_from_nchwc(n.input(0), channels=channels, block=block)
 
 
+def _max_pool(n, attrs):
+    from opforge import ops as P
+    return P.max_pool2d_nchwc(n.input(0), **attrs)
+
+
+def _conv_concat(n, filters, bias, attrs):
+    from opforge import ops as P
+    return P.conv2d_nchwc_concat(n.input(0), list(filters), bias, **attrs)
+
+
+def _pool_plan(ctx, shapes, block):
+    """MaxPool2DNchwc's attrs for a 2-D MaxPool with one output, else None."""
+    from opforge import errors
+    from opforge.onnx import _ops_conv
+    node = ctx.node
+    kernel = ctx.attr("kernel_shape", None)
+    shape = shapes.get(node.input[0]) or (None,) * 4
+    if len(node.output) > 1 and node.output[1] or kernel is None or len(kernel) != 2 or len(shape) != 4:
+        return None
+    try:
+        strides, pads, dil = _ops_conv._window(ctx, shape, list(kernel))
+    except errors.OpError:
+        return None
+    return dict(ksize=[int(k) for k in kernel], block=block, strides=list(strides), pads=list(pads),
+                dilations=list(dil), ceil_mode=bool(ctx.attr("ceil_mode", 0)))
+
+
 def _global_avg(n, block):
     from opforge import ops as P
     return P.global_average_pool_nchwc(n.input(0), block=block)
@@ -229,6 +262,29 @@ def _is_depthwise(ctx, fn, inits):
         return False
     w = inits.get(ctx.node.input[1])
     return w is None or (w.ndim == 4 and w.shape[1] == 1)  # a weight behind an Identity counts too
+
+
+def _concat_convs(ins, blocked, new, made_at, readers, outs):
+    """Indices in `new` of the Conv2DNchwc steps making the blocked values of the Concat's inputs `ins`, where
+    they are dense convs of one NCHWc input with no residual or scale and one activation, each read by the
+    Concat only (and its plain output by the activation fused into it, if any); else None."""
+    names = [blocked[k][0] for k in ins]
+    js = [made_at.get(k) for k in names]
+    if None in js or len(set(js)) != len(js):
+        return None
+    steps = [new[j] for j in js]
+    if any(st is None or st[0].node.op_type != "Conv2DNchwc" or len(st[0].node.input) != 1 for st in steps):
+        return None
+    kws = [st[1].keywords for st in steps]
+    a0 = kws[0]["attrs"]
+    if any(kw["attrs"]["groups"] != 1 or kw["attrs"]["input_layout"] != "nchwc" for kw in kws) or \
+            len({st[0].node.input[0] for st in steps}) != 1 or len({kw["attrs"]["activation"] for kw in kws}) != 1:
+        return None
+    for k, bname in zip(ins, names):
+        y = bname[:-len("::nchwc")] if bname.endswith("::nchwc") else None
+        if readers.get(k) != 1 or k in outs or y is None or (y != k and (readers.get(y) != 1 or y in outs)):
+            return None
+    return js
 
 
 def rewrite(program, model):
@@ -393,6 +449,36 @@ def rewrite(program, model):
             blocked[outputs[0][1]] = (nctx.node.output[0], c)
             plain_gone.add(outputs[0][1])
             continue
+        if op == "MaxPool" and ins and ins[0] in blocked and len(outputs) == 1 \
+                and (plan := _pool_plan(ctx, shapes, block)) is not None:
+            # A pixel's channels are one vector: no reorder around the pool (and two threads over its rows).
+            by = outputs[0][1] + "::nchwc"
+            add(_node("MaxPool2DNchwc", [blocked[ins[0]][0]], [by], ctx), functools.partial(_max_pool, attrs=plan),
+                [(0, by)])
+            blocked[outputs[0][1]] = (by, blocked[ins[0]][1])
+            plain_gone.add(outputs[0][1])
+            continue
+        if op == "Concat" and len(ins) >= 2 and all(k in blocked for k in ins) and len(outputs) == 1 \
+                and ctx.attr("axis", 1) in (1, -3) and all(blocked[k][1] % block == 0 for k in ins[:-1]) \
+                and (parts := _concat_convs(ins, blocked, new, made_at, readers, outs)) is not None:
+            # Dense convs of one blocked input, each read only here: one step writing each into its blocks.
+            y2 = outputs[0][1] + "::nchwc"
+            first = new[parts[0]][0]
+            kws = [new[j][1].keywords for j in parts]
+            attrs = dict(filter_shapes=[d for kw in kws for d in kw["attrs"]["filter_shape"]],
+                         strides=[d for kw in kws for d in kw["attrs"]["strides"]],
+                         pads=[d for kw in kws for d in kw["attrs"]["pads"]],
+                         dilations=[d for kw in kws for d in kw["attrs"]["dilations"]],
+                         block=block, activation=kws[0]["attrs"]["activation"])
+            step = functools.partial(_conv_concat, filters=tuple(kw["filt"] for kw in kws),
+                                     bias=np.concatenate([kw["bias"] for kw in kws]), attrs=attrs)
+            for j in parts:
+                convs.pop(new[j][2][0][1], None)
+                new[j] = None
+            add(_node("Conv2DNchwcConcat", [first.node.input[0]], [y2], ctx), step, [(0, y2)])
+            blocked[outputs[0][1]] = (y2, sum(blocked[k][1] for k in ins))
+            plain_gone.add(outputs[0][1])
+            continue
         if op == "Concat" and len(ins) >= 2 and all(k in blocked for k in ins) and len(outputs) == 1 \
                 and ctx.attr("axis", 1) == 1 and all(blocked[k][1] % block == 0 for k in ins[:-1]):
             # Along the channels, whole blocks: the same Concat on axis 1 of the 5-D values (the last input's
@@ -421,5 +507,5 @@ def rewrite(program, model):
     for name in program.outputs:
         if name in plain_gone:
             materialize(name)
-    program.steps = new
+    program.steps = [st for st in new if st is not None]
     _ops_conv._drop_unread(program, replaced)
