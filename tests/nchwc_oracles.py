@@ -138,6 +138,63 @@ def conv(x, filt, bias, residual, scale, filter_shape, block, groups, strides, p
     return _to(out, b).astype(np.float32)
 
 
+def max_pool_gen(draw, dtype):
+    b = draw(st.sampled_from([8, 16]))
+    shape = (draw(st.integers(0, 2)), draw(st.integers(0, 2)), draw(st.integers(1, 6)), draw(st.integers(1, 6)),
+             b if draw(st.integers(0, 9)) else 4)
+    k = [draw(st.integers(1, 3)), draw(st.integers(1, 3))]
+    pads = [draw(st.integers(0, 1)) for _ in range(4)]
+    return (array(draw, dtype, shape, finite=True),), {
+        "ksize": k, "block": b, "strides": [draw(st.integers(1, 2)), draw(st.integers(1, 2))], "pads": pads,
+        "ceil_mode": draw(st.booleans())}
+
+
+def max_pool(x, ksize, block, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=False):
+    """MaxPool2D's rule on each lane (the padding lanes too), as ref.max_pool2d over the planes."""
+    if x.ndim != 5 or x.shape[4] != block:
+        raise ValueError("bad argument")
+    n, cb, h, w, b = x.shape
+    plain = np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3)).reshape(n, cb * b, h, w)
+    y = ref.max_pool2d(plain, list(ksize), list(strides), list(pads), list(dilations), ceil_mode)
+    return np.ascontiguousarray(y.reshape(n, cb, b, *y.shape[2:]).transpose(0, 1, 3, 4, 2))
+
+
+def conv_concat_gen(draw, dtype):
+    b = draw(st.sampled_from([8, 16]))
+    c, h, w, n = draw(st.integers(1, 20)), draw(st.integers(1, 5)), draw(st.integers(1, 5)), draw(st.integers(0, 2))
+    from opforge.onnx._layout_nchwc import layout_bias, layout_filter
+    ks = [1, draw(st.integers(1, min(h, w, 3)))]
+    os_ = [draw(st.integers(1, 20)) for _ in ks]
+    filts = [layout_filter(array(draw, dtype, (o, c, k, k), small=True, finite=True), 1, b) for o, k in zip(os_, ks)]
+    bias = np.concatenate([layout_bias(array(draw, dtype, (o,), small=True, finite=True), o, b) for o in os_]) \
+        if draw(st.booleans()) else np.zeros(0, np.float32)
+    x = _to(array(draw, dtype, (n, c, h, w), small=True, finite=True), b)
+    # Each k x k filter padded to keep the size ("same"), unless drawn otherwise.
+    same = draw(st.integers(0, 9)) != 0
+    pads = [p for k in ks for p in ([(k - 1) // 2, (k - 1) // 2, k // 2, k // 2] if same else [0, 0, 0, 0])]
+    return (x, filts, bias), {"filter_shapes": [d for o, k in zip(os_, ks) for d in (o, c, k, k)],
+                              "strides": [1, 1] * 2, "pads": pads, "dilations": [1, 1] * 2, "block": b,
+                              "activation": draw(st.sampled_from(["none", "relu"]))}
+
+
+def conv_concat(x, filters, bias, filter_shapes, strides, pads, dilations, block, activation="none"):
+    """Each conv through the Conv2DNchwc oracle, concatenated along the blocks."""
+    outs, off = [], 0
+    for i, f in enumerate(filters):
+        fs = list(filter_shapes[4 * i:4 * i + 4])
+        ob = _blocks(fs[0], block)
+        bi = bias[off * block:(off + ob) * block] if bias.size else bias
+        if bias.size and bias.size != sum(_blocks(filter_shapes[4 * j], block) for j in range(len(filters))) * block:
+            raise ValueError("bad bias")
+        outs.append(conv(x, f, bi, np.zeros(0, np.float32), np.zeros(0, np.float32), fs, block, 1,
+                         strides[2 * i:2 * i + 2], pads[4 * i:4 * i + 4], activation, "nchwc",
+                         dilations[2 * i:2 * i + 2]))
+        off += ob
+    if len({o.shape[2:4] for o in outs}) != 1:
+        raise ValueError("sizes differ")
+    return np.concatenate(outs, axis=1)
+
+
 def block_size_gen(draw, dtype):
     return (), {}
 
@@ -152,4 +209,6 @@ NCHWC_ORACLES = {
     "GlobalAveragePoolNchwc": (pool_gen, quiet(pool)),
     "Conv2DNchwc": (conv_gen, quiet(conv)),
     "NchwcBlockSize": (block_size_gen, block_size),
+    "MaxPool2DNchwc": (max_pool_gen, quiet(max_pool)),
+    "Conv2DNchwcConcat": (conv_concat_gen, quiet(conv_concat)),
 }

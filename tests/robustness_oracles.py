@@ -911,5 +911,5 @@ ORACLES.update(SHAPE_ORACLES)
 from nchwc_oracles import NCHWC_ORACLES  # noqa: E402
 
 ORACLES.update(NCHWC_ORACLES)
-SUMS |= {"Conv2DNchwc", "GlobalAveragePoolNchwc"}
-PRODUCTS |= {"Conv2DNchwc"}
+SUMS |= {"Conv2DNchwc", "GlobalAveragePoolNchwc", "Conv2DNchwcConcat"}
+PRODUCTS |= {"Conv2DNchwc", "Conv2DNchwcConcat"}

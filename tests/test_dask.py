@@ -83,7 +83,8 @@ NOT_DISTRIBUTED = {
        for op in ("PackConv2DFilter", "Conv2DPacked", "Conv2DPackedAdd", "Conv2DPackedConcat")},
     **{op: "the NCHWc layout (issue 23): an inference layout inside imported CNN graphs, blocks of channels the "
            "importer lays out whole" for op in ("Conv2DNchwc", "ReorderToNchwc", "ReorderFromNchwc",
-                                                  "GlobalAveragePoolNchwc", "NchwcBlockSize")},
+                                                  "GlobalAveragePoolNchwc", "NchwcBlockSize",
+                                                  "MaxPool2DNchwc", "Conv2DNchwcConcat")},
 }
 
 # Chunk sizes per axis for the first array argument and for the others

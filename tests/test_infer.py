@@ -201,6 +201,13 @@ CASES.update({
                       arr((0,), np.float32), arr((0,), np.float32)),
                      {"filter_shape": [8, 1, 3, 3], "block": 8, "groups": 8, "pads": [1, 1, 1, 1]})],
     "NchwcBlockSize": [((), {})],
+    "MaxPool2DNchwc": [((arr((2, 1, 5, 5, 8), np.float32),), {"ksize": [3, 3], "block": 8, "strides": [2, 2],
+                                                             "ceil_mode": True})],
+    "Conv2DNchwcConcat": [((arr((2, 1, 5, 5, 8), np.float32), [arr((64,), np.float32), arr((576,), np.float32)],
+                            arr((16,), np.float32)),
+                           {"filter_shapes": [8, 8, 1, 1, 8, 8, 3, 3], "strides": [1, 1] * 2,
+                            "pads": [0, 0, 0, 0, 1, 1, 1, 1], "dilations": [1, 1] * 2, "block": 8,
+                            "activation": "relu"})],
 })
 
 
