@@ -128,3 +128,62 @@ def test_conv_concat_nchwc_bad_input():
         P.conv2d_nchwc_concat(xb, [f1, f3], bias, **{**kw, "filter_shapes": [16, 16, 1, 1]})
     with pytest.raises(errors.InvalidArgumentError, match="Conv2DNchwcConcat.*'x'"):
         P.conv2d_nchwc_concat(x, [f1, f3], bias, **kw)
+
+
+def _fires(rng, side=27):
+    """Two SqueezeNet fire modules (squeeze 1x1, expand 1x1 + 3x3, Concat) with a ceil-mode MaxPool between
+    them, at side x side then half that, and a Relu-ed NCHW input of 64 channels."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def w(*s):
+        return (rng.standard_normal(s) * (2.0 / np.prod(s[1:])) ** 0.5).astype(np.float32)
+
+    inits = {"s1": w(16, 64, 1, 1), "sb1": w(16), "e1": w(64, 16, 1, 1), "eb1": w(64), "f1": w(64, 16, 3, 3),
+             "fb1": w(64), "s2": w(32, 128, 1, 1), "sb2": w(32), "e2": w(128, 32, 1, 1), "eb2": w(128),
+             "f2": w(128, 32, 3, 3), "fb2": w(128)}
+    N = helper.make_node
+    nodes = [N("Relu", ["x"], ["xr"])]
+    for i, src in ((1, "xr"), (2, "m")):
+        nodes += [N("Conv", [src, f"s{i}", f"sb{i}"], [f"sq{i}"]), N("Relu", [f"sq{i}"], [f"sr{i}"]),
+                  N("Conv", [f"sr{i}", f"e{i}", f"eb{i}"], [f"a{i}"]), N("Relu", [f"a{i}"], [f"ar{i}"]),
+                  N("Conv", [f"sr{i}", f"f{i}", f"fb{i}"], [f"b{i}"], pads=[1, 1, 1, 1]),
+                  N("Relu", [f"b{i}"], [f"br{i}"]), N("Concat", [f"ar{i}", f"br{i}"], [f"cat{i}"], axis=1)]
+        if i == 1:
+            nodes.append(N("MaxPool", ["cat1"], ["m"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1))
+    graph = helper.make_graph(nodes, "fires", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                             [1, 64, side, side])],
+                              [helper.make_tensor_value_info("cat2", TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", 18)])
+
+
+def test_fire_modules_run_blocked_end_to_end(monkeypatch):
+    """The mixed layout runs both fire modules blocked: each Concat of expands is one Conv2DNchwcConcat, the pool
+    between them MaxPool2DNchwc, one reorder in (the first squeeze's 16 channels: that conv reads the NCHW input
+    and stays NCHW) and one out (the output), no Concat copy; the same values as in NCHW."""
+    pytest.importorskip("onnx")
+    from opforge.onnx import _importer
+    monkeypatch.setenv("OPFORGE_NCHWC_BLOCK", "16")
+    rng = np.random.default_rng(5)
+    model = _fires(rng)
+    x = rng.standard_normal((1, 64, 27, 27)).astype(np.float32)
+    monkeypatch.setenv("OPFORGE_NCHWC", "0")
+    (want,) = _importer.Program(model).run({"x": x})
+    monkeypatch.setenv("OPFORGE_NCHWC", "mixed")
+    prog = _importer.Program(model)
+    kinds = {}
+    for ctx, _, _ in prog.steps:
+        kinds[ctx.node.op_type] = kinds.get(ctx.node.op_type, 0) + 1
+    assert kinds.get("Conv2DNchwcConcat") == 2 and kinds.get("MaxPool2DNchwc") == 1, kinds
+    assert "Concat" not in kinds and "MaxPool" not in kinds, kinds
+    assert kinds.get("Conv2DNchwc") == 1 and kinds.get("Conv") == 1, kinds
+    assert kinds.get("ReorderToNchwc") == 1 and kinds.get("ReorderFromNchwc") == 1, kinds
+    for _ in range(2):  # eager, then the compiled graph
+        (got,) = prog.run({"x": x})
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    # An expand that something else reads too keeps its own output: the blocked Concat copies it.
+    from onnx import helper
+    model.graph.node.append(helper.make_node("Identity", ["ar2"], ["extra"]))
+    model.graph.output.append(helper.make_tensor_value_info("extra", 1, None))
+    kinds = [ctx.node.op_type for ctx, _, _ in _importer.Program(model).steps]
+    assert kinds.count("Conv2DNchwcConcat") == 1 and kinds.count("Concat") == 1, kinds

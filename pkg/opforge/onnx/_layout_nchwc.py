@@ -55,6 +55,7 @@ def intel_cpu():
 # ResNet-18 and SqueezeNet (Xeon, AVX-512). Where a call has more, the packed GEMM (several images' columns side
 # by side) and Winograd (enough 4x4 tiles) beat the direct blocked kernel.
 MIXED_STRIDED_PIXELS = 784  # 28x28 at batch 1
+MIXED_STEM = False
 # A stride-1 conv runs blocked up to MIXED_SMALL_PIXELS in all and MIXED_SMALL_PLANE per image: 14x14 at
 # batch 1, 7x7 and 13x13 at batch 8. Since the blocked kernel's rows over (block, tap) lists
 # (nchwc_taps_isa.inc), ResNet-18 b8 runs its 7x7 stage blocked and SqueezeNet b8 its 13x13 fire module (two
@@ -78,8 +79,11 @@ def mixed_wins(w, strides, out_pixels, blocked_input, block, plane=None):
     but the convs to 7x7 (MIXED_SMALL_PIXELS). A 1x1 conv whose input is blocked already runs blocked (no
     reorder)."""
     o, c, kh, kw = w.shape
-    if c < block or out_pixels is None:  # a stem: its output would be reordered back whole before the pool
+    if out_pixels is None:
         return False
+    if c < block:  # a stem (reads the NCHW input)
+        return MIXED_STEM
+
     if (kh, kw) == (1, 1) and blocked_input:
         return True
     if max(strides) > 1:
