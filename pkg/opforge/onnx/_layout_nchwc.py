@@ -55,7 +55,7 @@ def intel_cpu():
 # ResNet-18 and SqueezeNet (Xeon, AVX-512). Where a call has more, the packed GEMM (several images' columns side
 # by side) and Winograd (enough 4x4 tiles) beat the direct blocked kernel.
 MIXED_STRIDED_PIXELS = 784  # 28x28 at batch 1
-MIXED_STEM = False
+MIXED_STEM_PIXELS = 12544  # 112x112 at batch 1 (the one measured)
 # A stride-1 conv runs blocked up to MIXED_SMALL_PIXELS in all and MIXED_SMALL_PLANE per image: 14x14 at
 # batch 1, 7x7 and 13x13 at batch 8. Since the blocked kernel's rows over (block, tap) lists
 # (nchwc_taps_isa.inc), ResNet-18 b8 runs its 7x7 stage blocked and SqueezeNet b8 its 13x13 fire module (two
@@ -70,20 +70,21 @@ MIXED_EXPAND_PIXELS = int(os.environ.get("OPFORGE_NCHWC_EXPAND_PIXELS", 2916))
 MIXED_SMALL_PLANE = 196
 
 
-def mixed_wins(w, strides, out_pixels, blocked_input, block, plane=None):
+def mixed_wins(w, strides, out_pixels, blocked_input, block, plane=None, stem_feeds_blocked=False):
     """Whether the 'mixed' layout runs this dense conv (filter w [O, C, kh, kw]; out_pixels: N * OH * OW, None
     where unknown; plane: OH * OW, out_pixels if not given) blocked. Measured per layer at batch 1 (Xeon, one thread, blocked against packed NCHW):
     ResNet-18's strided 3x3 convs 0.82-1.16 against 1.22-1.42 ms and 1x1 s2 0.105 against 0.16 ms; its 3x3 at
     7x7 2.5-2.6 against 2.7-2.9 ms, at 14x14 even (1.6-1.8 ms both), at 28x28 and 56x56 Winograd wins (1.4-1.6
     against 1.6); SqueezeNet's 13x13 layers 1.87 against 2.20 ms in all. At batch 8 the packed GEMM wins all
     but the convs to 7x7 (MIXED_SMALL_PIXELS). A 1x1 conv whose input is blocked already runs blocked (no
-    reorder)."""
+    reorder). An expand (MIXED_EXPAND_IN) runs blocked at batch 1. A stem (fewer than `block` input channels)
+    runs blocked at batch 1 where stem_feeds_blocked: its output reaches, through Relu and MaxPool (blocked
+    now), a conv that runs blocked, so no reorder follows it (SqueezeNet, one thread: 2.06 -> 1.85 ms)."""
     o, c, kh, kw = w.shape
     if out_pixels is None:
         return False
-    if c < block:  # a stem (reads the NCHW input)
-        return MIXED_STEM
-
+    if c < block:  # a stem (reads the NCHW input): blocked where its pool's output goes on blocked
+        return stem_feeds_blocked and out_pixels <= MIXED_STEM_PIXELS
     if (kh, kw) == (1, 1) and blocked_input:
         return True
     if max(strides) > 1:
@@ -329,6 +330,24 @@ def rewrite(program, model):
         for k in ctx.node.input:
             reader_steps.setdefault(k, []).append((ctx, fn))
 
+    def feeds_blocked(name):
+        """Through one reader at a time (Relu, MaxPool), `name` reaches a conv the mixed layout runs blocked on a
+        blocked input (SqueezeNet's stem -> pool -> squeeze; not ResNet's, whose pool feeds a conv and an Add)."""
+        for _ in range(4):
+            rs = reader_steps.get(name, [])
+            if len(rs) != 1 or name in outs or len(rs[0][0].node.output) < 1:
+                return False
+            rctx, rfn = rs[0]
+            if rctx.node.op_type in ("Relu", "MaxPool"):
+                name = rctx.node.output[0]
+                continue
+            plan = _conv_plan(rctx, rfn, inits, shapes)
+            out = shapes.get(rctx.node.output[0])
+            px = _out_pixels(out)
+            return plan is not None and plan[2] == 1 and rctx.node.input[0] == name and plan[0].shape[1] >= block \
+                and mixed_wins(plan[0], plan[3], px, True, block, plane=px // out[0] if px else None)
+        return False
+
     def runs_scaled(name):
         """The one reader of `name` is a conv the layout runs densely over an NCHWc input."""
         rs = reader_steps.get(name, [])
@@ -369,7 +388,9 @@ def rewrite(program, model):
             out = shapes.get(node.output[0])
             if plan[2] != 1 or not mixed_wins(plan[0], plan[3], _out_pixels(out),
                                               node.input[0] in blocked or node.input[0] in scaled, block,
-                                              plane=_out_pixels(out) // out[0] if _out_pixels(out) else None):
+                                              plane=_out_pixels(out) // out[0] if _out_pixels(out) else None,
+                                              stem_feeds_blocked=plan[0].shape[1] < block and feeds_blocked(
+                                                  node.output[0])):
                 plan = None
         if plan is not None:
             w, b, groups, strides, pads, dil, act = plan
