@@ -173,6 +173,9 @@ def test_mixed_rule_on_resnet18_layers():
     assert wins(w(128, 32, 3), [1, 1], 2916, True, 16) and wins(w(256, 64, 3), [1, 1], 729, True, 16)
     assert not wins(w(128, 32, 3), [1, 1], 8 * 2916, True, 16, plane=2916)
     assert not wins(w(96, 64, 3), [1, 1], 729, True, 16)  # not an expand (O < 2C)
+    # A stem blocked where its pool feeds a blocked conv (SqueezeNet), at batch 1 only.
+    assert wins(w(96, 3, 7), [2, 2], 11881, False, 16, stem_feeds_blocked=True)
+    assert not wins(w(96, 3, 7), [2, 2], 8 * 11881, False, 16, plane=11881, stem_feeds_blocked=True)
     # Batch 8: the convs to 7x7 (392 pixels) and the 1x1s beside them, SqueezeNet's 13x13 (1352); ResNet's
     # 14x14 stage (1568) stays NCHW.
     assert wins(w(256, 64, 3), [1, 1], 8 * 169, False, 16, plane=169)
