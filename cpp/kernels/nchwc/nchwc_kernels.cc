@@ -155,23 +155,20 @@ void Geometry(const Tensor& x, const int64* fs, const int64* s, const int64* d, 
   a->ox_hi = last < 0 ? 0 : std::min(a->ow, last / a->sw + 1);
 }
 
-// Runs the conv a describes (Geometry's, with its pointers set) over the intra-op pool.
-void RunConv(ConvArgs a, int64 b, int64 groups, bool nchw) {
+// A dense conv's run settings (Geometry's a, its pointers set): the
+// pointwise rows, the taps path (x's columns padded into *padded) and the
+// threads' split. Returns its units (Table::dense).
+int64 PrepareDense(ConvArgs* ap, int64 b, bool nchw, std::vector<float>* padded) {
+  ConvArgs& a = *ap;
   const Fns& f = Get();
-  const int slot = Slot(b);
   const int64 taps = a.kh * a.kw;
-  if (groups != 1) {
-    ParallelFor(a.n * a.ob * a.oh, a.ow * taps * b, [&](int64 u0, int64 u1) { f.depthwise[slot](a, u0, u1); });
-    return;
-  }
   if (a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.pt == 0 && a.pl == 0 && !nchw) {
     // A pointwise conv: the image's pixels as one row, so tiles run across row ends (7x7: 8 full tiles of 6).
     a.w_ = a.ow = a.h * a.w_, a.h = a.oh = 1, a.x_row = a.w_ * b, a.ox_lo = 0, a.ox_hi = a.ow;
   }
-  std::vector<float> padded;
   if (f.native == 16 && b == 16 && !nchw && a.c % b == 0 && conv::IntelTuning()) {
     a.taps = true;
-    PadColumns(&a, &padded);
+    PadColumns(&a, padded);
   }
   // Two or more threads: a thread's share is a range of units, so with the
   // groups of output blocks outside the rows each thread reads all of x and
@@ -189,9 +186,22 @@ void RunConv(ConvArgs a, int64 b, int64 groups, bool nchw) {
   if (conv::IntelTuning() && NumIntraOpThreads() > 1 && a.scale == nullptr) {
     a.rows_outer = a.x_img > a.ob * b * a.icb * a.ib * taps;  // x's floats per image against the filter's
   }
-  const int64 units = f.dense_units(a);
-  ParallelFor(units, a.n * a.ob * a.oh * a.ow * taps * a.icb * a.ib * b / units,
-              [&](int64 u0, int64 u1) { f.dense[slot](a, u0, u1); });
+  return f.dense_units(a);
+}
+
+int64 DenseCost(const ConvArgs& a, int64 b) { return a.n * a.ob * a.oh * a.ow * a.kh * a.kw * a.icb * a.ib * b; }
+
+// Runs the conv a describes (Geometry's, with its pointers set) over the intra-op pool.
+void RunConv(ConvArgs a, int64 b, int64 groups, bool nchw) {
+  const Fns& f = Get();
+  const int slot = Slot(b);
+  if (groups != 1) {
+    ParallelFor(a.n * a.ob * a.oh, a.ow * a.kh * a.kw * b, [&](int64 u0, int64 u1) { f.depthwise[slot](a, u0, u1); });
+    return;
+  }
+  std::vector<float> padded;
+  const int64 units = PrepareDense(&a, b, nchw, &padded);
+  ParallelFor(units, DenseCost(a, b) / units, [&](int64 u0, int64 u1) { f.dense[slot](a, u0, u1); });
 }
 
 Status ConvKernel(OpKernelContext* ctx) {
@@ -233,8 +243,9 @@ Status ConvKernel(OpKernelContext* ctx) {
 
 // Dense convs of one NCHWc x, each writing its output blocks straight into
 // its slice of y (a SqueezeNet fire module's expands): the slices' images
-// are y_ob blocks apart. One conv after another, each over the whole pool
-// (a 1x1's units are a ninth of a 3x3's: one range over both would split unevenly).
+// are y_ob blocks apart. One pass over the pool for all of them: part p of
+// kParts runs the same share of every conv's units (a 1x1's units cost a
+// ninth of a 3x3's, so one range over both would split unevenly).
 Status ConvConcatKernel(OpKernelContext* ctx) {
   const Tensor& x = ctx->input(0);
   const int64 nf = ctx->attr_int("N");
@@ -252,7 +263,10 @@ Status ConvConcatKernel(OpKernelContext* ctx) {
   }
   if (y->NumElements() == 0) return Status::OK();
   const int act = ActOf(ctx->attr("activation").s);
-  int64 off = 0;  // the conv's first block in y
+  std::vector<ConvArgs> convs(nf);
+  std::vector<std::vector<float>> padded(nf);
+  std::vector<int64> units(nf);
+  int64 off = 0, cost = 0;  // off: the conv's first block in y
   for (int64 i = 0; i < nf; ++i) {
     const int64 ob = (fs[4 * i] + b - 1) / b;
     ConvArgs a;
@@ -263,9 +277,17 @@ Status ConvConcatKernel(OpKernelContext* ctx) {
     a.res = nullptr, a.scale = nullptr, a.act = act;
     Geometry(x, fs.data() + 4 * i, s.data() + 2 * i, d.data() + 2 * i, p.data() + 4 * i, b, 1, false, y->dim(2),
              y->dim(3), ob, &a);
-    RunConv(a, b, 1, false);
+    units[i] = PrepareDense(&a, b, false, &padded[i]);
+    cost += DenseCost(a, b);
+    convs[i] = a;
     off += ob;
   }
+  constexpr int64 kParts = 64;
+  const Fns& f = Get();
+  const int slot = Slot(b);
+  ParallelFor(kParts, cost / kParts, [&](int64 p0, int64 p1) {
+    for (int64 i = 0; i < nf; ++i) f.dense[slot](convs[i], units[i] * p0 / kParts, units[i] * p1 / kParts);
+  });
   return Status::OK();
 }
 
