@@ -105,8 +105,9 @@ inline __attribute__((always_inline)) void Finish(const __m512* acc0, const __m5
 }
 
 // kPacked: a is a packed panel (a_rs = 1, a_cs = MR), so the row offsets are
-// compile-time constants. ep: the epilogue applied in registers, or null.
-template <int M, bool kPacked>
+// compile-time constants. kBInPlace: B's rows are read in place (a strided
+// stream, prefetched ahead). ep: the epilogue applied in registers, or null.
+template <int M, bool kPacked, bool kBInPlace = !kPacked>
 inline __attribute__((always_inline)) void Body(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs,
                                                 const float* b, int64_t b_ld, float* c, int64_t ldc, int n,
                                                 float alpha, float beta, const TileEpilogue* ep) {
@@ -133,7 +134,7 @@ inline __attribute__((always_inline)) void Body(int64_t kc, const float* a, int6
       const __m512 b0 = _mm512_loadu_ps(b);
       const __m512 b1 = _mm512_loadu_ps(b + 16);
       // B read in place (small M) is a strided stream: fetch both lines ahead.
-      if (!kPacked) {
+      if (kBInPlace) {
         _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ld), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ld + 16), _MM_HINT_T0);
       }
@@ -200,6 +201,19 @@ template <int M, bool kPacked>
 void TileEpi(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_ld,
              float* c, int64_t ldc, int n, float alpha, float beta, const TileEpilogue& ep) {
   Body<M, kPacked>(kc, a, a_rs, a_cs, b, b_ld, c, ldc, n, alpha, beta, &ep);
+}
+
+// A packed panel, B's rows read in place (small_m.cc's taller row tiles).
+template <int M>
+void TileAB(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_ld,
+            float* c, int64_t ldc, int n, float alpha, float beta) {
+  Body<M, true, true>(kc, a, a_rs, a_cs, b, b_ld, c, ldc, n, alpha, beta, nullptr);
+}
+
+template <int M>
+void TileABEpi(int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_ld,
+               float* c, int64_t ldc, int n, float alpha, float beta, const TileEpilogue& ep) {
+  Body<M, true, true>(kc, a, a_rs, a_cs, b, b_ld, c, ldc, n, alpha, beta, &ep);
 }
 
 // A transposed B (a weight stored [N, K], rs == 1) for a full panel: 16 x 16
@@ -274,7 +288,8 @@ void PackBPanel(const float* src, int64_t rs, int64_t cs, int64_t n, int64_t kc,
 template <int... Ms>
 constexpr Kernels Make(std::integer_sequence<int, Ms...>) {
   return Kernels{"avx512", MR, NR, {&Tile<Ms + 1, true>...}, {&Tile<Ms + 1, false>...}, &PackBPanel, &GemvN, &GemvT,
-                 {&TileEpi<Ms + 1, true>...}, {&TileEpi<Ms + 1, false>...}, &PackAPanel};
+                 {&TileEpi<Ms + 1, true>...}, {&TileEpi<Ms + 1, false>...}, &PackAPanel,
+                 {&TileAB<Ms + 1>...}, {&TileABEpi<Ms + 1>...}};
 }
 
 const Kernels kKernels = Make(std::make_integer_sequence<int, MR>());

@@ -63,6 +63,10 @@ struct Kernels {
   // src[i * rs + p * cs], rows past m left unspecified); null: PackA's
   // portable loop.
   void (*pack_a)(const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, int mr, float* dst) = nullptr;
+  // a packed panel (as packed[]), B's rows read in place (b_ld apart); null
+  // where an ISA has none.
+  MicroFn packed_a[kMaxMR] = {};
+  MicroEpiFn packed_a_epi[kMaxMR] = {};
 };
 
 // M = 1, B's rows contiguous, on `threads` threads split along the depth

@@ -6,8 +6,8 @@
 //             for pc (KC depths): pack B[kc x nc] into nr-wide panels
 //               for ic (MC rows: A block in L2): pack A[mc x kc] into mr-high panels
 //                 for jr (one B micro-panel, in L1), for ir: microkernel
-// Small M (see kUnpackedRows): A is read in place by broadcasts (no packing), B in
-// place when its rows are contiguous, else one nr-wide panel at a time.
+// Small M (see kUnpackedRows; small_m.cc): one nr-wide panel of B at a time,
+// in place when its rows are contiguous, against all of A's rows.
 //
 // The epilogue (bias, activation, residual) is applied by the microkernel to
 // its accumulators on the last depth block, before the store, where the ISA
@@ -27,9 +27,11 @@
 #include "blas_handoff.h"
 #include "blocking.h"
 #include "claims.h"
+#include "driver.h"
 #include "epilogue.h"
 #include "gemm.h"
 #include "microkernel.h"
+#include "scratch.h"
 #include "small_split.h"
 #include "tile_grid.h"
 #include "opforge/parallel.h"
@@ -46,27 +48,6 @@ constexpr int64_t kSmallM = 64;     // up to this many rows, threads split along
 // wins, 0.76-0.89x numpy unpacked against 0.97-1.09x).
 constexpr int64_t kUnpackedRows = 128;
 constexpr int64_t kUnpackedDepth = 256;
-// Tiles that read A in place are at most this high: each row of A is one
-// more address register in the loop, and past 8 rows they spill (AVX-512,
-// one 11 x 32 or 12 x 32 tile, B in L1/L2, chrt -f 1: 4-8 rows 112-116
-// GFLOP/s, 9-11 rows 108-112, 12 rows 104; the core's FMA peak 115). 64^3
-// as 8 tiles of 8 rows: 4.68 us against 4.89 us as 11 + 11 + 11 + 11 + 11 + 9.
-// Only while B (this slab's columns) is small enough to be re-read from L2
-// by the extra row tiles: with B streamed in place from memory the taller
-// tiles win (one thread, chrt -f 1, alternating processes: 64 x 768 x 3072
-// 1.15-1.18x numpy in 11-row tiles against 1.09-1.12x in 8-row ones; 12 x
-// 768 x 3072 looked worse in two tiles of 6 too, but varied as much between
-// processes running the same code). Small B, same runs: 64^3 1.04-1.05x ->
-// 1.08-1.10x, 128^3 1.08-1.09x -> 1.16-1.17x, 48 x 256 x 256 1.09-1.11x ->
-// 1.18-1.22x, 96 x 256 x 96 1.06-1.11x -> 1.15-1.20x.
-constexpr int kStridedRows = 8;
-constexpr int64_t kStridedRowsB = int64_t{1} << 17;  // floats: 512 KiB
-// Depth block of the small-M path (B read in place; 32 KiB panels). At 1024,
-// B rows 4 KiB or more apart fell out of cache between row tiles, by how much
-// varying from process to process (session 16, one thread: 64 x 768 x 3072
-// 64-73 -> 95-101 GFLOP/s, 16 x 768 x 3072 54-59 -> 64-68; two: 103-107 ->
-// 120-121 there, the rest and 64 x 384 x 729 the same within noise).
-constexpr int64_t kSmallKC = 256;
 // Below this many multiply-adds one thread is faster than waking another.
 constexpr int64_t kMinParallelFma = 128 * 128 * 128;
 // From this many multiply-adds (a few microseconds) a product below
@@ -115,16 +96,6 @@ const Kernels& Get() {
   return *k;
 }
 
-// 64-byte-aligned per-thread scratch; slot 0 for B, 1 for A, 2 for the A
-// a threaded call packs once for all its threads (PrepackA).
-float* Scratch(int slot, int64_t count) {
-  static thread_local std::vector<float> bufs[3];
-  std::vector<float>& v = bufs[slot];
-  if (static_cast<int64_t>(v.size()) < count + 16) v.resize(count + 16);
-  const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
-  return reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
-}
-
 // One mr-high A panel: dst[p * mr + i] = A(i, p) for i < m (rows past m are
 // never read: the microkernel for m rows is called).
 void PackA(const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, int mr, float* dst) {
@@ -148,6 +119,8 @@ void PackA(const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, int 
   }
 }
 
+}  // namespace
+
 // PackA through the ISA's kernel where it has one for this layout (row-major A).
 void PackAFor(const Kernels& kr, const float* src, int64_t rs, int64_t cs, int64_t m, int64_t kc, float* dst) {
   if (kr.pack_a != nullptr && cs == 1 && rs != 1) {
@@ -156,6 +129,8 @@ void PackAFor(const Kernels& kr, const float* src, int64_t rs, int64_t cs, int64
     PackA(src, rs, cs, m, kc, kr.mr, dst);
   }
 }
+
+namespace {
 
 // Whether the microkernels apply the epilogue in registers where their ISA
 // has the kernels for it (OPFORGE_GEMM_EPILOGUE=pass: a second pass over
@@ -167,6 +142,8 @@ bool EpilogueInRegisters() {
   }();
   return on;
 }
+
+}  // namespace
 
 // The epilogue of the register tile whose first element is C[row, col].
 TileEpilogue TileEp(const Epilogue& ep, int64_t row, int64_t col) {
@@ -183,105 +160,7 @@ bool RegisterEpilogue(const Epilogue& ep, const Kernels& kr) {
   return !ep.empty() && kr.packed_epi[0] != nullptr && EpilogueInRegisters();
 }
 
-// M = 1 with W stored [N, K]: the weight's rows are read in blocks, forwards
-// on one call and backwards on the next (per thread, so per share of W): a
-// call then starts on the rows the last one read last, still in this core's
-// L2 when the share is a little larger than the L2 (a loop of LRU-evicting
-// forward scans would miss on every line). Each output is still one dot
-// product in one order, so results do not depend on the direction. K = N =
-// 768, load 9-10: one thread (CPU time) 1.08-1.09x numpy against 1.01x; two
-// threads 0.95-0.97x against 0.91-0.94x. Only shares up to kAlternateBytes:
-// past a few L2s little is reused, and each block boundary of a backward
-// walk restarts the prefetch streams (K = 768, N = 3072 on two threads, a
-// 4.7 MB share each: 0.87-0.98x alternating against 0.98x forwards).
-constexpr int64_t kGemvBlockRows = 16;
-constexpr int64_t kAlternateBytes = int64_t{3} << 20;
-void GemvTAlternating(const StridedArgs& g, const Kernels& kr, const float* a, int64_t j0, int64_t j1, float* c) {
-  static const bool alternate = [] {  // OPFORGE_GEMV_ALTERNATE=0: always forwards, for comparison
-    const char* v = std::getenv("OPFORGE_GEMV_ALTERNATE");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  static thread_local bool backwards = false;
-  backwards = alternate && !backwards;
-  const int64_t n = j1 - j0;
-  if (!backwards || n <= kGemvBlockRows || n * g.k * int64_t{sizeof(float)} > kAlternateBytes) {
-    kr.gemv_t(g.k, a, g.b + j0 * g.cs_b, g.cs_b, c, n, g.alpha, g.beta);
-    return;
-  }
-  for (int64_t jb = (n - 1) / kGemvBlockRows * kGemvBlockRows; jb >= 0; jb -= kGemvBlockRows) {
-    kr.gemv_t(g.k, a, g.b + (j0 + jb) * g.cs_b, g.cs_b, c + jb, std::min(kGemvBlockRows, n - jb), g.alpha,
-              g.beta);
-  }
-}
-
-// Row pc of the prepacked panel holding column jr (a multiple of nr).
-const float* PanelAt(const StridedArgs& g, int nr, int64_t jr, int64_t pc) {
-  return g.b_panels + (jr / nr) * g.k * nr + pc * nr;
-}
-
-// One row of C: the GEMV kernels, when B has contiguous rows or columns.
-bool OneRow(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i, int64_t j0,
-            int64_t j1) {
-  const float* a = g.a + i * g.rs_a;
-  float* c = g.c + i * g.ldc + j0;
-  if (g.b_panels != nullptr) {
-    // Each prepacked panel is a k x nr row-major B: the row-streaming GEMV
-    // keeps several FMA chains going (a one-row microkernel has two).
-    for (int64_t jr = j0; jr < j1; jr += kr.nr) {
-      kr.gemv_n(g.k, a, g.cs_a, PanelAt(g, kr.nr, jr, 0), kr.nr, c + (jr - j0), std::min<int64_t>(kr.nr, j1 - jr),
-                g.alpha, g.beta);
-    }
-  } else if (g.cs_b == 1) {
-    kr.gemv_n(g.k, a, g.cs_a, g.b + j0, g.rs_b, c, j1 - j0, g.alpha, g.beta);
-  } else if (g.rs_b == 1 && g.cs_a == 1) {
-    GemvTAlternating(g, kr, a, j0, j1, c);
-  } else {
-    return false;
-  }
-  if (!ep.empty()) ApplyEpilogue(ep, c, g.ldc, i, j0, 1, j1 - j0);
-  return true;
-}
-
-void SmallM(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i0, int64_t i1,
-            int64_t j0, int64_t j1) {
-  if (i1 - i0 == 1 && OneRow(g, ep, kr, i0, j0, j1)) return;
-  const int nr = kr.nr;
-  // Rows split evenly over the fewest tiles (16 rows: 8 + 8, not 12 + 4).
-  const int max_rows = g.k * (j1 - j0) <= kStridedRowsB ? std::min(kr.mr, kStridedRows) : kr.mr;
-  const int64_t tiles = (i1 - i0 + max_rows - 1) / max_rows;
-  const int mr = static_cast<int>((i1 - i0 + tiles - 1) / tiles);
-  const bool in_place = g.cs_b == 1 || g.b_panels != nullptr;
-  const bool in_regs = RegisterEpilogue(ep, kr);
-  float* bbuf = g.b_panels != nullptr || (in_place && (j1 - j0) % nr == 0) ? nullptr
-                                                                           : Scratch(0, std::min(g.k, kSmallKC) * nr);
-  for (int64_t jr = j0; jr < j1; jr += nr) {
-    const int n = static_cast<int>(std::min<int64_t>(nr, j1 - jr));
-    for (int64_t pc = 0; pc < g.k; pc += kSmallKC) {
-      const int64_t kc = std::min(kSmallKC, g.k - pc);
-      const float* bp = g.b + pc * g.rs_b + jr * g.cs_b;
-      int64_t b_ld = g.rs_b;
-      if (g.b_panels != nullptr) {
-        bp = PanelAt(g, nr, jr, pc), b_ld = nr;
-      } else if (!in_place || n < nr) {
-        kr.pack_b(bp, g.rs_b, g.cs_b, n, kc, bbuf);
-        bp = bbuf, b_ld = nr;
-      }
-      const float beta = pc == 0 ? g.beta : 1.0f;
-      const bool epi = in_regs && pc + kc >= g.k;
-      for (int64_t ir = i0; ir < i1; ir += mr) {
-        const int m = static_cast<int>(std::min<int64_t>(mr, i1 - ir));
-        const float* a = g.a + ir * g.rs_a + pc * g.cs_a;
-        float* c = g.c + ir * g.ldc + jr;
-        if (epi) {
-          kr.strided_epi[m - 1](kc, a, g.rs_a, g.cs_a, bp, b_ld, c, g.ldc, n, g.alpha, beta, TileEp(ep, ir, jr));
-        } else {
-          kr.strided[m - 1](kc, a, g.rs_a, g.cs_a, bp, b_ld, c, g.ldc, n, g.alpha, beta);
-        }
-      }
-    }
-    if (!ep.empty() && !in_regs) ApplyEpilogue(ep, g.c + i0 * g.ldc + jr, g.ldc, i0, jr, i1 - i0, n);
-  }
-}
+namespace {
 
 // apre: all of A packed by the threaded caller (then i0 == 0, i1 == m), or null.
 void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t i0, int64_t i1,
@@ -290,8 +169,8 @@ void Packed(const StridedArgs& g, const Epilogue& ep, const Kernels& kr, int64_t
   const Blocking& bl = GetBlocking();
   const int64_t kKC = bl.kc, kNC = bl.nc, MC = bl.mc_panels * mr;
   const int64_t nc_max = (std::min(kNC, j1 - j0) + nr - 1) / nr * nr;
-  float* bpack = g.b_panels != nullptr ? nullptr : Scratch(0, nc_max * std::min(g.k, kKC));
-  float* apack = apre != nullptr ? nullptr : Scratch(1, MC * std::min(g.k, kKC));
+  float* bpack = g.b_panels != nullptr ? nullptr : ScratchFloats(kScratchB, nc_max * std::min(g.k, kKC));
+  float* apack = apre != nullptr ? nullptr : ScratchFloats(kScratchA, MC * std::min(g.k, kKC));
   const int64_t m_padded = (g.m + mr - 1) / mr * mr;
   const bool in_regs = RegisterEpilogue(ep, kr);
   for (int64_t jc = j0; jc < j1; jc += kNC) {
@@ -428,8 +307,17 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
     return;
   }
   // Numpy's BLAS workers spinning after its last call would take a core from
-  // our threads: the product goes to them (blas_handoff.h).
-  if (large && work >= kMinHandoffFma && g.m > kBBoundRows && HandOffWhileBlasAwake(g, ep, threads)) return;
+  // our threads: the product goes to them (blas_handoff.h). Up to
+  // kBBoundRows rows, only when B is larger than the threads' L2s: ours, at
+  // half its speed, still beat numpy's where B stays in cache, not where it
+  // streams from memory (two threads, each product right after numpy's, so
+  // its workers spin: 2 x 768 x 768 1.42x numpy ours against 1.02x handed
+  // off, 4 x 1024 x 768 1.22x against 1.01x; 8 x 3072 x 768 0.73x against
+  // 0.98x, 4 x 3072 x 768 0.80x against 0.99x, 2 x 3072 x 3072 0.94x against
+  // 1.00x).
+  const int64_t l2 = L2BytesPerCore();
+  const bool handoff = b_bound ? l2 > 0 && g.n * g.k * int64_t{sizeof(float)} > threads * l2 : work >= kMinHandoffFma;
+  if (large && handoff && HandOffWhileBlasAwake(g, ep, threads)) return;
   if (GemvSplitDepth(g, ep, kr, threads)) return;
   // C is cut into a grid of tiles, several per thread, that the threads
   // claim one at a time: a thread that shares its core with something else
@@ -445,7 +333,7 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
   // tiles. M = 128, K = 3072 ran 0.86x numpy with A packed per tile.
   const bool prepack = grid.tn > 1 && g.m * g.k <= kMaxPrepackA && UsesPackedA(g, g.m);
   const int64_t m_padded = (g.m + kr.mr - 1) / kr.mr * kr.mr, panels = m_padded / kr.mr;
-  float* const apre = prepack ? Scratch(2, m_padded * g.k) : nullptr;
+  float* const apre = prepack ? ScratchFloats(kScratchPrepackA, m_padded * g.k) : nullptr;
   const int64_t groups = (panels + kPrepackPanels - 1) / kPrepackPanels;
   const int64_t kKC = GetBlocking().kc;
   const int64_t pack_units = prepack ? (g.k + kKC - 1) / kKC * groups : 0;

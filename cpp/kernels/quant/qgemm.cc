@@ -11,12 +11,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
+#include "../gemm/scratch.h"
 #include "opforge/parallel.h"
 #include "qgemm.h"
 #include "qmicrokernel.h"
@@ -58,14 +58,9 @@ const QKernels& Get() {
   return *k;
 }
 
-// 64-byte-aligned per-thread scratch; slot 0 for B, 1 for A, 2 and 3 for sums.
-void* Scratch(int slot, int64_t bytes) {
-  static thread_local std::vector<char> bufs[4];
-  std::vector<char>& v = bufs[slot];
-  if (static_cast<int64_t>(v.size()) < bytes + 64) v.resize(bytes + 64);
-  const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
-  return reinterpret_cast<void*>((p + 63) & ~uintptr_t{63});
-}
+// Per-thread packing buffers (gemm/scratch.h): slot 0 for B, 1 for A, 2 and 3
+// for sums, after the f32 GEMM's slots.
+void* Scratch(int slot, int64_t bytes) { return gemm::ScratchBytes(gemm::kScratchQuant + slot, bytes); }
 
 // The value an operand byte packs as: A as u8 (flip 0x80 when signed), B as
 // s8 (flip 0x80 when unsigned).
