@@ -17,7 +17,7 @@ def pytest_collection_modifyitems(config, items):
     # Under the sanitizer pass (.ci/sanitize) the bench harness tests run
     # quick-mode benches whose timings mean nothing there; the ops they time
     # are covered by the op tests, so they only cost CI minutes.
-    # Hypothesis tests draw a quarter of their examples there (at least 5):
+    # Hypothesis tests draw an eighth of their examples there (at least 3):
     # every path still runs, at ASan's 3-5x cost per example.
     if os.environ.get("OPFORGE_SANITIZED"):
         skip = pytest.mark.skip(reason="bench harness: timings mean nothing under ASan")
@@ -34,7 +34,7 @@ def _fewer_examples(test):
     from hypothesis import settings
     current = getattr(test, "_hypothesis_internal_use_settings", None)  # set by @given/@settings
     if current is not None:
-        test._hypothesis_internal_use_settings = settings(current, max_examples=max(5, current.max_examples // 4))
+        test._hypothesis_internal_use_settings = settings(current, max_examples=max(3, current.max_examples // 8))
 
 
 @pytest.fixture(scope="session")
