@@ -8,6 +8,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "op_library_fixtures"
@@ -20,10 +21,11 @@ def cxx() -> str:
 
 
 def run(cmd, **kw):
-    # The compiler and CMake are not ours to check: under .ci/sanitize they would
-    # otherwise run with the sanitizer runtimes preloaded, at several times the cost.
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, **kw)
+    if str(cmd[0]) != sys.executable and "env" not in kw:
+        # The compiler and CMake are not ours to check: under .ci/sanitize they would
+        # otherwise run with the sanitizer runtimes preloaded, at several times the cost.
+        kw["env"] = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
     assert proc.returncode == 0, f"{' '.join(map(str, cmd))}\n{proc.stdout}\n{proc.stderr}"
     return proc
 
