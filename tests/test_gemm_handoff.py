@@ -64,40 +64,6 @@ def test_products_right_after_numpys_are_handed_to_its_awake_blas(ta, tb):
 
 
 @awake_blas
-@pytest.mark.parametrize("m,k,n,tb", [(8, 3072, 768, False), (3, 1200, 1000, True)])
-def test_few_rows_streaming_b_right_after_numpys_are_handed_off(m, k, n, tb):
-    # Up to 8 rows a product is bound by reading B; once B (here 9.4 and 4.8
-    # MB) is larger than the threads' L2s it goes to numpy's awake BLAS too.
-    rng = np.random.default_rng(m + k)
-    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
-    b = rng.uniform(-1, 1, (n, k) if tb else (k, n)).astype(np.float32)
-    want = a.astype(np.float64) @ (b.T if tb else b).astype(np.float64)
-    spin = rng.uniform(-1, 1, (384, 384)).astype(np.float32)
-    before = handoffs()
-    for _ in range(40):
-        spin @ spin
-        close(gen.mat_mul(a, b, transpose_b=tb).numpy(), want, k)
-        if handoffs() > before:
-            break
-    assert handoffs() > before
-
-
-@awake_blas
-def test_few_rows_small_b_stay_ours():
-    # B (1 MiB) within two threads' L2s (1 MiB or more each): a product of
-    # up to 8 rows stays ours even right after numpy's call.
-    rng = np.random.default_rng(3)
-    a = rng.uniform(-1, 1, (4, 256)).astype(np.float32)
-    b = rng.uniform(-1, 1, (256, 1024)).astype(np.float32)
-    spin = rng.uniform(-1, 1, (384, 384)).astype(np.float32)
-    before = handoffs()
-    for _ in range(10):
-        spin @ spin
-        close(gen.mat_mul(a, b).numpy(), a.astype(np.float64) @ b.astype(np.float64), 256)
-    assert handoffs() == before
-
-
-@awake_blas
 def test_strided_views_right_after_numpys_are_right():
     # Views that are neither row- nor column-major cannot go to cblas as they
     # are: whichever GEMM takes them, right after numpy's call, the answer is

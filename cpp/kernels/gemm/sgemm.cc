@@ -307,17 +307,8 @@ void SgemmStrided(const StridedArgs& g, const Epilogue& ep, bool parallel) {
     return;
   }
   // Numpy's BLAS workers spinning after its last call would take a core from
-  // our threads: the product goes to them (blas_handoff.h). Up to
-  // kBBoundRows rows, only when B is larger than the threads' L2s: ours, at
-  // half its speed, still beat numpy's where B stays in cache, not where it
-  // streams from memory (two threads, each product right after numpy's, so
-  // its workers spin: 2 x 768 x 768 1.42x numpy ours against 1.02x handed
-  // off, 4 x 1024 x 768 1.22x against 1.01x; 8 x 3072 x 768 0.73x against
-  // 0.98x, 4 x 3072 x 768 0.80x against 0.99x, 2 x 3072 x 3072 0.94x against
-  // 1.00x).
-  const int64_t l2 = L2BytesPerCore();
-  const bool handoff = b_bound ? l2 > 0 && g.n * g.k * int64_t{sizeof(float)} > threads * l2 : work >= kMinHandoffFma;
-  if (large && handoff && HandOffWhileBlasAwake(g, ep, threads)) return;
+  // our threads: the product goes to them (blas_handoff.h).
+  if (large && work >= kMinHandoffFma && g.m > kBBoundRows && HandOffWhileBlasAwake(g, ep, threads)) return;
   if (GemvSplitDepth(g, ep, kr, threads)) return;
   // C is cut into a grid of tiles, several per thread, that the threads
   // claim one at a time: a thread that shares its core with something else
