@@ -120,7 +120,10 @@ void AdamRangeAvx512(float* var, float* m, float* v, const float* grad, int64 lo
     const __m512 vi = _mm512_fmadd_ps(vb2, _mm512_maskz_loadu_ps(k, v + i), _mm512_mul_ps(_mm512_mul_ps(c2, g), g));
     const __m512 d = _mm512_fmadd_ps(_mm512_sqrt_ps(vi), vbc2, veps);
     __m512 r = _mm512_rcp14_ps(d);
-    r = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, one), r);  // r (2 - d r)
+    // r (2 - d r), except where d r is 0 x inf (d infinite or zero): there
+    // rcp14's 0 or inf is already the quotient's, and the step would make NaN.
+    const __m512 e = _mm512_fnmadd_ps(d, r, one);
+    r = _mm512_mask_fmadd_ps(r, _mm512_cmp_ps_mask(e, e, _CMP_ORD_Q), e, r);
     _mm512_mask_storeu_ps(m + i, k, mi);
     _mm512_mask_storeu_ps(v + i, k, vi);
     _mm512_mask_storeu_ps(var + i, k, _mm512_fnmadd_ps(_mm512_mul_ps(vstep, mi), r, w));
