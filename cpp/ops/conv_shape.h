@@ -1,5 +1,6 @@
-// Shape checks shared by the convolution ops (conv_ops.cc) and the
-// packed-filter convolution (packed_conv_ops.cc).
+// Shape checks shared by the convolution ops (conv_ops.cc), the
+// packed-filter convolution (packed_conv_ops.cc) and the blocked one
+// (nchwc_ops.cc).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,56 @@ inline Status CheckConvActivation(InferenceContext* ctx) {
   if (act != "none" && act != "relu" && act != "sigmoid" && act != "silu" && act != "hardswish") {
     return errors::InvalidArgument("attr 'activation' must be 'none', 'relu', 'sigmoid', 'silu' or 'hardswish', got '",
                                    act, "'");
+  }
+  return Status::OK();
+}
+
+// The concatenating convolutions (one x through attr 'N' filters, outputs
+// one after another along the channels): attrs 'filter_shapes', 'strides',
+// 'dilations' and 'pads' hold 4, 2, 2 and 4 ints per filter. Checks every
+// filter's shape (channels in [1, 2^20], kernel sides in [1, max_k]) and
+// window, calls check(i, f) for the op's own checks of filter i (f: its 4
+// ints), and gives the one output size every filter must share (*oh, *ow;
+// -1 where unknown).
+template <typename Check>
+Status ConcatConvWindows(InferenceContext* ctx, const TensorShape& x, int64_t max_k, Check&& check, int64_t* oh,
+                         int64_t* ow) {
+  const int64_t n = ctx->attr_int("N");
+  const std::vector<int64_t>& fs = ctx->attr_ints("filter_shapes");
+  const std::vector<int64_t>& s = ctx->attr_ints("strides");
+  const std::vector<int64_t>& d = ctx->attr_ints("dilations");
+  const std::vector<int64_t>& p = ctx->attr_ints("pads");
+  if (static_cast<int64_t>(fs.size()) != 4 * n || static_cast<int64_t>(s.size()) != 2 * n ||
+      static_cast<int64_t>(d.size()) != 2 * n || static_cast<int64_t>(p.size()) != 4 * n) {
+    return errors::InvalidArgument("attrs 'filter_shapes', 'strides', 'dilations' and 'pads' must hold 4, 2, 2 and 4 "
+                                   "ints per filter (", n, " filters), got ", fs.size(), ", ", s.size(), ", ",
+                                   d.size(), " and ", p.size());
+  }
+  constexpr int64_t kMaxChannels = int64_t{1} << 20;
+  *oh = *ow = -2;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t* f = fs.data() + 4 * i;
+    if (f[0] < 1 || f[1] < 1 || f[2] < 1 || f[3] < 1 || f[0] > kMaxChannels || f[1] > kMaxChannels || f[2] > max_k ||
+        f[3] > max_k) {
+      return errors::InvalidArgument("attr 'filter_shapes': filter ", i, " must be [out_channels, in_channels, kh, "
+                                     "kw] with channels in [1, 2^20] and kh, kw in [1, ", max_k, "], got ",
+                                     ListString(std::vector<int64_t>(f, f + 4)));
+    }
+    const int64_t *si = s.data() + 2 * i, *di = d.data() + 2 * i, *pi = p.data() + 4 * i;
+    if (si[0] < 1 || si[1] < 1 || di[0] < 1 || di[1] < 1 || pi[0] < 0 || pi[1] < 0 || pi[2] < 0 || pi[3] < 0) {
+      return errors::InvalidArgument("attrs 'strides' / 'dilations' (>= 1) and 'pads' (>= 0) of filter ", i,
+                                     " are out of range");
+    }
+    OF_RETURN_IF_ERROR(check(i, f));
+    int64_t h, w;
+    OF_RETURN_IF_ERROR(ConvOutDim(x.dim(2), f[2], si[0], di[0], pi[0], pi[2], "height", &h));
+    OF_RETURN_IF_ERROR(ConvOutDim(x.dim(3), f[3], si[1], di[1], pi[1], pi[3], "width", &w));
+    if (i > 0 && ((h >= 0 && *oh >= 0 && h != *oh) || (w >= 0 && *ow >= 0 && w != *ow))) {
+      return errors::InvalidArgument("filter ", i, " gives ", h, "x", w, " outputs, filter 0 ", *oh, "x", *ow,
+                                     ": the concatenated outputs must have one size");
+    }
+    if (*oh < 0) *oh = h;
+    if (*ow < 0) *ow = w;
   }
   return Status::OK();
 }

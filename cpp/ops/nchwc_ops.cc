@@ -170,57 +170,32 @@ Status GlobalAvgShape(InferenceContext* ctx) {
 Status Conv2DNchwcConcatShape(InferenceContext* ctx) {
   int64_t b;
   OF_RETURN_IF_ERROR(CheckBlock(ctx, &b));
-  const int64_t n = ctx->attr_int("N");
-  const std::vector<int64_t>& fs = ctx->attr_ints("filter_shapes");
-  const std::vector<int64_t>& s = ctx->attr_ints("strides");
-  const std::vector<int64_t>& d = ctx->attr_ints("dilations");
-  const std::vector<int64_t>& p = ctx->attr_ints("pads");
-  if (static_cast<int64_t>(fs.size()) != 4 * n || static_cast<int64_t>(s.size()) != 2 * n ||
-      static_cast<int64_t>(d.size()) != 2 * n || static_cast<int64_t>(p.size()) != 4 * n) {
-    return errors::InvalidArgument("attrs 'filter_shapes', 'strides', 'dilations' and 'pads' must hold 4, 2, 2 and 4 "
-                                   "ints per filter (", n, " filters), got ", fs.size(), ", ", s.size(), ", ",
-                                   d.size(), " and ", p.size());
-  }
   OF_RETURN_IF_ERROR(conv_shape::CheckConvActivation(ctx));
+  const int64_t n = ctx->attr_int("N");
   const TensorShape& x = ctx->input_shape(0);
-  int64_t ob = 0, oh = -2, ow = -2;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t* f = fs.data() + 4 * i;
-    if (f[0] < 1 || f[1] < 1 || f[2] < 1 || f[3] < 1 || f[0] > (int64_t{1} << 20) || f[1] > (int64_t{1} << 20) ||
-        f[2] > 64 || f[3] > 64) {
-      return errors::InvalidArgument("attr 'filter_shapes': filter ", i, " must be [out_channels, in_channels, kh, "
-                                     "kw] with channels in [1, 2^20] and kh, kw in [1, 64], got ",
-                                     ListString(std::vector<int64_t>(f, f + 4)));
-    }
-    if (s[2 * i] < 1 || s[2 * i + 1] < 1 || d[2 * i] < 1 || d[2 * i + 1] < 1 || p[4 * i] < 0 || p[4 * i + 1] < 0 ||
-        p[4 * i + 2] < 0 || p[4 * i + 3] < 0) {
-      return errors::InvalidArgument("attrs 'strides' / 'dilations' (>= 1) and 'pads' (>= 0) of filter ", i,
-                                     " are out of range");
-    }
-    if (f[1] != fs[1]) {
-      return errors::InvalidArgument("attr 'filter_shapes': filter ", i, " reads ", f[1], " channels, filter 0 ",
-                                     fs[1], ": every filter reads all of x");
-    }
-    if (i == 0) OF_RETURN_IF_ERROR(CheckBlocked(x, f[1], b, "x"));
-    const TensorShape& w = ctx->input_shape(1 + i);
-    const int64_t want = FilterFloats(std::vector<int64_t>(f, f + 4), 1, false, b);
-    if (w.rank() != 1 || (!IsUnknownDim(w.dim(0)) && w.dim(0) != want)) {
-      return errors::InvalidArgument("argument 'filters' item ", i, " must be 1-D with ", want, " values (filter ",
-                                     ListString(std::vector<int64_t>(f, f + 4)), " laid out in blocks of ", b,
-                                     "), got shape ", w.DebugString());
-    }
-    int64_t h, wd;
-    OF_RETURN_IF_ERROR(conv_shape::ConvOutDim(x.dim(2), f[2], s[2 * i], d[2 * i], p[4 * i], p[4 * i + 2], "height", &h));
-    OF_RETURN_IF_ERROR(conv_shape::ConvOutDim(x.dim(3), f[3], s[2 * i + 1], d[2 * i + 1], p[4 * i + 1], p[4 * i + 3],
-                                              "width", &wd));
-    if (i > 0 && ((h >= 0 && oh >= 0 && h != oh) || (wd >= 0 && ow >= 0 && wd != ow))) {
-      return errors::InvalidArgument("filter ", i, " gives ", h, "x", wd, " outputs, filter 0 ", oh, "x", ow,
-                                     ": the concatenated outputs must have one size");
-    }
-    if (oh < 0) oh = h;
-    if (ow < 0) ow = wd;
-    ob += Blocks(f[0], b);
-  }
+  int64_t ob = 0, oh, ow, c = -1;
+  OF_RETURN_IF_ERROR(conv_shape::ConcatConvWindows(
+      ctx, x, 64,
+      [&](int64_t i, const int64_t* f) -> Status {
+        if (i == 0) {
+          c = f[1];
+          OF_RETURN_IF_ERROR(CheckBlocked(x, c, b, "x"));
+        } else if (f[1] != c) {
+          return errors::InvalidArgument("attr 'filter_shapes': filter ", i, " reads ", f[1], " channels, filter 0 ",
+                                         c, ": every filter reads all of x");
+        }
+        const TensorShape& w = ctx->input_shape(1 + i);
+        const std::vector<int64_t> shape(f, f + 4);
+        const int64_t want = FilterFloats(shape, 1, false, b);
+        if (w.rank() != 1 || (!IsUnknownDim(w.dim(0)) && w.dim(0) != want)) {
+          return errors::InvalidArgument("argument 'filters' item ", i, " must be 1-D with ", want, " values (filter ",
+                                         ListString(shape), " laid out in blocks of ", b, "), got shape ",
+                                         w.DebugString());
+        }
+        ob += Blocks(f[0], b);
+        return Status::OK();
+      },
+      &oh, &ow));
   const TensorShape& bias = ctx->input_shape(1 + n);
   if (bias.rank() != 1 || (!IsUnknownDim(bias.dim(0)) && bias.dim(0) != 0 && bias.dim(0) != ob * b)) {
     return errors::InvalidArgument("argument 'bias' must be 1-D of length ", ob * b, " (each filter's out_channels "

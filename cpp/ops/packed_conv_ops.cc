@@ -122,54 +122,28 @@ Status Conv2DPackedAddShape(InferenceContext* ctx) {
 // y [N, sum of out_channels, OH, OW], every conv's OH x OW the same.
 Status Conv2DPackedConcatShape(InferenceContext* ctx) {
   const int64_t n = ctx->attr_int("N");
-  const std::vector<int64_t>& fs = ctx->attr_ints("filter_shapes");
-  const std::vector<int64_t>& s = ctx->attr_ints("strides");
-  const std::vector<int64_t>& d = ctx->attr_ints("dilations");
-  const std::vector<int64_t>& p = ctx->attr_ints("pads");
-  if (static_cast<int64_t>(fs.size()) != 4 * n || static_cast<int64_t>(s.size()) != 2 * n ||
-      static_cast<int64_t>(d.size()) != 2 * n || static_cast<int64_t>(p.size()) != 4 * n) {
-    return errors::InvalidArgument("attrs 'filter_shapes', 'strides', 'dilations' and 'pads' must hold 4, 2, 2 and 4 "
-                                   "ints per packed filter (", n, " filters), got ", fs.size(), ", ", s.size(), ", ",
-                                   d.size(), " and ", p.size());
-  }
   const TensorShape& x = ctx->input_shape(0);
   if (x.rank() != 4) {
     return errors::InvalidArgument("argument 'x' must be 4-D [batch, channels, height, width], got shape ",
                                    x.DebugString());
   }
-  int64_t o = 0, oh = -2, ow = -2;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t* f = fs.data() + 4 * i;
-    if (f[0] < 1 || f[1] < 1 || f[2] < 1 || f[3] < 1 || f[0] > (int64_t{1} << 20) || f[1] > (int64_t{1} << 20) ||
-        f[2] > (int64_t{1} << 20) || f[3] > (int64_t{1} << 20)) {
-      return errors::InvalidArgument("attr 'filter_shapes': filter ", i, " must be 4 ints in [1, 2^20], got ",
-                                     ListString(std::vector<int64_t>(f, f + 4)));
-    }
-    if (s[2 * i] < 1 || s[2 * i + 1] < 1 || d[2 * i] < 1 || d[2 * i + 1] < 1 || p[4 * i] < 0 || p[4 * i + 1] < 0 ||
-        p[4 * i + 2] < 0 || p[4 * i + 3] < 0) {
-      return errors::InvalidArgument("attrs 'strides' / 'dilations' (>= 1) and 'pads' (>= 0) of filter ", i,
-                                     " are out of range");
-    }
-    if (!IsUnknownDim(x.dim(1)) && x.dim(1) != f[1]) {
-      return errors::InvalidArgument("argument 'x' has ", x.dim(1), " channels but filter ", i, " of attr "
-                                     "'filter_shapes' reads ", f[1]);
-    }
-    if (ctx->input_shape(1 + i).rank() != 1) {
-      return errors::InvalidArgument("argument 'packed' item ", i, " must be 1-D (a PackConv2DFilter output), got ",
-                                     ctx->input_shape(1 + i).DebugString());
-    }
-    int64_t h, w;
-    OF_RETURN_IF_ERROR(conv_shape::ConvOutDim(x.dim(2), f[2], s[2 * i], d[2 * i], p[4 * i], p[4 * i + 2], "height", &h));
-    OF_RETURN_IF_ERROR(conv_shape::ConvOutDim(x.dim(3), f[3], s[2 * i + 1], d[2 * i + 1], p[4 * i + 1], p[4 * i + 3],
-                                              "width", &w));
-    if (i > 0 && ((h >= 0 && oh >= 0 && h != oh) || (w >= 0 && ow >= 0 && w != ow))) {
-      return errors::InvalidArgument("filter ", i, " gives ", h, "x", w, " outputs, filter 0 ", oh, "x", ow,
-                                     ": the concatenated outputs must have one size");
-    }
-    if (oh < 0) oh = h;
-    if (ow < 0) ow = w;
-    o += f[0];
-  }
+  int64_t o = 0, oh, ow;
+  OF_RETURN_IF_ERROR(conv_shape::ConcatConvWindows(
+      ctx, x, int64_t{1} << 20,
+      [&](int64_t i, const int64_t* f) -> Status {
+        if (!IsUnknownDim(x.dim(1)) && x.dim(1) != f[1]) {
+          return errors::InvalidArgument("argument 'x' has ", x.dim(1), " channels but filter ", i,
+                                         " of attr 'filter_shapes' reads ", f[1]);
+        }
+        if (ctx->input_shape(1 + i).rank() != 1) {
+          return errors::InvalidArgument("argument 'packed' item ", i,
+                                         " must be 1-D (a PackConv2DFilter output), got ",
+                                         ctx->input_shape(1 + i).DebugString());
+        }
+        o += f[0];
+        return Status::OK();
+      },
+      &oh, &ow));
   const TensorShape& b = ctx->input_shape(1 + n);
   if (b.rank() != 1 || (!IsUnknownDim(b.dim(0)) && b.dim(0) != o && b.dim(0) != 0)) {
     return errors::InvalidArgument("argument 'bias' must be 1-D of length ", o, " (all filters' out_channels) or "

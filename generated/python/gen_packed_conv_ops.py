@@ -51,7 +51,7 @@ Type attrs:
 
 Kernels: cpu (float32).
 
-Declared at cpp/ops/packed_conv_ops.cc:210 (op Conv2DPacked).
+Declared at cpp/ops/packed_conv_ops.cc:184 (op Conv2DPacked).
 """)
 
 
@@ -94,7 +94,7 @@ Type attrs:
 
 Kernels: cpu (float32).
 
-Declared at cpp/ops/packed_conv_ops.cc:242 (op Conv2DPackedAdd).
+Declared at cpp/ops/packed_conv_ops.cc:216 (op Conv2DPackedAdd).
 """)
 
 
@@ -136,7 +136,7 @@ Type attrs:
 
 Kernels: cpu (float32).
 
-Declared at cpp/ops/packed_conv_ops.cc:275 (op Conv2DPackedConcat).
+Declared at cpp/ops/packed_conv_ops.cc:249 (op Conv2DPackedConcat).
 """)
 
 
@@ -176,5 +176,5 @@ Type attrs:
 
 Kernels: cpu (float32).
 
-Declared at cpp/ops/packed_conv_ops.cc:185 (op PackConv2DFilter).
+Declared at cpp/ops/packed_conv_ops.cc:159 (op PackConv2DFilter).
 """)

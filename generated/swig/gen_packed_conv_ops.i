@@ -8,7 +8,7 @@
 // gen_<group>_ops.py exports each under the op's Python name
 // (_pw.public_entry).
 
-// Conv2DPacked(x, packed, bias, filter_shape, strides, pads, dilations, activation), declared at cpp/ops/packed_conv_ops.cc:210.
+// Conv2DPacked(x, packed, bias, filter_shape, strides, pads, dilations, activation), declared at cpp/ops/packed_conv_ops.cc:184.
 %{
 namespace opforge { namespace gen {
 PyObject* Conv2DPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -18,7 +18,7 @@ PyObject* Conv2DPacked(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
 }}  // namespace opforge::gen
 %}
 
-// Conv2DPackedAdd(x, packed, bias, residual, filter_shape, strides, pads, dilations, activation), declared at cpp/ops/packed_conv_ops.cc:242.
+// Conv2DPackedAdd(x, packed, bias, residual, filter_shape, strides, pads, dilations, activation), declared at cpp/ops/packed_conv_ops.cc:216.
 %{
 namespace opforge { namespace gen {
 PyObject* Conv2DPackedAdd(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -28,7 +28,7 @@ PyObject* Conv2DPackedAdd(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
 }}  // namespace opforge::gen
 %}
 
-// Conv2DPackedConcat(x, packed, bias, filter_shapes, strides, pads, dilations, activation), declared at cpp/ops/packed_conv_ops.cc:275.
+// Conv2DPackedConcat(x, packed, bias, filter_shapes, strides, pads, dilations, activation), declared at cpp/ops/packed_conv_ops.cc:249.
 %{
 namespace opforge { namespace gen {
 PyObject* Conv2DPackedConcat(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -38,7 +38,7 @@ PyObject* Conv2DPackedConcat(PyObject*, PyObject* const* args, Py_ssize_t nargs,
 }}  // namespace opforge::gen
 %}
 
-// PackConv2DFilter(filter, winograd, panels, columns), declared at cpp/ops/packed_conv_ops.cc:185.
+// PackConv2DFilter(filter, winograd, panels, columns), declared at cpp/ops/packed_conv_ops.cc:159.
 %{
 namespace opforge { namespace gen {
 PyObject* PackConv2DFilter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {

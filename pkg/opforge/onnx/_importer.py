@@ -14,7 +14,7 @@ from opforge.onnx import _ops_elementwise, _ops_nn, _ops_optional, _ops_shape  #
 from opforge.onnx import _ops_conv  # noqa: F401,E402  (conv, pool, batch norm)
 from opforge.onnx import _pack_conv  # noqa: E402  (Conv filters packed once per Program)
 from opforge.onnx import _fuse_concat  # noqa: E402  (Concat of packed convs written in place)
-from opforge.onnx import _layout_nchwc  # noqa: E402  (the NCHWc layout of conv regions, opt-in)
+from opforge.onnx import _nchwc_pass  # noqa: E402  (the NCHWc layout of conv regions)
 from opforge.onnx import _ops_math, _ops_math_more, _ops_index  # noqa: F401  (register converters)
 from opforge.onnx import _fuse_matmul  # noqa: E402  (MatMul -> Add -> activation as FusedMatMul)
 from opforge.onnx import _half_compute  # noqa: E402  (float16 conv nets computed in float32)
@@ -92,7 +92,7 @@ class Program:
         order, synthetic = _rewrite.rewrite(order, self.initializers, self.outputs, self.opset)
         self.steps = [self._step(node, index, synthetic) for node in order]
         _ops_conv.fold_batch_norm(self)  # Conv + inference BatchNormalization -> one Conv
-        _layout_nchwc.rewrite(self, model)  # OPFORGE_NCHWC=1: conv regions in the blocked channel layout
+        _nchwc_pass.rewrite(self, model)  # conv regions in the blocked channel layout (_layout_nchwc.mode)
         _ops_conv.fuse_conv_residuals(self)  # NCHW Conv -> Add [-> Relu] as one step (NCHWc fused its own)
         _pack_conv.pack_filters(self, model)  # float32 Conv filters packed once; weights only they read dropped
         _fuse_concat.fuse(self)  # Concat of packed convs over one input: each conv writes its channel slice

@@ -95,7 +95,7 @@ def _activation(g, conv):
 
 
 def _nchwc_takes(g):
-    """Whether the NCHWc pass (_layout_nchwc.py, after this) will run this graph's convs: it takes an SE
+    """Whether the NCHWc pass (_nchwc_pass.py, after this) will run this graph's convs: it takes an SE
     block's convs itself and folds the block's Mul into the conv after it, so they are left to it."""
     if getattr(g, "_nchwc", None) is None:
         from opforge.onnx import _layout_nchwc
