@@ -369,6 +369,22 @@ def test_select(dtype, shapes):
     check_exact(run("select", c, x, y), np.where(c, x, y))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "uint8", "int16", "uint16", "uint32", "uint64"])
+def test_select_copies_the_bits_of_every_element_size(dtype):
+    # Select runs one loop per element size (1, 2, 4, 8 bytes) for all dtypes:
+    # the chosen elements must come back bit for bit, NaN payloads and -0 too.
+    np_dtype = pytest.importorskip("ml_dtypes").bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(3)
+    size = np.dtype(np_dtype).itemsize
+    bits = np.dtype(f"u{size}")
+    x = rng.integers(0, np.iinfo(bits).max, (4, 33), dtype=bits, endpoint=True).view(np_dtype)
+    y = rng.integers(0, np.iinfo(bits).max, (33,), dtype=bits, endpoint=True).view(np_dtype)
+    c = rng.random((3, 1, 33)) < 0.5
+    got = np.asarray(of.select(c, x, y).numpy())
+    assert got.dtype == np.dtype(np_dtype)
+    np.testing.assert_array_equal(got.view(bits), np.where(c, x, y).view(bits))
+
+
 def test_where_facade_alias():
     if not hasattr(of, "where"):
         pytest.skip("facade has no `where` yet")
