@@ -814,12 +814,16 @@ def apply_adam(var, m, v, grad, step, lr, weight_decay, beta1, beta2, epsilon):
     if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
         raise ValueError("beta")
     _same_shapes(var, m, v, grad)
-    v64 = [a.astype(np.float64) for a in (var, m, v, grad)]
-    w, m64, vv, g = v64
-    g = g + weight_decay * w
-    m64 = beta1 * m64 + (1 - beta1) * g
-    vv = beta2 * vv + (1 - beta2) * g * g
-    out = w - lr / (1 - beta1 ** step) * m64 / (np.sqrt(vv) / np.sqrt(1 - beta2 ** step) + epsilon)
+    # The op's scalars are rounded to the variable's dtype (as the other updates'
+    # oracles round lr): a step size below float32's range is 0 there.
+    t = lambda x: np.float64(var.dtype.type(x))  # noqa: E731
+    step_size, inv_sqrt_bc2 = t(lr / (1 - beta1 ** step)), t(1 / np.sqrt(1 - beta2 ** step))
+    b1, b2, eps, wd = t(beta1), t(beta2), t(epsilon), t(weight_decay)
+    w, m64, vv, g = [a.astype(np.float64) for a in (var, m, v, grad)]
+    g = g + wd * w
+    m64 = b1 * m64 + (1 - b1) * g
+    vv = b2 * vv + (1 - b2) * g * g
+    out = w - step_size * m64 / (np.sqrt(vv) * inv_sqrt_bc2 + eps)
     return out.astype(var.dtype)
 
 

@@ -125,7 +125,9 @@ One Adam step (PyTorch's rule, bias-corrected), var, m and v updated in place in
 g = grad + weight_decay * var; m = beta1 * m + (1 - beta1) * g;
 v = beta2 * v + (1 - beta2) * g * g;
 var -= lr * (m / (1 - beta1**step)) / (sqrt(v / (1 - beta2**step)) + epsilon).
-Start m and v at zero and step at 1.
+Start m and v at zero and step at 1. As in PyTorch, the step size
+lr / (1 - beta1**step) and the other scalars are rounded to T first (a step
+size below T's range is 0).
 
 var: The parameter; updated in place (must be writable).
 m: The first-moment slot, var's shape; updated in place.
