@@ -15,7 +15,8 @@ covered (a new op without an oracle in robustness_oracles.py fails loudly):
   arrays, non-array objects, wrongly typed and out-of-range attrs, wrong
   argument counts and unknown keywords, impossible copies.
 
-Profiles: OPFORGE_FUZZ_PROFILE=ci (default, quick) or =local (thorough).
+Profiles: OPFORGE_FUZZ_PROFILE=ci (default: quick, the same examples every run)
+or =local (thorough, new examples every run: how new bugs are found).
 OPFORGE_FUZZ_REPORT=path writes the per-op case counts and classes as JSON.
 """
 
@@ -41,8 +42,10 @@ from codegen import naming  # noqa: E402
 from robustness_oracles import (MUTATES, NP, NP_NAMES, ORACLES, PRODUCTS, SUMS, TOLERANCES,  # noqa: E402
                                 DropoutValues, EmptyOf)
 
-settings.register_profile("opforge-ci", max_examples=40, deadline=None, print_blob=True,
-                          suppress_health_check=list(HealthCheck))
+# CI's profile draws the same examples every run (a red CI must be the change's,
+# and reproducible); the long one explores new ones each run.
+settings.register_profile("opforge-ci", max_examples=40, deadline=None, print_blob=True, derandomize=True,
+                          database=None, suppress_health_check=list(HealthCheck))
 settings.register_profile("opforge-local", max_examples=1000, deadline=None, print_blob=True,
                           suppress_health_check=list(HealthCheck))
 PROFILE = settings.get_profile("opforge-" + os.environ.get("OPFORGE_FUZZ_PROFILE", "ci"))
