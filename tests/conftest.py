@@ -30,6 +30,33 @@ def pytest_collection_modifyitems(config, items):
             _fewer_examples(getattr(item, "obj", None))
 
 
+# OPFORGE_TEST_TIMES=path: the session writes each test file's seconds there
+# as JSON ({file: s}); .ci/run sets it for the README pass and .ci/sanitize
+# splits its shards by those times. Only the outermost pytest writes (tests
+# that start pytest in a subprocess inherit the marker).
+_TIMES: dict[str, float] = {}
+_TIMES_PATH = None
+
+
+def pytest_configure(config):
+    global _TIMES_PATH
+    if os.environ.get("OPFORGE_TEST_TIMES") and not os.environ.get("_OPFORGE_TEST_TIMES_TAKEN"):
+        _TIMES_PATH = os.environ["OPFORGE_TEST_TIMES"]
+        os.environ["_OPFORGE_TEST_TIMES_TAKEN"] = "1"
+
+
+def pytest_runtest_logreport(report):
+    if _TIMES_PATH:
+        f = report.nodeid.split("::")[0]
+        _TIMES[f] = _TIMES.get(f, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    if _TIMES_PATH:
+        import json
+        pathlib.Path(_TIMES_PATH).write_text(json.dumps({k: round(v, 3) for k, v in sorted(_TIMES.items())}))
+
+
 def _fewer_examples(test):
     from hypothesis import settings
     current = getattr(test, "_hypothesis_internal_use_settings", None)  # set by @given/@settings
