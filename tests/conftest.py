@@ -14,27 +14,39 @@ def pytest_collection_modifyitems(config, items):
     # library cannot be unloaded); run those tests last so every other test
     # sees only the built-in registry.
     items.sort(key=lambda item: item.get_closest_marker("loads_op_libraries") is not None)
-    # Under the sanitizer pass (.ci/sanitize) the bench harness tests run
-    # quick-mode benches whose timings mean nothing there; the ops they time
-    # are covered by the op tests, so they only cost CI minutes.
-    # Hypothesis tests draw an eighth of their examples there (at least 3):
-    # every path still runs, at ASan's 3-5x cost per example.
+    if _TIMES_PATH:
+        _COUNTED.update(item.nodeid for item in items if _sanitizer_skips(item) is None)
+    # Hypothesis tests draw an eighth of their examples under the sanitizer
+    # pass (at least 3): every path still runs, at ASan's 3-5x cost per example.
     if os.environ.get("OPFORGE_SANITIZED"):
-        skip = pytest.mark.skip(reason="bench harness: timings mean nothing under ASan")
         for item in items:
-            if "bench" in item.name:
-                item.add_marker(skip)
-            # The reruns under OPFORGE_SIMD=baseline: the AVX2 rerun covers the same templates.
-            elif "[baseline" in item.name or item.name.endswith("baseline_instruction_set"):
-                item.add_marker(pytest.mark.skip(reason="under ASan the AVX2 rerun stands for the capped instruction sets"))
+            reason = _sanitizer_skips(item)
+            if reason and reason != "slow":  # .ci/sanitize deselects those itself (-m "not slow")
+                item.add_marker(pytest.mark.skip(reason=reason))
             _fewer_examples(getattr(item, "obj", None))
 
 
-# OPFORGE_TEST_TIMES=path: the session writes each test file's seconds there
-# as JSON ({file: s}); .ci/run sets it for the README pass and .ci/sanitize
-# splits its shards by those times. Only the outermost pytest writes (tests
-# that start pytest in a subprocess inherit the marker).
+def _sanitizer_skips(item):
+    """Why the sanitizer pass (.ci/sanitize) does not run `item`, or None."""
+    if item.get_closest_marker("slow"):
+        return "slow"
+    # The bench harness runs quick-mode benches whose timings mean nothing
+    # there; the ops they time are covered by the op tests.
+    if "bench" in item.name or item.path.name == "test_bench.py":
+        return "bench harness: timings mean nothing under ASan"
+    # The reruns under OPFORGE_SIMD=baseline: the AVX2 rerun covers the same templates.
+    if "[baseline" in item.name or item.name.endswith("baseline_instruction_set"):
+        return "under ASan the AVX2 rerun stands for the capped instruction sets"
+    return None
+
+
+# OPFORGE_TEST_TIMES=path: the session writes there, as JSON ({file: s}), each
+# test file's seconds in the tests the sanitizer pass also runs; .ci/run sets
+# it for the README pass and .ci/sanitize splits its shards by those times.
+# Only the outermost pytest writes (tests that start pytest in a subprocess
+# inherit the marker).
 _TIMES: dict[str, float] = {}
+_COUNTED: set[str] = set()
 _TIMES_PATH = None
 
 
@@ -46,7 +58,7 @@ def pytest_configure(config):
 
 
 def pytest_runtest_logreport(report):
-    if _TIMES_PATH:
+    if _TIMES_PATH and report.nodeid in _COUNTED:
         f = report.nodeid.split("::")[0]
         _TIMES[f] = _TIMES.get(f, 0.0) + report.duration
 

@@ -14,6 +14,8 @@ from opforge import errors
 import op_library_build
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "sparse_table"
+# Loads the library into this process: its ops join the registry for good.
+pytestmark = pytest.mark.loads_op_libraries
 
 
 @pytest.fixture(scope="module")
