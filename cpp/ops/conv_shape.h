@@ -1,6 +1,6 @@
-// Shape checks shared by the convolution ops (conv_ops.cc), the
-// packed-filter convolution (packed_conv_ops.cc) and the blocked one
-// (nchwc_ops.cc).
+// Shape checks shared by the convolution and pooling ops (conv_ops.cc,
+// pool_ops.cc), the packed-filter convolution (packed_conv_ops.cc) and the
+// blocked ones (nchwc_ops.cc).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +46,31 @@ inline Status ConvOutDim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb
                                    " is larger than the padded input ", axis, " ", padded);
   }
   *out = (padded - eff) / s + 1;
+  return Status::OK();
+}
+
+// One pooled size (MaxPool2D, AvgPool2D and MaxPool2DNchwc; PyTorch's and ONNX's rule): with ceil_mode a last window
+// that would start inside the end padding is dropped. -1 stays unknown.
+inline Status PoolOutDim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil_mode,
+                  const char* axis, int64_t* out) {
+  const int64_t eff = (k - 1) * d + 1;
+  if (pb >= eff || pe >= eff) {
+    return errors::InvalidArgument("attr 'pads' on the ", axis, " (", pb, ", ", pe,
+                                   ") must be smaller than the dilated kernel ", eff,
+                                   ", else a window holds only padding");
+  }
+  if (in < 0) {
+    *out = -1;
+    return Status::OK();
+  }
+  const int64_t padded = in + pb + pe;
+  if (eff > padded) {
+    return errors::InvalidArgument("attr 'ksize': the dilated kernel ", axis, " ", eff,
+                                   " is larger than the padded input ", axis, " ", padded);
+  }
+  int64_t o = ceil_mode ? (padded - eff + s - 1) / s + 1 : (padded - eff) / s + 1;
+  if (ceil_mode && (o - 1) * s >= in + pb) --o;
+  *out = o;
   return Status::OK();
 }
 

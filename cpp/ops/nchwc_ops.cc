@@ -205,28 +205,6 @@ Status Conv2DNchwcConcatShape(InferenceContext* ctx) {
   return Status::OK();
 }
 
-// One pooled size (MaxPool2D's rule: pads below the dilated window; ceil_mode
-// drops a last window that would start in the end padding); -1 stays unknown.
-Status PoolDim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil_mode, const char* axis,
-               int64_t* out) {
-  const int64_t eff = (k - 1) * d + 1;
-  if (pb >= eff || pe >= eff) {
-    return errors::InvalidArgument("attr 'pads' on the ", axis, " (", pb, ", ", pe, ") must be smaller than the "
-                                   "dilated window ", eff);
-  }
-  *out = -1;
-  if (in < 0) return Status::OK();
-  const int64_t padded = in + pb + pe;
-  if (eff > padded) {
-    return errors::InvalidArgument("attr 'ksize': the dilated window's ", axis, " ", eff,
-                                   " is larger than the padded input's ", padded);
-  }
-  int64_t o = ceil_mode ? (padded - eff + s - 1) / s + 1 : (padded - eff) / s + 1;
-  if (ceil_mode && (o - 1) * s >= in + pb) --o;
-  *out = o;
-  return Status::OK();
-}
-
 Status MaxPoolNchwcShape(InferenceContext* ctx) {
   int64_t b;
   OF_RETURN_IF_ERROR(CheckBlock(ctx, &b));
@@ -248,8 +226,8 @@ Status MaxPoolNchwcShape(InferenceContext* ctx) {
   }
   const bool ceil_mode = ctx->attr_bool("ceil_mode");
   int64_t oh, ow;
-  OF_RETURN_IF_ERROR(PoolDim(x.dim(2), k[0], s[0], d[0], p[0], p[2], ceil_mode, "height", &oh));
-  OF_RETURN_IF_ERROR(PoolDim(x.dim(3), k[1], s[1], d[1], p[1], p[3], ceil_mode, "width", &ow));
+  OF_RETURN_IF_ERROR(conv_shape::PoolOutDim(x.dim(2), k[0], s[0], d[0], p[0], p[2], ceil_mode, "height", &oh));
+  OF_RETURN_IF_ERROR(conv_shape::PoolOutDim(x.dim(3), k[1], s[1], d[1], p[1], p[3], ceil_mode, "width", &ow));
   ctx->set_output_shape(0, TensorShape({x.dim(0), x.dim(1), oh, ow, b}));
   return Status::OK();
 }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "conv_shape.h"
 #include "opforge/op.h"
 #include "opforge/shape_inference.h"
 #include "shape_checks.h"
@@ -20,31 +21,6 @@ Status CheckX(const TensorShape& x, const char* name) {
     return errors::InvalidArgument("argument '", name, "' must be 4-D [batch, channels, height, width], got shape ",
                                    x.DebugString());
   }
-  return Status::OK();
-}
-
-// One pooled size (PyTorch's and ONNX's rule): with ceil_mode a last window
-// that would start inside the end padding is dropped. -1 stays unknown.
-Status PoolOutDim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil_mode,
-                  const char* axis, int64_t* out) {
-  const int64_t eff = (k - 1) * d + 1;
-  if (pb >= eff || pe >= eff) {
-    return errors::InvalidArgument("attr 'pads' on the ", axis, " (", pb, ", ", pe,
-                                   ") must be smaller than the dilated kernel ", eff,
-                                   ", else a window holds only padding");
-  }
-  if (in < 0) {
-    *out = -1;
-    return Status::OK();
-  }
-  const int64_t padded = in + pb + pe;
-  if (eff > padded) {
-    return errors::InvalidArgument("attr 'ksize': the dilated kernel ", axis, " ", eff,
-                                   " is larger than the padded input ", axis, " ", padded);
-  }
-  int64_t o = ceil_mode ? (padded - eff + s - 1) / s + 1 : (padded - eff) / s + 1;
-  if (ceil_mode && (o - 1) * s >= in + pb) --o;
-  *out = o;
   return Status::OK();
 }
 
@@ -71,8 +47,8 @@ Status PoolShapeOf(InferenceContext* ctx, const TensorShape& x, TensorShape* y) 
   }
   const bool ceil_mode = ctx->attr_bool("ceil_mode");
   int64_t oh, ow;
-  OF_RETURN_IF_ERROR(PoolOutDim(x.dim(2), k[0], s[0], d[0], p[0], p[2], ceil_mode, "height", &oh));
-  OF_RETURN_IF_ERROR(PoolOutDim(x.dim(3), k[1], s[1], d[1], p[1], p[3], ceil_mode, "width", &ow));
+  OF_RETURN_IF_ERROR(conv_shape::PoolOutDim(x.dim(2), k[0], s[0], d[0], p[0], p[2], ceil_mode, "height", &oh));
+  OF_RETURN_IF_ERROR(conv_shape::PoolOutDim(x.dim(3), k[1], s[1], d[1], p[1], p[3], ceil_mode, "width", &ow));
   *y = TensorShape({x.dim(0), x.dim(1), oh, ow});
   return Status::OK();
 }

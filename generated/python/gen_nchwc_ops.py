@@ -65,7 +65,7 @@ Type attrs:
 
 Kernels: cpu (float32).
 
-Declared at cpp/ops/nchwc_ops.cc:309 (op Conv2DNchwc).
+Declared at cpp/ops/nchwc_ops.cc:287 (op Conv2DNchwc).
 """)
 
 
@@ -111,7 +111,7 @@ Type attrs:
 
 Kernels: cpu (float32).
 
-Declared at cpp/ops/nchwc_ops.cc:366 (op Conv2DNchwcConcat).
+Declared at cpp/ops/nchwc_ops.cc:344 (op Conv2DNchwcConcat).
 """)
 
 
@@ -132,7 +132,7 @@ Type attrs:
 
 Kernels: cpu (float32).
 
-Declared at cpp/ops/nchwc_ops.cc:351 (op GlobalAveragePoolNchwc).
+Declared at cpp/ops/nchwc_ops.cc:329 (op GlobalAveragePoolNchwc).
 """)
 
 
@@ -168,7 +168,7 @@ Type attrs:
 
 Kernels: cpu (float32).
 
-Declared at cpp/ops/nchwc_ops.cc:402 (op MaxPool2DNchwc).
+Declared at cpp/ops/nchwc_ops.cc:380 (op MaxPool2DNchwc).
 """)
 
 
@@ -186,7 +186,7 @@ Returns:
 
 Kernels: cpu (int64).
 
-Declared at cpp/ops/nchwc_ops.cc:259 (op NchwcBlockSize).
+Declared at cpp/ops/nchwc_ops.cc:237 (op NchwcBlockSize).
 """)
 
 
@@ -208,7 +208,7 @@ Type attrs:
 
 Kernels: cpu (float32).
 
-Declared at cpp/ops/nchwc_ops.cc:292 (op ReorderFromNchwc).
+Declared at cpp/ops/nchwc_ops.cc:270 (op ReorderFromNchwc).
 """)
 
 
@@ -232,5 +232,5 @@ Type attrs:
 
 Kernels: cpu (float32).
 
-Declared at cpp/ops/nchwc_ops.cc:275 (op ReorderToNchwc).
+Declared at cpp/ops/nchwc_ops.cc:253 (op ReorderToNchwc).
 """)

@@ -40,7 +40,7 @@ Type attrs:
 
 Kernels: cpu (float32, float64, float16, bfloat16).
 
-Declared at cpp/ops/pool_ops.cc:244 (op AdaptiveAvgPool2D).
+Declared at cpp/ops/pool_ops.cc:220 (op AdaptiveAvgPool2D).
 """)
 
 
@@ -66,7 +66,7 @@ Type attrs:
 
 Kernels: cpu (float32, float64).
 
-Declared at cpp/ops/pool_ops.cc:262 (op AdaptiveAvgPool2DGrad).
+Declared at cpp/ops/pool_ops.cc:238 (op AdaptiveAvgPool2DGrad).
 """)
 
 
@@ -101,7 +101,7 @@ Type attrs:
 
 Kernels: cpu (float32, float64, float16, bfloat16).
 
-Declared at cpp/ops/pool_ops.cc:188 (op AvgPool2D).
+Declared at cpp/ops/pool_ops.cc:164 (op AvgPool2D).
 """)
 
 
@@ -133,7 +133,7 @@ Type attrs:
 
 Kernels: cpu (float32, float64).
 
-Declared at cpp/ops/pool_ops.cc:216 (op AvgPool2DGrad).
+Declared at cpp/ops/pool_ops.cc:192 (op AvgPool2DGrad).
 """)
 
 
@@ -167,7 +167,7 @@ Type attrs:
 
 Kernels: cpu (float32, float64, float16, bfloat16).
 
-Declared at cpp/ops/pool_ops.cc:135 (op MaxPool2D).
+Declared at cpp/ops/pool_ops.cc:111 (op MaxPool2D).
 """)
 
 
@@ -198,5 +198,5 @@ Type attrs:
 
 Kernels: cpu (float32, float64).
 
-Declared at cpp/ops/pool_ops.cc:161 (op MaxPool2DGrad).
+Declared at cpp/ops/pool_ops.cc:137 (op MaxPool2DGrad).
 """)

@@ -8,7 +8,7 @@
 // gen_<group>_ops.py exports each under the op's Python name
 // (_pw.public_entry).
 
-// Conv2DNchwc(x, filter, bias, residual, scale, filter_shape, block, groups, strides, pads, dilations, activation, input_layout), declared at cpp/ops/nchwc_ops.cc:309.
+// Conv2DNchwc(x, filter, bias, residual, scale, filter_shape, block, groups, strides, pads, dilations, activation, input_layout), declared at cpp/ops/nchwc_ops.cc:287.
 %{
 namespace opforge { namespace gen {
 PyObject* Conv2DNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -18,7 +18,7 @@ PyObject* Conv2DNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObje
 }}  // namespace opforge::gen
 %}
 
-// Conv2DNchwcConcat(x, filters, bias, filter_shapes, strides, pads, dilations, block, activation), declared at cpp/ops/nchwc_ops.cc:366.
+// Conv2DNchwcConcat(x, filters, bias, filter_shapes, strides, pads, dilations, block, activation), declared at cpp/ops/nchwc_ops.cc:344.
 %{
 namespace opforge { namespace gen {
 PyObject* Conv2DNchwcConcat(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -28,7 +28,7 @@ PyObject* Conv2DNchwcConcat(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
 }}  // namespace opforge::gen
 %}
 
-// GlobalAveragePoolNchwc(x, block), declared at cpp/ops/nchwc_ops.cc:351.
+// GlobalAveragePoolNchwc(x, block), declared at cpp/ops/nchwc_ops.cc:329.
 %{
 namespace opforge { namespace gen {
 PyObject* GlobalAveragePoolNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -38,7 +38,7 @@ PyObject* GlobalAveragePoolNchwc(PyObject*, PyObject* const* args, Py_ssize_t na
 }}  // namespace opforge::gen
 %}
 
-// MaxPool2DNchwc(x, ksize, block, strides, pads, dilations, ceil_mode), declared at cpp/ops/nchwc_ops.cc:402.
+// MaxPool2DNchwc(x, ksize, block, strides, pads, dilations, ceil_mode), declared at cpp/ops/nchwc_ops.cc:380.
 %{
 namespace opforge { namespace gen {
 PyObject* MaxPool2DNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -48,7 +48,7 @@ PyObject* MaxPool2DNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyO
 }}  // namespace opforge::gen
 %}
 
-// NchwcBlockSize(), declared at cpp/ops/nchwc_ops.cc:259.
+// NchwcBlockSize(), declared at cpp/ops/nchwc_ops.cc:237.
 %{
 namespace opforge { namespace gen {
 PyObject* NchwcBlockSize(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -58,7 +58,7 @@ PyObject* NchwcBlockSize(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyO
 }}  // namespace opforge::gen
 %}
 
-// ReorderFromNchwc(x, channels, block), declared at cpp/ops/nchwc_ops.cc:292.
+// ReorderFromNchwc(x, channels, block), declared at cpp/ops/nchwc_ops.cc:270.
 %{
 namespace opforge { namespace gen {
 PyObject* ReorderFromNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -68,7 +68,7 @@ PyObject* ReorderFromNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs, P
 }}  // namespace opforge::gen
 %}
 
-// ReorderToNchwc(x, block, channels), declared at cpp/ops/nchwc_ops.cc:275.
+// ReorderToNchwc(x, block, channels), declared at cpp/ops/nchwc_ops.cc:253.
 %{
 namespace opforge { namespace gen {
 PyObject* ReorderToNchwc(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {

@@ -8,7 +8,7 @@
 // gen_<group>_ops.py exports each under the op's Python name
 // (_pw.public_entry).
 
-// AdaptiveAvgPool2D(x, output_size), declared at cpp/ops/pool_ops.cc:244.
+// AdaptiveAvgPool2D(x, output_size), declared at cpp/ops/pool_ops.cc:220.
 %{
 namespace opforge { namespace gen {
 PyObject* AdaptiveAvgPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -18,7 +18,7 @@ PyObject* AdaptiveAvgPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
 }}  // namespace opforge::gen
 %}
 
-// AdaptiveAvgPool2DGrad(x, dy, output_size), declared at cpp/ops/pool_ops.cc:262.
+// AdaptiveAvgPool2DGrad(x, dy, output_size), declared at cpp/ops/pool_ops.cc:238.
 %{
 namespace opforge { namespace gen {
 PyObject* AdaptiveAvgPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -28,7 +28,7 @@ PyObject* AdaptiveAvgPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nar
 }}  // namespace opforge::gen
 %}
 
-// AvgPool2D(x, ksize, strides, pads, ceil_mode, count_include_pad), declared at cpp/ops/pool_ops.cc:188.
+// AvgPool2D(x, ksize, strides, pads, ceil_mode, count_include_pad), declared at cpp/ops/pool_ops.cc:164.
 %{
 namespace opforge { namespace gen {
 PyObject* AvgPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -38,7 +38,7 @@ PyObject* AvgPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
 }}  // namespace opforge::gen
 %}
 
-// AvgPool2DGrad(x, dy, ksize, strides, pads, ceil_mode, count_include_pad), declared at cpp/ops/pool_ops.cc:216.
+// AvgPool2DGrad(x, dy, ksize, strides, pads, ceil_mode, count_include_pad), declared at cpp/ops/pool_ops.cc:192.
 %{
 namespace opforge { namespace gen {
 PyObject* AvgPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -48,7 +48,7 @@ PyObject* AvgPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
 }}  // namespace opforge::gen
 %}
 
-// MaxPool2D(x, ksize, strides, pads, dilations, ceil_mode), declared at cpp/ops/pool_ops.cc:135.
+// MaxPool2D(x, ksize, strides, pads, dilations, ceil_mode), declared at cpp/ops/pool_ops.cc:111.
 %{
 namespace opforge { namespace gen {
 PyObject* MaxPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -58,7 +58,7 @@ PyObject* MaxPool2D(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
 }}  // namespace opforge::gen
 %}
 
-// MaxPool2DGrad(x, dy, ksize, strides, pads, dilations, ceil_mode), declared at cpp/ops/pool_ops.cc:161.
+// MaxPool2DGrad(x, dy, ksize, strides, pads, dilations, ceil_mode), declared at cpp/ops/pool_ops.cc:137.
 %{
 namespace opforge { namespace gen {
 PyObject* MaxPool2DGrad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
