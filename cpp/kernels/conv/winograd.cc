@@ -76,7 +76,9 @@ constexpr int kBytes = 32;
 #pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
 namespace avx512 {
 constexpr int kBytes = 64;
+#define OF_WG_ROW_SEGMENTS 1
 #include "winograd_isa.inc"
+#undef OF_WG_ROW_SEGMENTS
 }  // namespace avx512
 #pragma GCC pop_options
 #endif
