@@ -296,17 +296,22 @@ Status PackedConvInto(const Geometry& g, const Tensor& blob, const std::vector<i
   std::vector<uint8_t> copy;
   const uint8_t* payload = packed::Payload(blob, h, &copy);
   const bool wino = (h.flags & kFlagWinograd) != 0, columns = (h.flags & kFlagColumns) != 0;
-  const Act wact = r != nullptr ? Act::kNone : act;  // the residual goes in before the activation
+  // The residual goes in before the activation: in the output transform where
+  // it can, else in one pass after (not the Add's and the Relu's). With a
+  // residual y_img is the output's own.
+  const bool fuse = r != nullptr && WinogradFusesResidual();
+  const Act wact = r != nullptr && !fuse ? Act::kNone : act;
+  const float* wres = fuse ? r : nullptr;
   if (wino && columns && (WinogradApplies(g) || WinogradColumnsApplies(g))) {
     WinogradForward(g, x, nullptr, b, wact, y, false, reinterpret_cast<const float*>(payload),
-                    WinogradColumnFloats(g.o, g.c), true, y_img);
-    if (r != nullptr) AddAct(act, r, y, y_size);  // with a residual y_img is the output's own
+                    WinogradColumnFloats(g.o, g.c), true, y_img, wres);
+    if (r != nullptr && !fuse) AddAct(act, r, y, y_size);
     return Status::OK();
   }
   if (wino && !columns && WinogradApplies(g)) {
     WinogradForward(g, x, nullptr, b, wact, y, false, reinterpret_cast<const float*>(payload),
-                    (h.flags & kFlagWinogradPanels) != 0 ? PanelFloats(g.o, g.c) : 0, false, y_img);
-    if (r != nullptr) AddAct(act, r, y, y_size);  // one pass, not the Add's and the Relu's
+                    (h.flags & kFlagWinogradPanels) != 0 ? PanelFloats(g.o, g.c) : 0, false, y_img, wres);
+    if (r != nullptr && !fuse) AddAct(act, r, y, y_size);
     return Status::OK();
   }
   if ((h.flags & kFlagNoPanels) != 0) {

@@ -56,6 +56,7 @@ struct WinoPlan {
   int64_t u_panels;       // > 0: U[xi] packed as GEMM panels, this many floats apart
   bool u_columns;         // those panels are column panels (ColumnPanelGemm: few tiles)
   int64_t y_img;          // floats between images' outputs
+  const float* res;       // added before the activation (y's layout), or null
 };
 
 namespace baseline {
@@ -161,6 +162,14 @@ void FewTiles(WinoPlan& p, int64_t total, const float* x, const float* u, const 
 
 }  // namespace
 
+bool WinogradFusesResidual() {
+#if defined(OF_WG_X86)
+  return std::strcmp(vmath::IsaName(), "avx512") == 0;
+#else
+  return false;
+#endif
+}
+
 bool WinogradApplies(const Geometry& g) {
   return Enabled() && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.groups == 1 &&
          g.c >= 16 && g.o >= 16 && g.oh >= 8 && g.ow >= 8 && g.n * ((g.oh + 3) / 4) * ((g.ow + 3) / 4) >= kMinTiles;
@@ -180,8 +189,10 @@ void WinogradFilter(const float* f, int64_t o, int64_t c, float* u) {
 }
 
 void WinogradForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y,
-                     bool transposed, const float* u_pre, int64_t u_panels, bool u_columns, int64_t y_img) {
+                     bool transposed, const float* u_pre, int64_t u_panels, bool u_columns, int64_t y_img,
+                     const float* res) {
   WinoPlan p;
+  p.res = res;
   p.c = g.c, p.o = g.o, p.h = g.h, p.w = g.w, p.oh = g.oh, p.ow = g.ow, p.pt = g.pt, p.pl = g.pl;
   p.y_img = y_img > 0 ? y_img : g.o * g.oh * g.ow;
   p.th = (g.oh + 3) / 4, p.tw = (g.ow + 3) / 4, p.tiles = p.th * p.tw;
@@ -237,8 +248,9 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
 bool WinogradApplies(const Geometry&) { return false; }
 bool WinogradColumnsApplies(const Geometry&) { return false; }
 int64_t WinogradColumnFloats(int64_t, int64_t) { return 0; }
+bool WinogradFusesResidual() { return false; }
 void WinogradForward(const Geometry&, const float*, const float*, const float*, Act, float*, bool, const float*,
-                     int64_t, bool, int64_t) {}
+                     int64_t, bool, int64_t, const float*) {}
 void WinogradFilter(const float*, int64_t, int64_t, float*) {}
 
 #endif

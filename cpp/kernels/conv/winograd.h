@@ -26,9 +26,15 @@ bool WinogradApplies(const Geometry& g);
 // instead (WinogradColumnFloats apart), any number of tiles.
 // `y_img`: floats from one image's output to the next (0: o * oh * ow), so
 // the output may be a channel slice of a wider tensor (a Concat's).
+// `res`: y = act(conv + bias + res), res in y's layout; only where
+// WinogradFusesResidual().
 void WinogradForward(const Geometry& g, const float* x, const float* f, const float* bias, Act act, float* y,
                      bool transposed, const float* u = nullptr, int64_t u_panels = 0, bool u_columns = false,
-                     int64_t y_img = 0);
+                     int64_t y_img = 0, const float* res = nullptr);
+
+// Whether WinogradForward adds a residual in its output transform (the
+// AVX-512 one), saving the caller a pass over y.
+bool WinogradFusesResidual();
 
 // g is a float32 3x3 convolution with too few tiles for WinogradApplies (batch
 // 1 at 14x14) that Winograd still computes faster with U stored as column
