@@ -53,6 +53,10 @@ struct WinoPlan {
   int64_t c, o, h, w, oh, ow, pt, pl;
   int64_t th, tw, tiles;  // 4x4 output tiles per image
   int64_t tb;             // the most tiles in a block (a multiple of 32: whole GEMM panels)
+  // Floats from V[xi] to V[xi + 1] (C x tb) and M[xi] to M[xi + 1] (O x tb),
+  // plus a cache line: with 32 tiles and 64 channels the 36 slices one
+  // transform reads or writes were 8 KiB apart, all in one L1 set.
+  int64_t v_xi, m_xi;
   int64_t u_panels;       // > 0: U[xi] packed as GEMM panels, this many floats apart
   bool u_columns;         // those panels are column panels (ColumnPanelGemm: few tiles)
   int64_t y_img;          // floats between images' outputs
@@ -140,6 +144,8 @@ bool Enabled() {
   return on;
 }
 
+void SetSliceStrides(WinoPlan& p) { p.v_xi = p.c * p.tb + 16, p.m_xi = p.o * p.tb + 16; }
+
 // Fewer tiles than a block (batch 1 at 14x14: 16 tiles): one block, each of
 // its phases split over threads (input channels, the 36 products, output
 // channels), U read as column panels (the tiles as the microkernel's rows,
@@ -147,9 +153,10 @@ bool Enabled() {
 // of them). Buffers kept per calling thread.
 void FewTiles(WinoPlan& p, int64_t total, const float* x, const float* u, const float* bias, Act act, float* y) {
   p.tb = (total + 15) / 16 * 16;  // whole vectors of every ISA
+  SetSliceStrides(p);
   static thread_local std::vector<float> vbuf, mbuf;
-  if (vbuf.size() < static_cast<size_t>(36 * p.c * p.tb)) vbuf.resize(static_cast<size_t>(36 * p.c * p.tb));
-  if (mbuf.size() < static_cast<size_t>(36 * p.o * p.tb)) mbuf.resize(static_cast<size_t>(36 * p.o * p.tb));
+  if (vbuf.size() < static_cast<size_t>(36 * p.v_xi)) vbuf.resize(static_cast<size_t>(36 * p.v_xi));
+  if (mbuf.size() < static_cast<size_t>(36 * p.m_xi)) mbuf.resize(static_cast<size_t>(36 * p.m_xi));
   float* v = vbuf.data();
   float* m = mbuf.data();
   const PhaseFns fns = GetPhases();
@@ -213,6 +220,7 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
   int64_t blocks = (groups + most / 32 - 1) / (most / 32);
   blocks = std::min(groups, (blocks + threads - 1) / threads * threads);
   p.tb = (groups + blocks - 1) / blocks * 32;
+  SetSliceStrides(p);
   // Not zero-filled: every element is written.
   ScratchBuffer<float> u(u_pre != nullptr ? 0 : 36 * g.o * g.c);
   if (u_pre == nullptr) {
@@ -236,8 +244,8 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
     // Kept per thread between calls (a fresh 1-2 MiB buffer per call faults
     // its pages in again).
     static thread_local std::vector<float> vbuf, mbuf;
-    if (vbuf.size() < static_cast<size_t>(36 * p.c * p.tb)) vbuf.resize(static_cast<size_t>(36 * p.c * p.tb));
-    if (mbuf.size() < static_cast<size_t>(36 * p.o * p.tb)) mbuf.resize(static_cast<size_t>(36 * p.o * p.tb));
+    if (vbuf.size() < static_cast<size_t>(36 * p.v_xi)) vbuf.resize(static_cast<size_t>(36 * p.v_xi));
+    if (mbuf.size() < static_cast<size_t>(36 * p.m_xi)) mbuf.resize(static_cast<size_t>(36 * p.m_xi));
     const int64_t t0 = groups * b / blocks * 32, t1 = std::min(total, groups * (b + 1) / blocks * 32);
     fn(p, x, ud, bias, act, y, t0, t1, vbuf.data(), mbuf.data());
   });
