@@ -108,17 +108,24 @@ Status ReorderFromKernel(OpKernelContext* ctx) {
 // of interior tiles and checked edge columns (a 7x7 row: 4 + 3 instead of 5
 // and a pair, the pair reading the whole filter slice for 8 FMAs a load).
 // About 0.5 ns per float on one thread (512x7x7: 12 us against a 2.4 ms conv).
-void PadColumns(ConvArgs* a, std::vector<float>* buf) {
+// The copy is split over the threads by bands of rows (every block of a
+// band on one thread), as the rows-outer conv after it reads x and as the
+// previous layer mostly wrote it, so each thread copies into its own L2 what
+// it reads next (split by blocks, half of what a thread read had been copied
+// by the other core). The buffer comes from the tensor allocator, whose
+// block cache recycles it (a vector faulted its pages in on every call).
+Status PadColumns(ConvArgs* a, Tensor* buf) {
   const int64 last = (a->ow - 1) * a->sw - a->pl + (a->kw - 1) * a->dw;  // the last column read
   const int64 pl = a->pl, pr = std::max<int64>(0, last - (a->w_ - 1));
-  if (pl == 0 && pr == 0) return;
-  const int64 b = a->x_pix, w = a->w_ + pl + pr, rows = a->n * a->icb * a->h;
-  buf->resize(rows * w * b);
+  if (pl == 0 && pr == 0) return Status::OK();
+  const int64 b = a->x_pix, w = a->w_ + pl + pr, icb = a->icb, h = a->h, rows = a->n * icb * h;
+  OF_RETURN_IF_ERROR(Tensor::Allocate(DType::kFloat32, TensorShape({rows * w * b}), buf));
   const float* src = a->x;
-  float* dst = buf->data();
+  float* dst = buf->data<float>();
   const int64 in_row = a->w_ * b;
   ParallelFor(rows, w * b, [&](int64 r0, int64 r1) {
-    for (int64 r = r0; r < r1; ++r) {
+    for (int64 u = r0; u < r1; ++u) {  // u: (image, row, block)
+      const int64 r = (u / icb / h * icb + u % icb) * h + u / icb % h;
       float* d = dst + r * w * b;
       std::memset(d, 0, sizeof(float) * pl * b);
       std::memcpy(d + pl * b, src + r * in_row, sizeof(float) * in_row);
@@ -128,6 +135,7 @@ void PadColumns(ConvArgs* a, std::vector<float>* buf) {
   a->x = dst, a->w_ = w, a->pl = 0;
   a->x_row = w * b, a->x_blk = a->h * w * b, a->x_img = a->icb * a->x_blk;
   a->ox_lo = 0, a->ox_hi = a->ow;
+  return Status::OK();
 }
 
 int ActOf(const std::string& s) {
@@ -157,8 +165,8 @@ void Geometry(const Tensor& x, const int64* fs, const int64* s, const int64* d, 
 
 // A dense conv's run settings (Geometry's a, its pointers set): the
 // pointwise rows, the taps path (x's columns padded into *padded) and the
-// threads' split. Returns its units (Table::dense).
-int64 PrepareDense(ConvArgs* ap, int64 b, bool nchw, std::vector<float>* padded) {
+// threads' split. Sets *units (Table::dense).
+Status PrepareDense(ConvArgs* ap, int64 b, bool nchw, Tensor* padded, int64* units) {
   ConvArgs& a = *ap;
   const Fns& f = Get();
   const int64 taps = a.kh * a.kw;
@@ -168,7 +176,7 @@ int64 PrepareDense(ConvArgs* ap, int64 b, bool nchw, std::vector<float>* padded)
   }
   if (f.native == 16 && b == 16 && !nchw && a.c % b == 0 && conv::IntelTuning()) {
     a.taps = true;
-    PadColumns(&a, padded);
+    OF_RETURN_IF_ERROR(PadColumns(&a, padded));
   }
   // Two or more threads: a thread's share is a range of units, so with the
   // groups of output blocks outside the rows each thread reads all of x and
@@ -186,22 +194,25 @@ int64 PrepareDense(ConvArgs* ap, int64 b, bool nchw, std::vector<float>* padded)
   if (conv::IntelTuning() && NumIntraOpThreads() > 1 && a.scale == nullptr) {
     a.rows_outer = a.x_img > a.ob * b * a.icb * a.ib * taps;  // x's floats per image against the filter's
   }
-  return f.dense_units(a);
+  *units = f.dense_units(a);
+  return Status::OK();
 }
 
 int64 DenseCost(const ConvArgs& a, int64 b) { return a.n * a.ob * a.oh * a.ow * a.kh * a.kw * a.icb * a.ib * b; }
 
 // Runs the conv a describes (Geometry's, with its pointers set) over the intra-op pool.
-void RunConv(ConvArgs a, int64 b, int64 groups, bool nchw) {
+Status RunConv(ConvArgs a, int64 b, int64 groups, bool nchw) {
   const Fns& f = Get();
   const int slot = Slot(b);
   if (groups != 1) {
     ParallelFor(a.n * a.ob * a.oh, a.ow * a.kh * a.kw * b, [&](int64 u0, int64 u1) { f.depthwise[slot](a, u0, u1); });
-    return;
+    return Status::OK();
   }
-  std::vector<float> padded;
-  const int64 units = PrepareDense(&a, b, nchw, &padded);
+  Tensor padded;
+  int64 units = 0;
+  OF_RETURN_IF_ERROR(PrepareDense(&a, b, nchw, &padded, &units));
   ParallelFor(units, DenseCost(a, b) / units, [&](int64 u0, int64 u1) { f.dense[slot](a, u0, u1); });
+  return Status::OK();
 }
 
 Status ConvKernel(OpKernelContext* ctx) {
@@ -237,8 +248,7 @@ Status ConvKernel(OpKernelContext* ctx) {
   a.act = ActOf(ctx->attr("activation").s);
   Geometry(x, fs.data(), ctx->attr_ints("strides").data(), ctx->attr_ints("dilations").data(),
            ctx->attr_ints("pads").data(), b, groups, nchw, y->dim(2), y->dim(3), y->dim(1), &a);
-  RunConv(a, b, groups, nchw);
-  return Status::OK();
+  return RunConv(a, b, groups, nchw);
 }
 
 // Dense convs of one NCHWc x, each writing its output blocks straight into
@@ -264,7 +274,7 @@ Status ConvConcatKernel(OpKernelContext* ctx) {
   if (y->NumElements() == 0) return Status::OK();
   const int act = ActOf(ctx->attr("activation").s);
   std::vector<ConvArgs> convs(nf);
-  std::vector<std::vector<float>> padded(nf);
+  std::vector<Tensor> padded(nf);
   std::vector<int64> units(nf);
   int64 off = 0, cost = 0;  // off: the conv's first block in y
   for (int64 i = 0; i < nf; ++i) {
@@ -277,7 +287,7 @@ Status ConvConcatKernel(OpKernelContext* ctx) {
     a.res = nullptr, a.scale = nullptr, a.act = act;
     Geometry(x, fs.data() + 4 * i, s.data() + 2 * i, d.data() + 2 * i, p.data() + 4 * i, b, 1, false, y->dim(2),
              y->dim(3), ob, &a);
-    units[i] = PrepareDense(&a, b, false, &padded[i]);
+    OF_RETURN_IF_ERROR(PrepareDense(&a, b, false, &padded[i], &units[i]));
     cost += DenseCost(a, b);
     convs[i] = a;
     off += ob;
