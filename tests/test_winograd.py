@@ -104,6 +104,26 @@ def test_winograd_blocks_of_either_cpu_match_numpy(tuning):
     close(got[1], want)
 
 
+@pytest.mark.parametrize("act", ["none", "relu"])
+def test_winograd_residual_is_the_add_before_the_activation(act):
+    # Conv2DPackedAdd's residual goes in before the activation: in the output transform on AVX-512, else in a
+    # pass after. Either way bitwise act(conv + bias + residual) in float32, the conv being Conv2DPacked's own
+    # (same transforms, same products). Two images of 15 x 37 tiles: runs of 16 tiles cut by the row's end and
+    # by the blocks, pads that cut tiles at every edge, the odd last tile row and column clipped.
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 24, 58, 147)).astype(np.float32)
+    f = (rng.standard_normal((40, 24, 3, 3)) / 15).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    attrs = dict(filter_shape=list(f.shape), pads=[1, 2, 0, 1])
+    blob = P.pack_conv2d_filter(f)
+    z = P.conv2d_packed(x, blob, b, **attrs).numpy()
+    r = rng.standard_normal(z.shape).astype(np.float32)
+    got = P.conv2d_packed_add(x, blob, b, r, activation=act, **attrs).numpy()
+    want = z + r
+    np.testing.assert_array_equal(got, np.maximum(want, np.float32(0)) if act == "relu" else want)
+    close(z, ref.conv2d(x.astype(np.float64), f.astype(np.float64), pads=[1, 2, 0, 1]) + b.reshape(1, -1, 1, 1))
+
+
 @pytest.mark.skipif(os.environ.get("OPFORGE_SIMD") is not None, reason="already a rerun, or the dispatch is capped")
 @pytest.mark.parametrize("isa", ["baseline", "avx2"])
 def test_every_instruction_set(isa):
