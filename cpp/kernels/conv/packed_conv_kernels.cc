@@ -131,7 +131,12 @@ Status CheckBlob(const Tensor& t, const std::vector<int64>& fs, packed::Header* 
   }
   const bool wino = (h->flags & kFlagWinograd) != 0, panels = (h->flags & kFlagNoPanels) == 0;
   const bool columns = (h->flags & kFlagColumns) != 0;
-  if (h->flags != Flags(wino, panels, columns, o, c) || (wino && !StoresWinograd(true, o, c, kh, kw)) ||
+  // The transform in either layout reads correctly (its flag says which), so
+  // a blob packed where WinogradPanelsPay decided otherwise (an older build)
+  // stays valid; the room reserved is the same.
+  const uint32_t expect = Flags(wino, panels, columns, o, c);
+  const bool flags_ok = h->flags == expect || (wino && !columns && (h->flags ^ expect) == kFlagWinogradPanels);
+  if (!flags_ok || (wino && !StoresWinograd(true, o, c, kh, kw)) ||
       (!wino && !panels) || (columns && (!panels || h->nr != PanelCols())) || (!columns && h->nr != 0) ||
       h->payload_bytes != static_cast<uint64_t>(WinoBytes(wino, columns, o, c) + 4 * PanelPayloadFloats(panels, columns, o, k)) ||
       t.NumElements() != BlobBytes(wino, panels, columns, o, c, k)) {
