@@ -73,7 +73,9 @@ constexpr int kBytes = 16;
 #pragma GCC target("avx2,fma")
 namespace avx2 {
 constexpr int kBytes = 32;
+#define OF_WG_ROW_SEGMENTS "winograd_rows_avx2.inc"
 #include "winograd_isa.inc"
+#undef OF_WG_ROW_SEGMENTS
 }  // namespace avx2
 #pragma GCC pop_options
 
@@ -81,7 +83,7 @@ constexpr int kBytes = 32;
 #pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
 namespace avx512 {
 constexpr int kBytes = 64;
-#define OF_WG_ROW_SEGMENTS 1
+#define OF_WG_ROW_SEGMENTS "winograd_rows_avx512.inc"
 #include "winograd_isa.inc"
 #undef OF_WG_ROW_SEGMENTS
 }  // namespace avx512
@@ -171,7 +173,7 @@ void FewTiles(WinoPlan& p, int64_t total, const float* x, const float* u, const 
 
 bool WinogradFusesResidual() {
 #if defined(OF_WG_X86)
-  return std::strcmp(vmath::IsaName(), "avx512") == 0;
+  return std::strcmp(vmath::IsaName(), "avx512") == 0 || std::strcmp(vmath::IsaName(), "avx2") == 0;
 #else
   return false;
 #endif

@@ -33,7 +33,7 @@ void WinogradForward(const Geometry& g, const float* x, const float* f, const fl
                      int64_t y_img = 0, const float* res = nullptr);
 
 // Whether WinogradForward adds a residual in its output transform (the
-// AVX-512 one), saving the caller a pass over y.
+// AVX-512 and AVX2 ones), saving the caller a pass over y.
 bool WinogradFusesResidual();
 
 // g is a float32 3x3 convolution with too few tiles for WinogradApplies (batch
