@@ -145,11 +145,7 @@ void Tile(const gemm::Kernels& kr, const float* panels, int64_t m, int64_t k, co
         const int64_t full = nc / nr;
         for (int64_t p = 0; p < kc; ++p) {
           const float* src = b + (pc + p) * ldb + jc;
-          if (nr == 32) {  // a constant size: inlined moves, not a call per 128 bytes (it cost as much as the copy)
-            for (int64_t q = 0; q < full; ++q) std::memcpy(bpack + q * kc * 32 + p * 32, src + q * 32, sizeof(float) * 32);
-          } else {
-            for (int64_t q = 0; q < full; ++q) std::memcpy(bpack + q * kc * nr + p * nr, src + q * nr, sizeof(float) * nr);
-          }
+          for (int64_t q = 0; q < full; ++q) std::memcpy(bpack + q * kc * nr + p * nr, src + q * nr, sizeof(float) * nr);
         }
       }
       for (int64_t q = stream ? nc / nr : 0; q < npanels; ++q) {
