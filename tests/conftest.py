@@ -7,6 +7,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import op_library_build  # noqa: E402
+import suite_profile  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
@@ -16,14 +17,16 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.get_closest_marker("loads_op_libraries") is not None)
     if _TIMES_PATH:
         _COUNTED.update(item.nodeid for item in items if _sanitizer_skips(item) is None)
-    # Hypothesis tests draw an eighth of their examples under the sanitizer
-    # pass (at least 3): every path still runs, at ASan's 3-5x cost per example.
-    if os.environ.get("OPFORGE_SANITIZED"):
+    # Hypothesis tests draw an eighth of their examples under the quick
+    # profile's sanitizer pass (at least 3): every path still runs, at ASan's
+    # 3-5x cost per example.
+    if suite_profile.SANITIZED:
         for item in items:
             reason = _sanitizer_skips(item)
             if reason and reason != "slow":  # .ci/sanitize deselects those itself (-m "not slow")
                 item.add_marker(pytest.mark.skip(reason=reason))
-            _fewer_examples(getattr(item, "obj", None))
+            if not suite_profile.LONG:
+                _fewer_examples(getattr(item, "obj", None))
 
 
 def _sanitizer_skips(item):
@@ -37,7 +40,32 @@ def _sanitizer_skips(item):
     # The reruns under OPFORGE_SIMD=baseline: the AVX2 rerun covers the same templates.
     if "[baseline" in item.name or item.name.endswith("baseline_instruction_set"):
         return "under ASan the AVX2 rerun stands for the capped instruction sets"
+    if not suite_profile.LONG:
+        return _QUICK_SANITIZER_SKIPS.get(item.path.name, {}).get(item.originalname)
     return None
+
+
+# The quick profile's sanitizer pass leaves out tests whose C++ the rest of
+# that pass runs anyway (the README pass and the long profile run them all):
+# {file: {test: why}}.
+_QUICK_SANITIZER_SKIPS = {
+    # The checker's own runs of user libraries, each in a subprocess: our C++
+    # there is load_op_library (tests/test_op_library.py) and the ops it calls
+    # (test_runner_on_built_in_ops_of_every_kind, kept).
+    "test_op_library_check.py": dict.fromkeys(
+        ("test_example_library_passes", "test_refused_fixture_fails_at_load", "test_mismatched_stamp_and_non_library",
+         "test_crash_is_a_finding_and_the_check_carries_on", "test_hang_is_a_finding", "test_nan_from_finite_inputs",
+         "test_wrong_gradient", "test_declaration_gaps", "test_internal_errors_are_findings",
+         "test_cli_table_json_and_exit_status"),
+        "quick profile: the checker's runs of user libraries; load_op_library runs in test_op_library.py"),
+    # Multi-process runs whose collectives test_collectives already runs under
+    # the sanitizers; the rest is the launcher's and the ranks' Python.
+    "test_distributed.py": dict.fromkeys(
+        ("test_two_process_training_equals_one_process", "test_graph_minimize_averages_like_one_process",
+         "test_a_stuck_rank_times_out_with_a_clear_error", "test_a_dead_rank_ends_the_others",
+         "test_launcher_runs_the_digits_example"),
+        "quick profile: MPI runs of the collectives that test_collectives runs"),
+}
 
 
 # OPFORGE_TEST_TIMES=path: the session writes there, as JSON ({file: s}), each

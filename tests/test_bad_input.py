@@ -15,8 +15,9 @@ covered (a new op without an oracle in robustness_oracles.py fails loudly):
   arrays, non-array objects, wrongly typed and out-of-range attrs, wrong
   argument counts and unknown keywords, impossible copies.
 
-Profiles: OPFORGE_FUZZ_PROFILE=ci (default: quick, the same examples every run)
-or =local (thorough, new examples every run: how new bugs are found).
+Profiles: OPFORGE_FUZZ_PROFILE=ci (the default: quick, the same examples every run)
+or =local (thorough, new examples every run: how new bugs are found; the
+default under OPFORGE_TEST_PROFILE=long, see tests/suite_profile.py).
 OPFORGE_FUZZ_REPORT=path writes the per-op case counts and classes as JSON.
 """
 
@@ -41,14 +42,18 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from codegen import naming  # noqa: E402
 from robustness_oracles import (MUTATES, NP, NP_NAMES, ORACLES, PRODUCTS, SUMS, TOLERANCES,  # noqa: E402
                                 DropoutValues, EmptyOf)
+import suite_profile  # noqa: E402
 
 # CI's profile draws the same examples every run (a red CI must be the change's,
-# and reproducible); the long one explores new ones each run.
-settings.register_profile("opforge-ci", max_examples=40, deadline=None, print_blob=True, derandomize=True,
-                          database=None, suppress_health_check=list(HealthCheck))
+# and reproducible): 40 per op in the sanitizer pass, which is the memory-safety
+# fuzzer's real run, and 20 in the README pass. The local
+# profile (the default of the long test profile) explores new ones each run.
+settings.register_profile("opforge-ci", max_examples=40 if suite_profile.SANITIZED else 20, deadline=None,
+                          print_blob=True, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 settings.register_profile("opforge-local", max_examples=1000, deadline=None, print_blob=True,
                           suppress_health_check=list(HealthCheck))
-PROFILE = settings.get_profile("opforge-" + os.environ.get("OPFORGE_FUZZ_PROFILE", "ci"))
+PROFILE_NAME = os.environ.get("OPFORGE_FUZZ_PROFILE", "local" if suite_profile.LONG else "ci")
+PROFILE = settings.get_profile("opforge-" + PROFILE_NAME)
 
 REGISTRY = {op["name"]: op for op in _opinfo.registry_dict()["ops"]}
 
@@ -79,7 +84,7 @@ def report():
     path = os.environ.get("OPFORGE_FUZZ_REPORT")
     if path:
         with open(path, "w") as f:
-            json.dump({"profile": os.environ.get("OPFORGE_FUZZ_PROFILE", "ci"), "cases_per_op": dict(CASES),
+            json.dump({"profile": PROFILE_NAME, "cases_per_op": dict(CASES),
                        "classes": {c: dict(v) for c, v in sorted(CLASSES.items())}}, f, indent=1, sort_keys=True)
 
 
