@@ -11,13 +11,20 @@ import vision_reference as ref
 from opforge.testing.check.inputs import array, quiet
 
 
+def _mostly(draw, valid, anything):
+    """A draw of `valid` three times in four, else of `anything`: with an even
+    choice per attr, a window op's four attrs were all valid in about one draw
+    of 16, and after the shape's own checks the pool ops ran in 0.5 % of draws."""
+    return draw(anything if draw(st.integers(0, 3)) == 0 else valid)
+
+
 def _window_attrs(draw, n_pad=4):
-    strides = draw(st.one_of(st.lists(st.integers(1, 3), min_size=2, max_size=2),
-                             st.lists(st.integers(-1, 3), min_size=0, max_size=3)))
-    pads = draw(st.one_of(st.lists(st.integers(0, 2), min_size=n_pad, max_size=n_pad),
-                          st.lists(st.integers(-1, 2), min_size=0, max_size=5)))
-    dil = draw(st.one_of(st.lists(st.integers(1, 2), min_size=2, max_size=2),
-                         st.lists(st.integers(-1, 2), min_size=0, max_size=3)))
+    strides = _mostly(draw, st.lists(st.integers(1, 3), min_size=2, max_size=2),
+                      st.lists(st.integers(-1, 3), min_size=0, max_size=3))
+    pads = _mostly(draw, st.lists(st.integers(0, 2), min_size=n_pad, max_size=n_pad),
+                   st.lists(st.integers(-1, 2), min_size=0, max_size=5))
+    dil = _mostly(draw, st.lists(st.integers(1, 2), min_size=2, max_size=2),
+                  st.lists(st.integers(-1, 2), min_size=0, max_size=3))
     return strides, pads, dil
 
 
@@ -50,8 +57,8 @@ def pool_gen(op):
             x_shape = x_shape[:draw(st.integers(0, 3))]
         maxpool = op.startswith("MaxPool")
         x = array(draw, dtype, x_shape, small=not maxpool, finite=not maxpool)
-        ksize = draw(st.one_of(st.lists(st.integers(1, 3), min_size=2, max_size=2),
-                               st.lists(st.integers(-1, 3), min_size=0, max_size=3)))
+        ksize = _mostly(draw, st.lists(st.integers(1, 3), min_size=2, max_size=2),
+                        st.lists(st.integers(-1, 3), min_size=0, max_size=3))
         strides, pads, dil = _window_attrs(draw)
         kw = {"ksize": ksize, "strides": strides, "pads": pads, "ceil_mode": draw(st.booleans())}
         if maxpool:
