@@ -46,8 +46,8 @@ import suite_profile  # noqa: E402
 
 # CI's profile draws the same examples every run (a red CI must be the change's,
 # and reproducible): 40 per op in the sanitizer pass, which is the memory-safety
-# fuzzer's real run, and 20 in the README pass. The local
-# profile (the default of the long test profile) explores new ones each run.
+# fuzzer's real run, and 20 in the README pass. The local profile (the default
+# of the long test profile) explores new ones each run.
 settings.register_profile("opforge-ci", max_examples=40 if suite_profile.SANITIZED else 20, deadline=None,
                           print_blob=True, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 settings.register_profile("opforge-local", max_examples=1000, deadline=None, print_blob=True,
