@@ -40,24 +40,20 @@ def _sanitizer_skips(item):
     # The reruns under OPFORGE_SIMD=baseline: the AVX2 rerun covers the same templates.
     if "[baseline" in item.name or item.name.endswith("baseline_instruction_set"):
         return "under ASan the AVX2 rerun stands for the capped instruction sets"
-    if not suite_profile.LONG:
-        return _QUICK_SANITIZER_SKIPS.get(item.path.name, {}).get(item.originalname)
-    return None
-
-
-# The quick profile's sanitizer pass leaves out tests whose C++ the rest of
-# that pass runs anyway (the README pass and the long profile run them all):
-# {file: {test: why}}.
-_QUICK_SANITIZER_SKIPS = {
+    if suite_profile.LONG:
+        return None
     # The checker's own runs of user libraries, each in a subprocess: our C++
-    # there is load_op_library (tests/test_op_library.py) and the ops it calls
-    # (test_runner_on_built_in_ops_of_every_kind, kept).
-    "test_op_library_check.py": dict.fromkeys(
-        ("test_example_library_passes", "test_refused_fixture_fails_at_load", "test_mismatched_stamp_and_non_library",
-         "test_crash_is_a_finding_and_the_check_carries_on", "test_hang_is_a_finding", "test_nan_from_finite_inputs",
-         "test_wrong_gradient", "test_declaration_gaps", "test_internal_errors_are_findings",
-         "test_cli_table_json_and_exit_status"),
-        "quick profile: the checker's runs of user libraries; load_op_library runs in test_op_library.py"),
+    # there is load_op_library (tests/test_op_library.py) and the built-in ops
+    # the checker calls, which its one built-in test keeps.
+    if item.path.name == "test_op_library_check.py" and item.originalname != "test_runner_on_built_in_ops_of_every_kind":
+        return "quick profile: the checker's runs of user libraries; load_op_library runs in test_op_library.py"
+    return _QUICK_SANITIZER_SKIPS.get(item.path.name, {}).get(item.originalname)
+
+
+# The quick profile's sanitizer pass also leaves out these tests, whose C++
+# the rest of that pass runs anyway (the README pass and the long profile run
+# them all): {file: {test: why}}.
+_QUICK_SANITIZER_SKIPS = {
     # A correctness sweep of each op's float16 and bfloat16 kernels: they are
     # the float32 kernels behind one widening wrapper (half_via_float.h) or
     # the dtype-generic ones the bad-input fuzzer runs in every dtype. The
