@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import vision_reference as ref
 from opforge.testing.check.inputs import array, quiet
 from packed_oracles import HEADER, _hostile, header
-from vision_oracles import _window_attrs
+from vision_oracles import _WINDOW, _broken, _rank, _spatial, _window_attrs
 
 MR = {"avx512": 12, "avx2": 6, "generic": 4}  # the f32 microkernels' rows (cpp/kernels/gemm/micro_*.cc)
 _FILTERS = {}  # blob bytes -> filter
@@ -67,15 +67,14 @@ def conv_packed_gen(draw, dtype):
     f = array(draw, dtype, f_shape, small=True, finite=True)
     blob = pack_conv(f, columns=draw(st.booleans()))
     _FILTERS[blob.tobytes()] = f
-    c = f_shape[1] + draw(st.sampled_from([0, 0, 0, 1]))
-    x_shape = (draw(st.integers(0, 2)), c, draw(st.integers(0, 5)), draw(st.integers(0, 5)))
-    if draw(st.integers(0, 9)) == 0:
-        x_shape = x_shape[:draw(st.integers(0, 3))]
-    strides, pads, dil = _window_attrs(draw)
+    bad = _broken(draw, _WINDOW + ("channels", "bias", "filter_shape"))
+    c = f_shape[1] + (draw(st.sampled_from([0, 1])) if bad == "channels" else 0)
+    strides, pads, dil = _window_attrs(draw, bad)
+    x_shape = _rank(draw, bad, (draw(st.integers(0, 2)), c) + _spatial(draw, bad, f_shape[2:], pads, dil))
     o = f_shape[0]
-    bias = array(draw, dtype, (draw(st.sampled_from([o, o, o, 0, o + 1])),), small=True, finite=True)
+    bias = array(draw, dtype, (draw(st.sampled_from([0, o + 1])) if bad == "bias" else o,), small=True, finite=True)
     fs = list(f_shape)
-    if draw(st.integers(0, 9)) == 0:
+    if bad == "filter_shape":
         fs[draw(st.integers(0, 3))] += 1
     kw = {"filter_shape": fs, "strides": strides, "pads": pads, "dilations": dil,
           "activation": draw(st.sampled_from(["none", "relu", "sigmoid", "silu", "hardswish", "gelu"]))}
@@ -95,10 +94,10 @@ def conv_packed_add_gen(draw, dtype):
         shape = [max(d, 0) for d in shape]
     except (ValueError, TypeError, AttributeError, IndexError):
         pass
-    bad = draw(st.integers(0, 9))
-    if bad == 0:
+    bad = draw(st.sampled_from([None] * 8 + ["dim", "rank"]))
+    if bad == "dim":
         shape[draw(st.integers(0, 3))] += 1
-    elif bad == 1:
+    elif bad == "rank":
         shape = shape[:3]
     return (x, blob, bias, array(draw, dtype, tuple(shape), small=True, finite=True)), kw
 

@@ -84,11 +84,12 @@ def pack_half(b, transpose_b=False):
 
 
 def _hostile(draw, blob):
-    """Mostly the blob; sometimes truncated or with a header byte changed."""
-    kind = draw(st.integers(0, 9))
-    if kind == 0:
+    """Mostly the blob; sometimes truncated or with a header byte changed. (Not `integers(0, 9) == 0`:
+    hypothesis draws a lower bound far more often than one time in ten, and half the blobs were broken.)"""
+    kind = draw(st.sampled_from(["blob"] * 8 + ["truncated", "flipped"]))
+    if kind == "truncated":
         return blob[:draw(st.integers(0, len(blob) - 1))].copy()
-    if kind == 1:
+    if kind == "flipped":
         bad = blob.copy()
         bad[draw(st.integers(0, 79))] ^= np.uint8(1 << draw(st.integers(0, 7)))
         return bad

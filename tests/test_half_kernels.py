@@ -99,8 +99,9 @@ def test_op_in_half_precision_matches_float32_numpy_rounded(op, dtype):
     half = np.dtype(NP[dtype])
     ran = []
 
-    # Convolution draws are mostly invalid shapes (the error cases): draw more.
-    rare = "Backprop" in op or op.startswith("ConcatGrad")
+    # ConcatGrad's draws are mostly invalid shapes (the error cases): draw more.
+    # (The conv and pool draws are valid three times in four: vision_oracles.py.)
+    rare = op.startswith("ConcatGrad")
     examples = 400 if rare else 100 if op.startswith(("Conv", "FusedConv")) or "Pool" in op or "Grad" in op else 30
 
     @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
