@@ -642,7 +642,9 @@ def layer_norm_gen(draw, dtype):
 
 
 def _moments(x64, eps, center):
-    m = x64.mean(-1, keepdims=True) if center else 0.0
+    # The mean as x[0] + mean(x - x[0]): exact for a constant row (its centred values 0), which a plain sum of
+    # float64 values is not always.
+    m = x64[..., :1] + (x64 - x64[..., :1]).mean(-1, keepdims=True) if center else 0.0
     return m, 1 / np.sqrt(((x64 - m) ** 2).mean(-1, keepdims=True) + eps)
 
 

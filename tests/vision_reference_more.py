@@ -96,7 +96,9 @@ def batch_norm(x, scale, offset, mean, variance, epsilon=1e-5, training=False):
     view = (1, c) + (1,) * (x.ndim - 2)
     xd = x.astype(np.float64)
     if training:
-        m = xd.mean(axes) if x.size else np.zeros(c)
+        # x0 + mean(x - x0) (x0: each channel's first element): a constant channel's mean exactly.
+        x0 = xd[(0, slice(None)) + (0,) * (x.ndim - 2)].reshape(view) if x.size else 0.0
+        m = (x0 + (xd - x0).mean(axes, keepdims=True)).reshape(c) if x.size else np.zeros(c)
         v = ((xd - m.reshape(view)) ** 2).mean(axes) if x.size else np.zeros(c)
     else:
         m, v = mean.astype(np.float64), variance.astype(np.float64)

@@ -57,12 +57,14 @@ Status GeluGradKernel(OpKernelContext* ctx) {
       30);
 }
 
-// Mean and 1/sqrt(var + eps) of one row, in double.
+// Mean and 1/sqrt(var + eps) of one row, in double. The mean is x[0] plus
+// that of x - x[0], so a constant row's is exact (layer_norm_rows_isa.inc).
 template <typename T>
 void RowMoments(const T* x, int64 d, double eps, double* mean, double* rstd) {
+  const double x0 = static_cast<double>(x[0]);
   double s = 0;
-  for (int64 i = 0; i < d; ++i) s += static_cast<double>(x[i]);
-  const double m = s / static_cast<double>(d);
+  for (int64 i = 0; i < d; ++i) s += static_cast<double>(x[i]) - x0;
+  const double m = x0 + s / static_cast<double>(d);
   double q = 0;
   for (int64 i = 0; i < d; ++i) {
     const double c = static_cast<double>(x[i]) - m;

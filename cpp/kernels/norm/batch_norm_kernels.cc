@@ -51,11 +51,14 @@ Status BatchNormKernel(OpKernelContext* ctx) {
     for (int64 c = b; c < e; ++c) {
       double m = mean[c], v = var[c];
       if (training) {
+        // The mean of x - x0 plus x0 (x0: the channel's first element), so a
+        // constant channel's mean is exact and its variance 0, as numpy's.
+        const double x0 = l.m() > 0 ? static_cast<double>(xd[c * l.s]) : 0.0;
         double sum = 0, sq = 0;
         ForRuns(l, c, [&](int64 o, int64 len) {
-          for (int64 j = 0; j < len; ++j) sum += xd[o + j];
+          for (int64 j = 0; j < len; ++j) sum += xd[o + j] - x0;
         });
-        m = l.m() > 0 ? sum / l.m() : 0.0;
+        m = l.m() > 0 ? x0 + sum / l.m() : 0.0;
         ForRuns(l, c, [&](int64 o, int64 len) {
           for (int64 j = 0; j < len; ++j) {
             const double d = xd[o + j] - m;
