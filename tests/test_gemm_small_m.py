@@ -63,10 +63,13 @@ def run_both(f):
 # to pack, or not, on either: 9 rows in one tile; 13 rows as 7 + 6 (in
 # place); 17 as 9 + 8; 64 as 11 x 5 + 9 (SqueezeNet's 1x1 at 27x27); 61 x 513
 # (depth blocks 256 + 256 + 1, a 1-deep tail) x 700 (edge panel of 28
-# columns); 128 x 256 (the M <= 128 at K <= 256 rule, 12-row tiles); depths
+# columns); 128 x 256 (the M <= 128 at K <= 256 rule, 12-row tiles; above 64
+# rows the threaded grid has up to four tiles per thread where the L2 is under
+# 2 MiB (tile_grid.cc), so N = 4400 keeps each tile's B over 2^17 floats in
+# eight column tiles: at N = 1100 it packed on Sapphire Rapids only); depths
 # with a 12-float tail after the 16 x 16 transposes (300 = 256 + 44).
 SHAPES = [(9, 384, 729, True), (13, 384, 729, False), (17, 300, 1000, True), (64, 384, 729, True),
-          (61, 513, 700, True), (128, 256, 1100, True), (40, 1000, 300, True), (8, 3072, 768, False)]
+          (61, 513, 700, True), (128, 256, 4400, True), (40, 1000, 300, True), (8, 3072, 768, False)]
 
 
 @pytest.mark.parametrize("m,k,n,packs", SHAPES)
