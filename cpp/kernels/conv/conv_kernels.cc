@@ -93,7 +93,8 @@ void BatchedForward(const Geometry& g, const T* xd, const T* fd, T* yd, const Ep
   const int64 K = g.k(), P = g.p(), NP = g.n * P;
   ScratchBuffer<T> col(K * NP), prod(g.o * NP);
   const bool pw = g.pointwise();
-  ParallelFor(g.n * g.c, K / g.c * P, [&](int64 b, int64 end) {
+  // Cost per unit: K / c (one group) as kh * kw, since c may be 0.
+  ParallelFor(g.n * g.c, g.kh * g.kw * P, [&](int64 b, int64 end) {
     for (int64 u = b; u < end; ++u) {
       const int64 n = u / g.c, c = u % g.c;
       const T* xc = xd + n * g.c * g.h * g.w;

@@ -169,7 +169,7 @@ void ImColumnsParallel(const Geometry& g, const float* x, float* col, int64 ld, 
       Im2ColRange(g, x, col + r0 * g.ow, 0, g.c, ld, i0 + r0, i0 + r1);
     });
   } else {
-    ParallelFor(g.c, K / g.c * (i1 - i0) * g.ow,
+    ParallelFor(g.c, g.kh * g.kw * (i1 - i0) * g.ow,  // K / c, c may be 0
                 [&](int64 c0, int64 c1) { Im2ColRange(g, x, col, c0, c1, ld, i0, i1); });
   }
 }
@@ -217,7 +217,7 @@ void GemmForward(const Geometry& g, const float* x, const float* panels, bool co
   if (g.n > 1 && P < kBatchedPixels && K * g.n * P <= kBatchedColumnElems) {
     const int64 NP = g.n * P;
     ScratchBuffer<float> col(K * NP), prod(g.o * NP);
-    ParallelFor(g.n * g.c, K / g.c * P, [&](int64 b, int64 end) {
+    ParallelFor(g.n * g.c, g.kh * g.kw * P, [&](int64 b, int64 end) {  // K / c, c may be 0
       // (n, c) stepped, not divided out of u: at one pixel per image the
       // divisions cost more than the copies.
       for (int64 u = b, n = b / g.c, c = b % g.c; u < end; ++u, c = c + 1 == g.c ? 0 : c + 1, n += c == 0) {
