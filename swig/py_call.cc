@@ -205,11 +205,30 @@ PyObject* Dispatch(const OpBinding& b, PyObject* const* args, size_t level, PyOb
     if (!ok) return nullptr;
   }
   FlipTransposeAttrs(op, transposed, attrs.data());
-  BoundCall bc;
-  Status s = Bind(op, inputs.data(), attrs.data(), &bc);
+  BoundCall first, copied;
+  BoundCall* bound = &first;
+  Status s = Bind(op, inputs.data(), attrs.data(), &first);
+  if (!s.ok() && transposed != 0) {
+    // The op may not take the flipped attr at this rank (FusedMatMul's
+    // transpose_a is 2-D only): the views go in as copies, attrs as given.
+    // Every attr and input again (Bind moved them into the failed call).
+    for (size_t i = 0; i < attrs.size(); ++i) attrs[i] = AttrValue();
+    for (const auto& [i, pos] : b.attr_pos()) {
+      if (!ConvertAnyAttr(args[pos], name, op.attrs[i], &attrs[i])) return nullptr;
+    }
+    for (size_t a = 0; a < op.inputs.size(); ++a) {
+      const ArgDef& arg = op.inputs[a];
+      inputs[a] = BindInput();
+      const bool ok = arg.is_list() ? ToBindListInput(py_inputs[a], name, arg, async, &inputs[a])
+                                    : ToBindInput(py_inputs[a], name, arg.name, async, &inputs[a]);
+      if (!ok) return nullptr;
+    }
+    s = Bind(op, inputs.data(), attrs.data(), &copied);
+    bound = &copied;
+  }
   if (!s.ok()) return SetError(s);
-  if (async) return SubmitBound(bc, CallerLocation());
-  return RunBound(op, bc, py_inputs.data(), call);
+  if (async) return SubmitBound(*bound, CallerLocation());
+  return RunBound(op, *bound, py_inputs.data(), call);
 }
 
 }  // namespace

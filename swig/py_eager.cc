@@ -240,6 +240,10 @@ PyObject* EagerPlain(const OpBinding& b, PyObject* const* args, PyObject* const*
   }
   FlipTransposeAttrs(op, transposed, attrs.data());
   Status s = BindValues(op, attrs.data(), &bc);
+  if (!s.ok() && transposed != 0) {  // Dispatch's general path binds the views as copies (py_call.cc)
+    *handled = false;
+    return nullptr;
+  }
   if (!s.ok()) return SetError(s);
   bc.autograd = autograd;
   if (memo) MemoStore(b, bc, args, transposed);

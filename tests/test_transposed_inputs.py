@@ -135,6 +135,22 @@ def test_fused_matmul_of_views():
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
 
 
+def test_a_view_the_op_cannot_take_transposed_is_copied():
+    # FusedMatMul reads `a` transposed only in 2-D: a batched view of the
+    # transposes (and a Fortran-ordered [1, m, k]) is bound as a copy instead
+    # of failing (found by the long profile's fuzzer, session 21).
+    fused = of.ops.gen_linalg_ops.fused_mat_mul
+    x, w, bias = rand(3, 4, 5).swapaxes(-1, -2), rand(4, 6), rand(6)
+    np.testing.assert_allclose(np.asarray(fused(x, w, bias, activation="relu")), np.maximum(x @ w + bias, 0),
+                               rtol=1e-4, atol=1e-4)
+    lin = of.nn.Linear(4, 6)
+    np.testing.assert_array_equal(np.asarray(lin(x)), np.asarray(lin(np.ascontiguousarray(x))))
+    a, b = np.asfortranarray(rand(1, 2, 2)), rand(2, 3)
+    np.testing.assert_allclose(np.asarray(fused(a, b, np.zeros(3, np.float32))), a @ b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(of.errors.InvalidArgumentError, match=r"argument 'a' of shape \[3, 5, 4\]"):
+        fused(x, rand(5, 6), bias)  # the error names the shape as passed
+
+
 def test_gradients_through_a_view_operand():
     w = rand(4, 6)
     x = of.tensor(rand(5, 6), requires_grad=True)
